@@ -1,0 +1,254 @@
+// Package llm is the OpenAI-compatible model client of the classifier
+// (OpenAI, vLLM, Ollama, LM Studio…), built on openai-go, and the
+// process-wide bounds on model calls.
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/domainclass/domainclass/classifier"
+)
+
+// Response formats, strictest first. "auto" starts with json_schema and
+// steps down, per model, when a server rejects one.
+const (
+	FormatAuto       = "auto"
+	FormatJSONSchema = "json_schema"
+	FormatJSONObject = "json_object"
+	FormatNone       = "none"
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL of the API including /v1; "" is OpenAI's.
+	BaseURL string
+	APIKey  string
+	// Timeout bounds one request.
+	Timeout time.Duration
+	// MaxRetries is the SDK's own retries per call. It is 0 by default:
+	// River owns retries (with backoff, attempts and a FAILED end), and a
+	// 429 must come back to the worker so the job is snoozed, not slept in.
+	MaxRetries int
+	// ResponseFormat is auto, json_schema, json_object or none.
+	ResponseFormat string
+	// DefaultRetryAfter is used for a 429 without a Retry-After header.
+	DefaultRetryAfter time.Duration
+	HTTPClient        *http.Client
+}
+
+// Client is an OpenAI-compatible chat completions client.
+type Client struct {
+	sdk     openai.Client
+	cfg     Config
+	formats sync.Map // model → the format that model's server accepts
+}
+
+// New returns a client. It reads no environment variables: everything
+// comes from cfg.
+func New(cfg Config) (*Client, error) {
+	switch cfg.ResponseFormat {
+	case "":
+		cfg.ResponseFormat = FormatAuto
+	case FormatAuto, FormatJSONSchema, FormatJSONObject, FormatNone:
+	default:
+		return nil, fmt.Errorf("unknown LLM response format %q (want auto, json_schema, json_object or none)", cfg.ResponseFormat)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.DefaultRetryAfter <= 0 {
+		cfg.DefaultRetryAfter = 10 * time.Second
+	}
+	opts := []option.RequestOption{
+		option.WithAPIKey(cfg.APIKey),
+		option.WithMaxRetries(max(cfg.MaxRetries, 0)),
+		option.WithRequestTimeout(cfg.Timeout),
+		// Drop what openai.NewClient reads from the environment on its own
+		// (organization, project, custom headers): config comes from us.
+		option.WithHeaderDel("OpenAI-Organization"),
+		option.WithHeaderDel("OpenAI-Project"),
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	} else {
+		opts = append(opts, option.WithBaseURL("https://api.openai.com/v1/"))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Client{sdk: openai.NewClient(opts...), cfg: cfg}, nil
+}
+
+// Complete sends one chat completion asking for a JSON object.
+//
+// Errors: a *RateLimitError (429) carries the provider's Retry-After; a
+// *RejectedError (a 4xx other than 408, 409 and 429, once every response
+// format was tried) is permanent; anything else (5xx, timeouts, connection
+// errors) is transient.
+func (c *Client) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
+	format := c.formatFor(req.Model)
+	for {
+		start := time.Now()
+		resp, err := c.sdk.Chat.Completions.New(ctx, c.params(req, format))
+		latency := time.Since(start)
+		if err == nil {
+			return toResponse(resp, latency)
+		}
+
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) {
+			return classifier.CompletionResponse{}, fmt.Errorf("LLM request failed: %w", err)
+		}
+		switch status := apiErr.StatusCode; {
+		case status == http.StatusTooManyRequests && apiErr.Code != "insufficient_quota":
+			return classifier.CompletionResponse{}, &RateLimitError{After: c.retryAfter(apiErr.Response), Err: apiErr}
+		case status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500:
+			return classifier.CompletionResponse{}, fmt.Errorf("LLM request failed: %w", apiErr)
+		case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && next(format) != "" && c.cfg.ResponseFormat == FormatAuto:
+			// Servers that do not know json_schema (or JSON mode at all)
+			// answer 400; remember what works for this model.
+			format = next(format)
+			c.formats.Store(req.Model, format)
+			continue
+		default:
+			return classifier.CompletionResponse{}, &RejectedError{Status: status, Code: apiErr.Code, Message: apiErr.Message}
+		}
+	}
+}
+
+func (c *Client) formatFor(model string) string {
+	if c.cfg.ResponseFormat != FormatAuto {
+		return c.cfg.ResponseFormat
+	}
+	if f, ok := c.formats.Load(model); ok {
+		return f.(string)
+	}
+	return FormatJSONSchema
+}
+
+func next(format string) string {
+	switch format {
+	case FormatJSONSchema:
+		return FormatJSONObject
+	case FormatJSONObject:
+		return FormatNone
+	}
+	return ""
+}
+
+func (c *Client) params(req classifier.CompletionRequest, format string) openai.ChatCompletionNewParams {
+	p := openai.ChatCompletionNewParams{
+		Model: req.Model,
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage(req.System),
+			openai.UserMessage(req.User),
+		},
+	}
+	switch format {
+	case FormatJSONSchema:
+		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+					Name:   req.SchemaName,
+					Schema: req.Schema,
+					Strict: openai.Bool(true),
+				},
+			},
+		}
+	case FormatJSONObject:
+		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONObject: &shared.ResponseFormatJSONObjectParam{},
+		}
+	}
+	return p
+}
+
+func toResponse(resp *openai.ChatCompletion, latency time.Duration) (classifier.CompletionResponse, error) {
+	if len(resp.Choices) == 0 {
+		return classifier.CompletionResponse{}, &RejectedError{Status: http.StatusOK, Message: "the response has no choices"}
+	}
+	ch := resp.Choices[0]
+	return classifier.CompletionResponse{
+		Content:          ch.Message.Content,
+		Refusal:          ch.Message.Refusal,
+		FinishReason:     string(ch.FinishReason),
+		Model:            resp.Model,
+		PromptTokens:     int(resp.Usage.PromptTokens),
+		CompletionTokens: int(resp.Usage.CompletionTokens),
+		Latency:          latency,
+	}, nil
+}
+
+// retryAfter reads Retry-After-Ms or Retry-After (seconds or an HTTP date).
+func (c *Client) retryAfter(resp *http.Response) time.Duration {
+	if resp == nil {
+		return c.cfg.DefaultRetryAfter
+	}
+	if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
+		return d
+	}
+	return c.cfg.DefaultRetryAfter
+}
+
+// ParseRetryAfter reads Retry-After-Ms, then Retry-After as seconds or an
+// HTTP date. It reports false when neither is usable.
+func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); err == nil && ms >= 0 {
+		return time.Duration(ms * float64(time.Millisecond)), true
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// RateLimitError is a 429 from the provider: not a failure of the domain.
+type RateLimitError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("LLM provider throttled (retry after %s): %v", e.After, e.Err)
+}
+func (e *RateLimitError) Unwrap() error { return e.Err }
+
+// RetryAfter is how long the provider asked us to wait.
+func (e *RateLimitError) RetryAfter() time.Duration { return e.After }
+
+// RejectedError is a request the provider will not serve as sent (bad
+// request, unknown model, bad key): asking again does not help.
+type RejectedError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	msg := fmt.Sprintf("LLM provider rejected the request: %d %s", e.Status, http.StatusText(e.Status))
+	if e.Code != "" {
+		msg += " (" + e.Code + ")"
+	}
+	return msg
+}
+
+// Permanent reports that the error does not go away by retrying.
+func (e *RejectedError) Permanent() bool { return true }

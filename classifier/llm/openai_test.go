@@ -1,0 +1,223 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+)
+
+func request(domain string) classifier.CompletionRequest {
+	c, _ := classifier.DefaultRegistry().Get("cpg")
+	return classifier.CompletionRequest{
+		Model: "test-model", System: "sys", User: "Domain: " + domain,
+		SchemaName: "cpg_verdict", Schema: c.ResponseSchema(),
+	}
+}
+
+func newClient(t *testing.T, srv *llmtest.Server, format string) *llm.Client {
+	t.Helper()
+	c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Timeout: 5 * time.Second, ResponseFormat: format})
+	require.NoError(t, err)
+	return c
+}
+
+func TestClient_Complete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AsksForJSONSchemaAndReturnsContentAndUsage", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Snacks.") })
+		resp, err := newClient(t, srv, "").Complete(ctx, request("acme.com"))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"is_cpg":true,"confidence":5,"reasoning":"Snacks."}`, resp.Content)
+		require.Equal(t, 120, resp.PromptTokens)
+		require.Equal(t, 25, resp.CompletionTokens)
+		require.Equal(t, "test-model", resp.Model)
+		require.Equal(t, "json_schema", srv.Requests()[0].ResponseFormat)
+		require.Equal(t, "acme.com", srv.Requests()[0].Domain)
+	})
+
+	t.Run("FallsBackPerModelWhenServerRejectsResponseFormat", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(r llmtest.Request) llmtest.Reply {
+			if r.ResponseFormat == "json_schema" || r.ResponseFormat == "json_object" {
+				return llmtest.Status(http.StatusBadRequest, nil) // a server with no JSON mode at all
+			}
+			return llmtest.Answer(false, 4, "Software.")
+		})
+		c := newClient(t, srv, "auto")
+		_, err := c.Complete(ctx, request("a.com"))
+		require.NoError(t, err)
+		_, err = c.Complete(ctx, request("b.com"))
+		require.NoError(t, err)
+
+		var formats []string
+		for _, r := range srv.Requests() {
+			formats = append(formats, r.ResponseFormat)
+		}
+		// The first call steps down twice; the second remembers.
+		require.Equal(t, []string{"json_schema", "json_object", "", ""}, formats)
+	})
+
+	t.Run("FixedFormatDoesNotFallBack", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusBadRequest, nil) })
+		_, err := newClient(t, srv, "json_schema").Complete(ctx, request("a.com"))
+		require.True(t, classifier.IsPermanent(err), "want a permanent error, got %v", err)
+		require.Equal(t, 1, srv.Total())
+	})
+
+	t.Run("RateLimitCarriesRetryAfterAndIsNotRetriedBySDK", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+			return llmtest.Status(http.StatusTooManyRequests, map[string]string{"Retry-After": "7"})
+		})
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		after, ok := classifier.RetryAfter(err)
+		require.True(t, ok, "want a rate-limit error, got %v", err)
+		require.Equal(t, 7*time.Second, after)
+		require.Equal(t, 1, srv.Total(), "River owns retries, not the SDK")
+	})
+
+	t.Run("RateLimitPrefersRetryAfterMs", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+			return llmtest.Status(http.StatusTooManyRequests, map[string]string{"Retry-After-Ms": "1500", "Retry-After": "9"})
+		})
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		after, ok := classifier.RetryAfter(err)
+		require.True(t, ok)
+		require.Equal(t, 1500*time.Millisecond, after)
+	})
+
+	t.Run("InsufficientQuotaIsNotAThrottle", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+			return llmtest.Reply{Status: http.StatusTooManyRequests, ErrorCode: "insufficient_quota"}
+		})
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		require.Error(t, err)
+		_, throttled := classifier.RetryAfter(err)
+		require.False(t, throttled, "a quota error must use up attempts, not snooze forever")
+		require.False(t, classifier.IsPermanent(err))
+	})
+
+	t.Run("ServerErrorIsTransient", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusBadGateway, nil) })
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		require.Error(t, err)
+		require.False(t, classifier.IsPermanent(err))
+		_, throttled := classifier.RetryAfter(err)
+		require.False(t, throttled)
+		require.Equal(t, 1, srv.Total())
+	})
+
+	t.Run("BadKeyIsPermanentAndDoesNotLeakTheKey", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusUnauthorized, nil) })
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		require.True(t, classifier.IsPermanent(err))
+		require.NotContains(t, err.Error(), "sk-test")
+	})
+
+	t.Run("GarbageBodyIsAnError", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Raw: "<html>oops"} })
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		require.Error(t, err)
+	})
+
+	t.Run("TimeoutIsTransient", func(t *testing.T) {
+		t.Parallel()
+		block := make(chan struct{})
+		defer close(block)
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
+		c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "k", Timeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		_, err = c.Complete(ctx, request("a.com"))
+		require.Error(t, err)
+		require.False(t, classifier.IsPermanent(err))
+	})
+}
+
+func TestLimit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BoundsConcurrency", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+			r := llmtest.Answer(true, 5, "x")
+			r.Wait = release
+			return r
+		})
+		limited := llm.Limit(newClient(t, srv, ""), 3, 60_000)
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
+		}
+		require.Eventually(t, func() bool { return srv.Total() == 3 }, 5*time.Second, 5*time.Millisecond)
+		close(release)
+		wg.Wait()
+		require.Equal(t, 10, srv.Total())
+		require.Equal(t, 3, srv.MaxInFlight())
+	})
+
+	t.Run("SpacesCallsByRate", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") })
+		limited := llm.Limit(newClient(t, srv, ""), 10, 1200) // one call per 50 ms
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
+		}
+		wg.Wait()
+		starts := srv.Starts()
+		require.Len(t, starts, 5)
+		first, last := starts[0], starts[0]
+		for _, s := range starts {
+			first, last = minTime(first, s), maxTime(last, s)
+		}
+		// 5 calls at 20/s take at least 4 intervals; slowness only adds.
+		require.GreaterOrEqual(t, last.Sub(first), 190*time.Millisecond)
+	})
+
+	t.Run("GivesUpWhenContextEnds", func(t *testing.T) {
+		t.Parallel()
+		block := make(chan struct{})
+		defer close(block)
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
+		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000)
+		go func() { _, _ = limited.Complete(context.Background(), request("a.com")) }()
+		require.Eventually(t, func() bool { return srv.Total() == 1 }, 5*time.Second, 5*time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := limited.Complete(ctx, request("b.com"))
+		require.True(t, errors.Is(err, context.Canceled))
+	})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

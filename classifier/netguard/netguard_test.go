@@ -1,0 +1,60 @@
+package netguard
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPublic(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"8.8.8.8": true, "1.1.1.1": true, "2606:4700:4700::1111": true,
+		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
+		"169.254.169.254": false, "fe80::1": false, "fd00:ec2::254": false, "0.0.0.0": false, "::": false,
+		"100.64.0.1": false, "224.0.0.1": false, "255.255.255.255": false, "::ffff:127.0.0.1": false,
+		"::ffff:10.0.0.1": false, "64:ff9b::a00:1": false, "192.0.2.1": false,
+	} {
+		require.Equal(t, want, Public(netip.MustParseAddr(addr)), addr)
+	}
+}
+
+func TestDialer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+
+	for _, addr := range []string{"127.0.0.1:" + port, "localhost:" + port} {
+		_, err := (&Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr)
+		require.True(t, errors.Is(err, ErrForbiddenAddress), "%s: got %v", addr, err)
+	}
+	c, err := (&Dialer{AllowPrivate: true, Timeout: time.Second}).DialContext(context.Background(), "tcp", "127.0.0.1:"+port)
+	require.NoError(t, err)
+	c.Close()
+}
+
+func TestCheckHost(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, CheckHost("example.com", false))
+	require.NoError(t, CheckHost("8.8.8.8", false))
+	for _, h := range []string{"127.0.0.1", "localhost", "api.localhost", "169.254.169.254", "::1", "10.0.0.7"} {
+		require.True(t, errors.Is(CheckHost(h, false), ErrForbiddenAddress), h)
+		require.NoError(t, CheckHost(h, true))
+	}
+}

@@ -1,0 +1,302 @@
+package classifier
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ResultStore is what the pipeline needs from storage.
+type ResultStore interface {
+	// KnownCompany returns the name of a known company for the domain, and
+	// whether there is one.
+	KnownCompany(ctx context.Context, classifier, domain string) (string, bool, error)
+	// ResultGet returns the last COMPLETED answer for the domain, or nil.
+	ResultGet(ctx context.Context, classifier, domain string) (*Result, error)
+	// ClaimAcquire takes the right to ask the model about a domain until ttl
+	// passes. It reports false when another owner holds a live claim.
+	ClaimAcquire(ctx context.Context, classifier, domain, owner string, ttl time.Duration) (bool, error)
+	// ClaimRelease gives a claim up early.
+	ClaimRelease(ctx context.Context, classifier, domain, owner string) error
+}
+
+// Completer is an OpenAI-compatible chat model.
+type Completer interface {
+	Complete(ctx context.Context, req CompletionRequest) (CompletionResponse, error)
+}
+
+// CompletionRequest is one chat completion asking for a JSON object.
+type CompletionRequest struct {
+	Model      string
+	System     string
+	User       string
+	SchemaName string
+	Schema     map[string]any
+}
+
+// CompletionResponse is what the model answered.
+type CompletionResponse struct {
+	Content          string
+	Refusal          string
+	FinishReason     string
+	Model            string
+	PromptTokens     int
+	CompletionTokens int
+	Latency          time.Duration
+}
+
+// Searcher gathers web evidence about a domain.
+type Searcher interface {
+	Search(ctx context.Context, domain string) (Evidence, error)
+}
+
+// Evidence is what a search found: text for the prompt and its sources.
+type Evidence struct {
+	Provider string
+	Text     string
+	Sources  []string
+}
+
+// ErrNoLLM is the reason of every domain that needed the model while none
+// is configured. It is never replaced by a made-up answer.
+const ErrNoLLM = "no LLM configured"
+
+// PipelineConfig configures a Pipeline.
+type PipelineConfig struct {
+	Store  ResultStore
+	LLM    Completer // nil: no LLM configured
+	Search Searcher
+	// Model is the model name sent to the LLM.
+	Model     string
+	Freshness Freshness
+	// ClaimTTL bounds how long one worker may hold a domain while it asks
+	// the model. It must outlast the longest call (the job timeout).
+	ClaimTTL time.Duration
+	// ClaimWait is how long a worker waits for another worker's answer
+	// before it gives the domain back (ErrBusy); ClaimPoll is how often it
+	// looks.
+	ClaimWait time.Duration
+	ClaimPoll time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// Pipeline answers one domain the cheapest way: known company, then a fresh
+// cached answer, then web search and the model. It holds no transaction
+// across a search or model call.
+type Pipeline struct {
+	cfg PipelineConfig
+}
+
+// NewPipeline returns a pipeline; zero durations get defaults.
+func NewPipeline(cfg PipelineConfig) *Pipeline {
+	if cfg.Search == nil {
+		cfg.Search = noSearch{}
+	}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = 5 * time.Minute
+	}
+	if cfg.ClaimWait <= 0 {
+		cfg.ClaimWait = 30 * time.Second
+	}
+	if cfg.ClaimPoll <= 0 {
+		cfg.ClaimPoll = 200 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{cfg: cfg}
+}
+
+// HasLLM reports whether a model is configured.
+func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
+
+// Classify answers one domain for a job. owner identifies the caller's claim
+// on the domain (the River job): when the answer comes from the model the
+// claim is still held, and the caller must release it in the transaction
+// that stores the answer, so no other worker pays for the same domain.
+//
+// It returns ErrBusy when another owner is asking the model and did not
+// finish in time, an error with RetryAfter when the provider is throttling,
+// and other errors for transient failures (retry later). Permanent provider
+// errors and unreadable output come back as a FAILED Result, not an error.
+func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner string) (Result, error) {
+	if name, ok, err := p.cfg.Store.KnownCompany(ctx, c.Name, domain); err != nil {
+		return Result{}, fmt.Errorf("error looking up known company %s: %w", domain, err)
+	} else if ok {
+		return Result{
+			Domain: domain, Classifier: c.Name, Status: StatusCompleted, Answer: true, Confidence: 5,
+			Reasoning: fmt.Sprintf("Listed as a known CPG company (%s).", name), Source: SourceKnown,
+			ClassifiedAt: p.cfg.Now().UTC(),
+		}, nil
+	}
+
+	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+		return deref(r), err
+	}
+
+	if p.cfg.LLM == nil {
+		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
+	}
+
+	if r, err := p.claim(ctx, c, domain, owner); err != nil || r != nil {
+		return deref(r), err
+	}
+	release := func() {
+		// The claim must go even when ctx is done (soft stop), or others wait
+		// for its lease to run out.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := p.cfg.Store.ClaimRelease(rctx, c.Name, domain, owner); err != nil {
+			p.cfg.Logger.WarnContext(ctx, "error releasing domain claim", "domain", domain, "error", err)
+		}
+	}
+
+	// Another worker may have finished between our cache look-up and claim.
+	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+		release()
+		return deref(r), err
+	}
+
+	r, err := p.Decide(ctx, c, domain, DecideOptions{})
+	if err != nil {
+		release()
+		return Result{}, err
+	}
+	return r, nil
+}
+
+// cached returns a fresh cached answer, or nil.
+func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string) (*Result, error) {
+	r, err := p.cfg.Store.ResultGet(ctx, c.Name, domain)
+	if err != nil {
+		return nil, fmt.Errorf("error reading cached result for %s: %w", domain, err)
+	}
+	if !p.cfg.Freshness.Fresh(r, p.cfg.Now()) {
+		return nil, nil
+	}
+	hit := *r
+	hit.Source = SourceCache
+	hit.Usage = nil
+	return &hit, nil
+}
+
+// claim takes the domain for owner. While another owner holds it, it waits
+// for that owner's answer and returns it as a cache hit, or ErrBusy once
+// ClaimWait has passed.
+func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string) (*Result, error) {
+	deadline := p.cfg.Now().Add(p.cfg.ClaimWait)
+	ticker := time.NewTicker(p.cfg.ClaimPoll)
+	defer ticker.Stop()
+	for {
+		ok, err := p.cfg.Store.ClaimAcquire(ctx, c.Name, domain, owner, p.cfg.ClaimTTL)
+		if err != nil {
+			return nil, fmt.Errorf("error claiming %s: %w", domain, err)
+		} else if ok {
+			return nil, nil
+		}
+		if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+			return r, err
+		}
+		if p.cfg.Now().After(deadline) {
+			return nil, ErrBusy
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// DecideOptions override the model and prompt version, for evaluations.
+type DecideOptions struct {
+	Model         string
+	PromptVersion string
+}
+
+// Decide runs the search and model step for one domain, with no cache and no
+// known-company shortcut. The worker and the evaluation harness both use it.
+// It returns a FAILED Result for permanent problems (refusal, unreadable
+// output, a request the provider rejects) and an error for transient ones.
+func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opts DecideOptions) (Result, error) {
+	if p.cfg.LLM == nil {
+		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
+	}
+	prompt, err := c.Prompt(opts.PromptVersion)
+	if err != nil {
+		return Result{}, err
+	}
+	model := opts.Model
+	if model == "" {
+		model = p.cfg.Model
+	}
+
+	ev, err := p.cfg.Search.Search(ctx, domain)
+	if err != nil {
+		if !IsPermanent(err) {
+			return Result{}, fmt.Errorf("error searching for %s: %w", domain, err)
+		}
+		// A search the provider refuses (bad key, odd query) should not cost
+		// the answer: the model answers from what it knows.
+		p.cfg.Logger.WarnContext(ctx, "search rejected; answering without evidence", "domain", domain, "error", err)
+		ev = Evidence{}
+	}
+	user, err := prompt.Render(PromptData{Domain: domain, Provider: ev.Provider, Evidence: ev.Text})
+	if err != nil {
+		return Result{}, err
+	}
+
+	resp, err := p.cfg.LLM.Complete(ctx, CompletionRequest{
+		Model: model, System: prompt.System, User: user,
+		SchemaName: c.Name + "_verdict", Schema: c.ResponseSchema(),
+	})
+	if err != nil {
+		if IsPermanent(err) {
+			r := failed(c, domain, "model request rejected: "+err.Error(), p.cfg.Now())
+			r.Source, r.Model, r.PromptVersion = SourceLLM, model, prompt.Version
+			return r, nil
+		}
+		return Result{}, fmt.Errorf("error asking the model about %s: %w", domain, err)
+	}
+
+	r := Result{
+		Domain: domain, Classifier: c.Name, Source: SourceLLM, ClassifiedAt: p.cfg.Now().UTC(),
+		Model: cmp.Or(resp.Model, model), PromptVersion: prompt.Version, Evidence: ev.Sources,
+		Usage: &Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Latency: resp.Latency, Raw: resp.Content},
+	}
+	if resp.Refusal != "" {
+		r.Status, r.Error = StatusFailed, "model refused: "+truncate(resp.Refusal, 200)
+		return r, nil
+	}
+	v, err := ParseVerdict(resp.Content, c.AnswerField)
+	if err != nil {
+		r.Status, r.Error = StatusFailed, err.Error()
+		if resp.FinishReason == "length" {
+			r.Error += " (the model ran out of output tokens)"
+		}
+		return r, nil
+	}
+	r.Status, r.Answer, r.Confidence, r.Reasoning = StatusCompleted, v.Answer, v.Confidence, v.Reasoning
+	return r, nil
+}
+
+func failed(c *Classifier, domain, reason string, now time.Time) Result {
+	return Result{Domain: domain, Classifier: c.Name, Status: StatusFailed, Error: reason, ClassifiedAt: now.UTC()}
+}
+
+func deref(r *Result) Result {
+	if r == nil {
+		return Result{}
+	}
+	return *r
+}
+
+type noSearch struct{}
+
+func (noSearch) Search(context.Context, string) (Evidence, error) { return Evidence{}, nil }

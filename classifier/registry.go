@@ -1,0 +1,192 @@
+package classifier
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/goccy/go-yaml"
+)
+
+//go:embed classifiers/*.yaml
+var builtinClassifiers embed.FS
+
+// DefaultClassifier is used when a request names none.
+const DefaultClassifier = "cpg"
+
+// Classifier is one named yes/no question about companies, with versioned
+// prompts. Classifiers are data: each is a YAML file in classifiers/.
+type Classifier struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// AnswerField is the JSON key of the yes/no answer in the model output.
+	AnswerField string `yaml:"answer_field"`
+	// Bias notes which way the prompt leans when in doubt, and why.
+	Bias          string   `yaml:"bias"`
+	CurrentPrompt string   `yaml:"current_prompt"`
+	Prompts       []Prompt `yaml:"prompts"`
+}
+
+// Prompt is one version of a classifier's instructions.
+type Prompt struct {
+	Version string `yaml:"version"`
+	Notes   string `yaml:"notes"`
+	System  string `yaml:"system"`
+	User    string `yaml:"user"`
+
+	user *template.Template
+}
+
+// PromptData is what a prompt's user template can use.
+type PromptData struct {
+	Domain   string
+	Provider string
+	Evidence string
+}
+
+// Prompt returns the prompt of the given version, or the current one for "".
+// It returns an EINVALID *Error for an unknown version.
+func (c *Classifier) Prompt(version string) (*Prompt, error) {
+	if version == "" {
+		version = c.CurrentPrompt
+	}
+	for i := range c.Prompts {
+		if c.Prompts[i].Version == version {
+			return &c.Prompts[i], nil
+		}
+	}
+	return nil, Errorf(EINVALID, "classifier %q has no prompt version %q (have %s)", c.Name, version, strings.Join(c.PromptVersions(), ", "))
+}
+
+// PromptVersions lists the classifier's prompt versions in file order.
+func (c *Classifier) PromptVersions() []string {
+	versions := make([]string, len(c.Prompts))
+	for i, p := range c.Prompts {
+		versions[i] = p.Version
+	}
+	return versions
+}
+
+// Render fills the prompt's user template.
+func (p *Prompt) Render(data PromptData) (string, error) {
+	var b bytes.Buffer
+	if err := p.user.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("error rendering prompt %s: %w", p.Version, err)
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// ResponseSchema is the JSON schema the model is asked to follow. It uses
+// only what strict structured-output modes accept.
+func (c *Classifier) ResponseSchema() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			c.AnswerField: map[string]any{"type": "boolean"},
+			"confidence":  map[string]any{"type": "integer", "enum": []int{1, 2, 3, 4, 5}},
+			"reasoning":   map[string]any{"type": "string"},
+		},
+		"required":             []string{c.AnswerField, "confidence", "reasoning"},
+		"additionalProperties": false,
+	}
+}
+
+// Registry holds the known classifiers by name.
+type Registry struct {
+	byName map[string]*Classifier
+}
+
+// NewRegistry loads every *.yaml file at the top of fsys. It returns an error
+// naming the file for a definition that is incomplete or a duplicate.
+func NewRegistry(fsys fs.FS) (*Registry, error) {
+	files, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{byName: make(map[string]*Classifier)}
+	for _, name := range files {
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		c := new(Classifier)
+		if err := yaml.UnmarshalWithOptions(b, c, yaml.Strict()); err != nil {
+			return nil, fmt.Errorf("classifier %s: %w", name, err)
+		}
+		if err := c.validate(); err != nil {
+			return nil, fmt.Errorf("classifier %s: %w", name, err)
+		}
+		if _, dup := r.byName[c.Name]; dup {
+			return nil, fmt.Errorf("classifier %s: name %q is defined twice", name, c.Name)
+		}
+		r.byName[c.Name] = c
+	}
+	return r, nil
+}
+
+// DefaultRegistry returns the classifiers built into the binary.
+func DefaultRegistry() *Registry {
+	sub, err := fs.Sub(builtinClassifiers, "classifiers")
+	if err != nil {
+		panic(err)
+	}
+	r, err := NewRegistry(sub)
+	if err != nil {
+		panic(err) // the embedded files are checked by the tests
+	}
+	return r
+}
+
+// Get returns the classifier with the given name. It returns an EINVALID
+// *Error that lists the valid names when there is none.
+func (r *Registry) Get(name string) (*Classifier, error) {
+	if c, ok := r.byName[name]; ok {
+		return c, nil
+	}
+	return nil, &Error{
+		Code:    EINVALID,
+		Type:    "unknown-classifier",
+		Message: fmt.Sprintf("unknown classifier %q; valid classifiers: %s", name, strings.Join(r.Names(), ", ")),
+	}
+}
+
+// Names returns the classifier names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *Classifier) validate() error {
+	switch {
+	case c.Name == "" || strings.ContainsAny(c.Name, " /"):
+		return fmt.Errorf("name %q must be a non-empty word", c.Name)
+	case c.AnswerField == "":
+		return fmt.Errorf("answer_field is required")
+	case len(c.Prompts) == 0:
+		return fmt.Errorf("at least one prompt is required")
+	}
+	for i := range c.Prompts {
+		p := &c.Prompts[i]
+		if p.Version == "" || strings.TrimSpace(p.System) == "" || strings.TrimSpace(p.User) == "" {
+			return fmt.Errorf("prompt %d needs version, system and user", i)
+		}
+		t, err := template.New(path.Join(c.Name, p.Version)).Option("missingkey=error").Parse(p.User)
+		if err != nil {
+			return fmt.Errorf("prompt %s: %w", p.Version, err)
+		}
+		p.user = t
+	}
+	if _, err := c.Prompt(""); err != nil {
+		return fmt.Errorf("current_prompt: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package classifier
+
+import (
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultRegistry(t *testing.T) {
+	t.Parallel()
+	r := DefaultRegistry()
+	require.Equal(t, []string{"cpg"}, r.Names())
+
+	c, err := r.Get("cpg")
+	require.NoError(t, err)
+	require.Equal(t, "is_cpg", c.AnswerField)
+	require.Contains(t, c.Bias, "yes-leaning")
+	p, err := c.Prompt("")
+	require.NoError(t, err)
+	require.Equal(t, c.CurrentPrompt, p.Version)
+	require.NotEmpty(t, p.Notes, "a prompt's reasons are written down")
+
+	withEvidence, err := p.Render(PromptData{Domain: "acme.com", Provider: "homepage", Evidence: "Title: Acme chips"})
+	require.NoError(t, err)
+	require.Contains(t, withEvidence, "Domain: acme.com\nEvidence from homepage:\nTitle: Acme chips")
+	without, err := p.Render(PromptData{Domain: "acme.com"})
+	require.NoError(t, err)
+	require.Contains(t, without, "No web evidence is available")
+
+	_, err = r.Get("b2b")
+	require.Equal(t, EINVALID, ErrorCode(err))
+	require.Equal(t, `unknown classifier "b2b"; valid classifiers: cpg`, ErrorMessage(err))
+	_, err = c.Prompt("v999")
+	require.Equal(t, EINVALID, ErrorCode(err))
+}
+
+func TestNewRegistry_RejectsBadDefinitions(t *testing.T) {
+	t.Parallel()
+	for name, body := range map[string]string{
+		"missing answer field": "name: x\nprompts: [{version: v1, system: s, user: u}]\ncurrent_prompt: v1\n",
+		"no prompts":           "name: x\nanswer_field: a\ncurrent_prompt: v1\n",
+		"bad template":         "name: x\nanswer_field: a\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: '{{.Nope'}]\n",
+		"unknown current":      "name: x\nanswer_field: a\ncurrent_prompt: v2\nprompts: [{version: v1, system: s, user: u}]\n",
+		"unknown key":          "name: x\nanswer_field: a\ncurrent_prompt: v1\ntypo: 1\nprompts: [{version: v1, system: s, user: u}]\n",
+	} {
+		_, err := NewRegistry(fstest.MapFS{"x.yaml": {Data: []byte(body)}})
+		require.Error(t, err, name)
+	}
+}

@@ -1,0 +1,110 @@
+package classifier
+
+import (
+	"errors"
+	"time"
+)
+
+// Status is the state of one domain's answer, or of a job.
+type Status string
+
+// Domain and job statuses, as callers see them.
+const (
+	StatusPending   Status = "PENDING"
+	StatusRunning   Status = "RUNNING" // jobs only
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+)
+
+// Source says where an answer came from, cheapest first.
+type Source string
+
+// Answer sources.
+const (
+	SourceKnown Source = "known" // the known-companies list
+	SourceCache Source = "cache" // an earlier answer that is still fresh
+	SourceLLM   Source = "llm"   // a fresh web search and model call
+)
+
+// Result is the answer for one domain under one classifier. A FAILED result
+// carries Error and never counts as cached.
+type Result struct {
+	Domain       string
+	Classifier   string
+	Status       Status
+	Answer       bool
+	Confidence   int
+	Reasoning    string
+	Source       Source
+	Error        string
+	ClassifiedAt time.Time
+
+	// Model and PromptVersion say what produced an llm answer.
+	Model         string
+	PromptVersion string
+	// Evidence lists the addresses the search step used.
+	Evidence []string
+	// Usage is set for answers that called the model in this run.
+	Usage *Usage
+}
+
+// Usage is the cost of one model call.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	Latency          time.Duration
+	Raw              string // the model's raw output, for evals and debugging
+}
+
+// Final reports whether the result needs no more work.
+func (r Result) Final() bool {
+	return r.Status == StatusCompleted || r.Status == StatusFailed
+}
+
+// Freshness says how long a cached answer may be reused, by confidence.
+// A zero duration means never.
+type Freshness struct {
+	High   time.Duration // confidence 4-5
+	Medium time.Duration // confidence 2-3
+	Low    time.Duration // confidence 1
+}
+
+// Fresh reports whether r may be served again at now.
+func (f Freshness) Fresh(r *Result, now time.Time) bool {
+	if r == nil || r.Status != StatusCompleted {
+		return false
+	}
+	var ttl time.Duration
+	switch {
+	case r.Confidence >= 4:
+		ttl = f.High
+	case r.Confidence >= 2:
+		ttl = f.Medium
+	default:
+		ttl = f.Low
+	}
+	return ttl > 0 && now.Sub(r.ClassifiedAt) < ttl
+}
+
+// ErrBusy is returned when another worker is already asking the model about
+// a domain and did not finish within the wait. The domain is not failed: the
+// job comes back for it shortly, and by then the answer is usually cached.
+var ErrBusy = errors.New("another worker is classifying this domain")
+
+// RetryAfter reports whether err is a provider's request to slow down, and
+// for how long. Such errors are not failures: the domain is tried again
+// after the wait without using up an attempt.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter(), true
+	}
+	return 0, false
+}
+
+// IsPermanent reports whether err will not go away by asking again (a bad
+// request, a refusal, unreadable output). The domain is then FAILED.
+func IsPermanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}

@@ -1,0 +1,60 @@
+// Package search gathers web evidence about a domain for the model:
+// "none", "homepage" (the site's own page) and "brave" (Brave Search API).
+package search
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/netguard"
+)
+
+// Providers by name.
+const (
+	ProviderNone     = "none"
+	ProviderHomepage = "homepage"
+	ProviderBrave    = "brave"
+)
+
+// Config selects and configures a provider.
+type Config struct {
+	Provider     string
+	Timeout      time.Duration
+	AllowPrivate bool // homepage: allow private addresses (tests, local)
+	BraveAPIKey  string
+	BraveBaseURL string
+	UserAgent    string
+}
+
+// New returns the configured provider. It returns an error for an unknown
+// provider name or a brave provider without a key.
+func New(cfg Config) (classifier.Searcher, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	switch cfg.Provider {
+	case ProviderNone, "":
+		return None{}, nil
+	case ProviderHomepage:
+		d := &netguard.Dialer{AllowPrivate: cfg.AllowPrivate, Timeout: cfg.Timeout}
+		return &Homepage{Client: d.Client(cfg.Timeout, 5), Timeout: cfg.Timeout, UserAgent: cfg.UserAgent}, nil
+	case ProviderBrave:
+		if cfg.BraveAPIKey == "" {
+			return nil, fmt.Errorf("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
+		}
+		return &Brave{BaseURL: cfg.BraveBaseURL, APIKey: cfg.BraveAPIKey, Timeout: cfg.Timeout,
+			Client: &http.Client{Timeout: cfg.Timeout}}, nil
+	}
+	return nil, fmt.Errorf("unknown SEARCH_PROVIDER %q (want none, homepage or brave)", cfg.Provider)
+}
+
+// None finds nothing: the model answers from what it knows.
+type None struct{}
+
+// Search returns empty evidence.
+func (None) Search(context.Context, string) (classifier.Evidence, error) {
+	return classifier.Evidence{Provider: ProviderNone}, nil
+}

@@ -1,0 +1,199 @@
+package search_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/netguard"
+	"github.com/domainclass/domainclass/classifier/search"
+)
+
+const page = `<!doctype html><html><head>
+<title>  Acme Snacks | Crunchy   chips </title>
+<meta name="description" content="Acme makes potato chips and pretzels.">
+<script>var secret = "do not read {me}";</script>
+<style>.x{color:red}</style>
+</head><body><nav>Home</nav><h1>Snacks for everyone</h1><p>Our chips are sold in 40 countries.</p>
+<noscript>Enable JS</noscript><svg><text>logo</text></svg></body></html>`
+
+func TestExtractPage(t *testing.T) {
+	t.Parallel()
+	p := search.ExtractPage(strings.NewReader(page))
+	require.Equal(t, "Acme Snacks | Crunchy chips", p.Title)
+	require.Equal(t, "Acme makes potato chips and pretzels.", p.Description)
+	require.Equal(t, "Home Snacks for everyone Our chips are sold in 40 countries.", p.Text)
+	require.NotContains(t, p.Evidence(1000), "secret")
+	require.NotContains(t, p.Evidence(1000), "Enable JS")
+	require.Equal(t, "Title: Acme Snacks | Crunchy chips\nDescription: Acme makes potato chips and pretzels.\nText: Home…", p.Evidence(4))
+}
+
+func homepage(t *testing.T, allowPrivate bool, urls ...string) *search.Homepage {
+	d := &netguard.Dialer{AllowPrivate: allowPrivate, Timeout: time.Second}
+	return &search.Homepage{
+		Client:  d.Client(2*time.Second, 5),
+		URLs:    func(string) []string { return urls },
+		Timeout: 2 * time.Second,
+	}
+}
+
+func TestHomepage_Search(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("UsesFirstAddressThatAnswersWithHTML", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/missing":
+				http.NotFound(w, r)
+			case "/json":
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"a":1}`))
+			default:
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				_, _ = w.Write([]byte(page))
+			}
+		}))
+		defer srv.Close()
+		ev, err := homepage(t, true, srv.URL+"/missing", srv.URL+"/json", srv.URL+"/home").Search(ctx, "acme.com")
+		require.NoError(t, err)
+		require.Equal(t, "homepage", ev.Provider)
+		require.Contains(t, ev.Text, "Acme makes potato chips")
+		require.Equal(t, []string{srv.URL + "/home"}, ev.Sources)
+	})
+
+	t.Run("ReadsAtMostMaxBytes", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<p>" + strings.Repeat("a", 1000) + " TAIL</p>"))
+		}))
+		defer srv.Close()
+		h := homepage(t, true, srv.URL)
+		h.MaxBytes = 500
+		ev, err := h.Search(ctx, "acme.com")
+		require.NoError(t, err)
+		require.NotContains(t, ev.Text, "TAIL")
+	})
+
+	t.Run("UnreachableSiteIsNoEvidenceNotAnError", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close()
+		ev, err := homepage(t, true, srv.URL).Search(ctx, "gone.com")
+		require.NoError(t, err)
+		require.Empty(t, ev.Text)
+	})
+
+	t.Run("RefusesPrivateAddressesAtConnectTime", func(t *testing.T) {
+		t.Parallel()
+		var hits atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			_, _ = w.Write([]byte(page))
+		}))
+		defer srv.Close()
+		port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+		// A literal loopback address, and a name that resolves to it.
+		ev, err := homepage(t, false, srv.URL, "http://localhost"+port+"/").Search(ctx, "acme.com")
+		require.NoError(t, err)
+		require.Empty(t, ev.Text)
+		require.Zero(t, hits.Load(), "no request may reach a private address")
+	})
+
+	t.Run("GuardedClientNeverConnectsToLoopback", func(t *testing.T) {
+		t.Parallel()
+		var hits atomic.Int32
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+		defer target.Close()
+		d := &netguard.Dialer{Timeout: time.Second}
+		// The first hop is allowed by a client that trusts it; the redirect
+		// target is checked by the guarded dialer.
+		resp, err := d.Client(time.Second, 5).Get(target.URL)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		require.True(t, errors.Is(err, netguard.ErrForbiddenAddress), "got %v", err)
+		require.Zero(t, hits.Load())
+	})
+}
+
+func braveServer(t *testing.T, handle http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewServer(handle)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestBrave_Search(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ReturnsTopResults", func(t *testing.T) {
+		t.Parallel()
+		srv := braveServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/res/v1/web/search" || r.Header.Get("X-Subscription-Token") != "brave-key" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			require.Equal(t, "acme.com", r.URL.Query().Get("q"))
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"type":"search","query":{"original":"acme.com"},"web":{"type":"search","results":[
+				{"title":"Acme Snacks","url":"https://acme.com/","description":"<strong>Acme</strong> makes chips."},
+				{"title":"Acme - Wikipedia","url":"https://en.wikipedia.org/wiki/Acme","description":"Acme is a snack company."}]}}`))
+		})
+		b := &search.Brave{BaseURL: srv.URL, APIKey: "brave-key", Timeout: time.Second, Client: srv.Client()}
+		ev, err := b.Search(ctx, "acme.com")
+		require.NoError(t, err)
+		require.Equal(t, "brave", ev.Provider)
+		require.Equal(t, "- Acme Snacks: Acme makes chips. (https://acme.com/)\n- Acme - Wikipedia: Acme is a snack company. (https://en.wikipedia.org/wiki/Acme)", ev.Text)
+		require.Equal(t, []string{"https://acme.com/", "https://en.wikipedia.org/wiki/Acme"}, ev.Sources)
+	})
+
+	t.Run("ThrottleCarriesRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		srv := braveServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusTooManyRequests)
+		})
+		_, err := (&search.Brave{BaseURL: srv.URL, APIKey: "k", Timeout: time.Second, Client: srv.Client()}).Search(ctx, "a.com")
+		after, ok := classifier.RetryAfter(err)
+		require.True(t, ok)
+		require.Equal(t, 3*time.Second, after)
+	})
+
+	t.Run("ServerErrorIsTransientAndBadKeyPermanent", func(t *testing.T) {
+		t.Parallel()
+		status := http.StatusServiceUnavailable
+		srv := braveServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) })
+		b := &search.Brave{BaseURL: srv.URL, APIKey: "k", Timeout: time.Second, Client: srv.Client()}
+		_, err := b.Search(ctx, "a.com")
+		require.Error(t, err)
+		require.False(t, classifier.IsPermanent(err))
+
+		srv2 := braveServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
+		_, err = (&search.Brave{BaseURL: srv2.URL, APIKey: "bad", Timeout: time.Second, Client: srv2.Client()}).Search(ctx, "a.com")
+		require.True(t, classifier.IsPermanent(err))
+	})
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	_, err := search.New(search.Config{Provider: "google"})
+	require.EqualError(t, err, `unknown SEARCH_PROVIDER "google" (want none, homepage or brave)`)
+	_, err = search.New(search.Config{Provider: "brave"})
+	require.EqualError(t, err, "SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
+	s, err := search.New(search.Config{Provider: "none"})
+	require.NoError(t, err)
+	ev, err := s.Search(context.Background(), "a.com")
+	require.NoError(t, err)
+	require.Empty(t, ev.Text)
+}

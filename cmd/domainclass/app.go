@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/riverqueue/river"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/jobs"
+)
+
+// Roles a process can run.
+const (
+	RoleAPI    = "api"
+	RoleWorker = "worker"
+	RoleAll    = "all"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=...".
+var Version = "dev"
+
+// Main is a running service process: Run starts it, Close stops it. Tests
+// drive the same Main on port 0.
+type Main struct {
+	Config Config
+	Role   string
+	Logger *slog.Logger
+	// TestOnly makes River skip its start-up jitter.
+	TestOnly bool
+
+	DB       *db.DB
+	River    *jobs.Client
+	Registry *classifier.Registry
+
+	apiServer    *http.Server
+	apiLn        net.Listener
+	workerServer *http.Server
+	workerLn     net.Listener
+	riverCancel  context.CancelFunc
+	stopped      chan struct{}
+}
+
+// NewMain returns a Main for role with cfg.
+func NewMain(cfg Config, role string, logger *slog.Logger) *Main {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Main{Config: cfg, Role: role, Logger: logger, Registry: classifier.DefaultRegistry()}
+}
+
+func (m *Main) runsAPI() bool    { return m.Role == RoleAPI || m.Role == RoleAll }
+func (m *Main) runsWorker() bool { return m.Role == RoleWorker || m.Role == RoleAll }
+
+// Run opens the database, starts the River client and the HTTP listeners of
+// the role, and returns once they serve. It does not migrate.
+func (m *Main) Run(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			m.Close(context.Background())
+		}
+	}()
+	cfg := m.Config
+	maxConns := cfg.DBMaxConns
+	if maxConns == 0 {
+		maxConns = int32(cfg.Settings.ClassifyWorkers + 10)
+	}
+	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
+		ApplicationName: "domainclass-" + m.Role}); err != nil {
+		return err
+	}
+
+	var workers *river.Workers
+	if m.runsWorker() {
+		if workers, err = m.buildWorkers(); err != nil {
+			return err
+		}
+	}
+	if m.River, err = jobs.NewClient(m.DB.Pool, jobs.ClientConfig{
+		Settings: cfg.Settings, Logger: m.Logger, Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
+	}); err != nil {
+		return fmt.Errorf("error creating River client: %w", err)
+	}
+
+	if m.runsWorker() {
+		// River's context is not the signal context: Close stops River with
+		// a soft stop, so a signal never cancels running jobs at once.
+		riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.riverCancel = cancel
+		if err := m.River.Start(riverCtx); err != nil {
+			return fmt.Errorf("error starting River: %w", err)
+		}
+		if m.Role == RoleWorker {
+			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
+				return err
+			}
+			m.Logger.Info("worker serving health and metrics", "addr", "http://"+m.workerLn.Addr().String())
+		}
+	}
+	if m.runsAPI() {
+		if m.apiServer, m.apiLn, err = m.serve(cfg.HTTPAddr, m.apiHandler()); err != nil {
+			return err
+		}
+		m.Logger.Info("API listening", "url", "http://"+m.apiLn.Addr().String())
+	}
+	if cfg.Auth == "off" && m.runsAPI() {
+		m.Logger.Warn("AUTH=off: every request is accepted without a key; use this only on a local machine")
+	}
+	return nil
+}
+
+// APIURL is the base URL the API serves on.
+func (m *Main) APIURL() string { return "http://" + m.apiLn.Addr().String() }
+
+// WorkerURL is the base URL of the worker's health and metrics server.
+func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String() }
+
+func (m *Main) buildWorkers() (*river.Workers, error) {
+	cfg := m.Config
+	var completer classifier.Completer
+	if cfg.OpenAIAPIKey != "" {
+		c, err := llm.New(llm.Config{
+			BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Timeout: cfg.Settings.LLMTimeout,
+			ResponseFormat: cfg.LLMResponseFormat,
+		})
+		if err != nil {
+			return nil, err
+		}
+		completer = llm.Limit(c, cfg.Settings.LLMMaxConcurrency, cfg.Settings.LLMRatePerMinute)
+	} else {
+		m.Logger.Warn("OPENAI_API_KEY is not set: known and cached domains are answered, others fail with \"no LLM configured\"")
+	}
+	searcher, err := search.New(search.Config{
+		Provider: cfg.SearchProvider, Timeout: cfg.Settings.SearchTimeout, AllowPrivate: cfg.SearchAllowPrivate,
+		BraveAPIKey: cfg.BraveAPIKey, BraveBaseURL: cfg.BraveBaseURL, UserAgent: "domainclass/" + Version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
+		Store: m.DB, LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
+		Freshness: cfg.Settings.Freshness(), ClaimTTL: cfg.Settings.ClaimTTL(), ClaimWait: cfg.Settings.ClaimWait,
+		Logger: m.Logger,
+	})
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
+		Store: m.DB, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Settings, Logger: m.Logger,
+	}); err != nil {
+		return nil, err
+	}
+	return workers, nil
+}
+
+func (m *Main) apiHandler() http.Handler {
+	var auth httpapi.Authenticator = httpapi.AuthNone{}
+	if m.Config.Auth == "off" {
+		auth = httpapi.AuthOff{}
+	}
+	return httpapi.New(httpapi.Config{
+		Store: m.DB, Inserter: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
+	}).Handler()
+}
+
+func (m *Main) workerHandler() http.Handler {
+	r := gin.New()
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	return r
+}
+
+func (m *Main) serve(addr string, h http.Handler) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("HTTP server stopped", "error", err)
+		}
+	}()
+	return srv, ln, nil
+}
+
+// Close stops the process gracefully: the HTTP servers stop accepting and
+// finish their requests, River stops fetching and lets running jobs finish
+// within SOFT_STOP_TIMEOUT (then cancels them; they are retried), and the
+// pool closes. ctx bounds the whole.
+func (m *Main) Close(ctx context.Context) error {
+	var errs []error
+	for _, srv := range []*http.Server{m.apiServer, m.workerServer} {
+		if srv != nil {
+			if err := srv.Shutdown(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if m.River != nil && m.riverCancel != nil {
+		start := time.Now()
+		if err := m.River.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("error stopping River: %w", err))
+		}
+		m.riverCancel()
+		m.Logger.Info("River stopped", "duration", time.Since(start).String())
+	}
+	if m.DB != nil {
+		m.DB.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// wait runs until ctx is done, then closes with a grace period a little
+// longer than the soft-stop timeout.
+func (m *Main) wait(ctx context.Context, stderr io.Writer) error {
+	<-ctx.Done()
+	m.Logger.Info("shutting down")
+	closeCtx, cancel := context.WithTimeout(context.Background(), m.Config.Settings.SoftStopTimeout+10*time.Second)
+	defer cancel()
+	return m.Close(closeCtx)
+}

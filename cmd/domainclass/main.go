@@ -1,0 +1,16 @@
+// Command domainclass is the one binary of the service: the API, the
+// workers, migrations and the operator and caller commands.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(Run(ctx, os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+}

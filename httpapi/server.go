@@ -1,0 +1,140 @@
+// Package httpapi is the HTTP API: the gin router, the handlers, auth,
+// and problem+json errors.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+)
+
+// Store is what the API needs from storage.
+type Store interface {
+	JobCreate(ctx context.Context, p db.JobCreateParams, enqueue db.EnqueueFunc) (db.JobCreateResult, error)
+	JobGet(ctx context.Context, id uuid.UUID, caller *string) (*classifier.Job, error)
+	Ping(ctx context.Context) error
+}
+
+// Inserter inserts River jobs inside a transaction; an insert-only River
+// client is one.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Store    Store
+	Inserter Inserter
+	Registry *classifier.Registry
+	Auth     Authenticator
+	Logger   *slog.Logger
+	// DBTimeout bounds the database work of one request, so that a request
+	// fails with 503 instead of hanging while Postgres is unreachable.
+	DBTimeout time.Duration
+	// Mount adds routes (River UI, /metrics) to the router.
+	Mount func(r *gin.Engine)
+}
+
+// Server holds the API's dependencies.
+type Server struct {
+	cfg    Config
+	router *gin.Engine
+}
+
+// MaxBodyBytes is the largest request body accepted.
+const MaxBodyBytes = 64 << 10
+
+// MaxDomains is the most distinct domains one job may hold.
+const MaxDomains = 10
+
+// New returns a server with its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Auth == nil {
+		cfg.Auth = AuthNone{}
+	}
+	if cfg.DBTimeout <= 0 {
+		cfg.DBTimeout = 1500 * time.Millisecond
+	}
+	s := &Server{cfg: cfg}
+
+	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.Use(s.recover, s.logRequests)
+	r.NoRoute(func(c *gin.Context) { writeProblem(c, http.StatusNotFound, "not-found", "No such route.", nil) })
+	r.NoMethod(func(c *gin.Context) {
+		writeProblem(c, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed on this route.", nil)
+	})
+
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	r.GET("/problems/:slug", problemDoc)
+
+	domains := r.Group("/domains", s.requireCaller)
+	domains.POST("/classify", s.classifyCreate)
+	domains.GET("/classify/:job_id", s.classifyGet)
+
+	if cfg.Mount != nil {
+		cfg.Mount(r)
+	}
+	s.router = r
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// healthz handles GET /healthz: the process is up.
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz handles GET /readyz: Postgres answers.
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		writeError(c, s.cfg.Logger, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.cfg.Logger.ErrorContext(c.Request.Context(), "panic in handler", "route", c.FullPath(), "panic", v)
+			writeProblem(c, http.StatusInternalServerError, "internal", "Internal error.", nil)
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "/healthz" || route == "/readyz" {
+		return
+	}
+	s.cfg.Logger.LogAttrs(c.Request.Context(), slog.LevelInfo, "http request",
+		slog.String("method", c.Request.Method), slog.String("route", route),
+		slog.Int("status", c.Writer.Status()), slog.Duration("duration", time.Since(start)))
+}

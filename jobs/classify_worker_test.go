@@ -1,0 +1,393 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/jobs"
+)
+
+type testBundle struct {
+	db     *db.DB
+	llm    *llmtest.Server
+	client *jobs.Client
+}
+
+type setupOpts struct {
+	noLLM    bool
+	settings func(*jobs.Settings)
+}
+
+func testSettings() jobs.Settings {
+	s := jobs.DefaultSettings()
+	s.JobTimeout = 20 * time.Second
+	s.RescueStuckAfter = time.Minute
+	s.ClaimWait = 10 * time.Second
+	s.BusySnooze = time.Second
+	return s
+}
+
+func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupOpts) *testBundle {
+	t.Helper()
+	ctx := context.Background()
+	b := &testBundle{db: dbtest.New(t), llm: llmtest.New(t, handle)}
+	settings := testSettings()
+	if opts.settings != nil {
+		opts.settings(&settings)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	var completer classifier.Completer
+	if !opts.noLLM {
+		c, err := llm.New(llm.Config{BaseURL: b.llm.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		completer = llm.Limit(c, settings.LLMMaxConcurrency, 60_000)
+	}
+	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
+		Store: b.db, LLM: completer, Search: search.None{}, Model: "test-model",
+		Freshness: settings.Freshness(), ClaimTTL: settings.ClaimTTL(), ClaimWait: settings.ClaimWait,
+		ClaimPoll: 20 * time.Millisecond, Logger: logger,
+	})
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &jobs.ClassifyWorker{
+		Store: b.db, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
+	})
+	var err error
+	b.client, err = jobs.NewClient(b.db.Pool, jobs.ClientConfig{
+		Settings: settings, Logger: logger, Schema: b.db.Schema, Workers: workers, TestOnly: true,
+	})
+	require.NoError(t, err)
+	require.NoError(t, b.client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = b.client.Stop(stopCtx)
+	})
+	return b
+}
+
+// submit accepts a job the way the API does: job rows and River job in one
+// transaction.
+func (b *testBundle) submit(t *testing.T, domains ...string) uuid.UUID {
+	t.Helper()
+	inputs, bad := classifier.NormalizeDomains(domains)
+	require.Empty(t, bad)
+	id := uuid.New()
+	_, err := b.db.JobCreate(context.Background(), db.JobCreateParams{
+		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs,
+	}, func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
+		res, err := b.client.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
+		if err != nil {
+			return 0, err
+		}
+		return res.Job.ID, nil
+	})
+	require.NoError(t, err)
+	return id
+}
+
+// waitJob polls until the job reaches status, or fails the test.
+func (b *testBundle) waitJob(t *testing.T, id uuid.UUID, status classifier.Status) *classifier.Job {
+	t.Helper()
+	var job *classifier.Job
+	require.Eventually(t, func() bool {
+		var err error
+		job, err = b.db.JobGet(context.Background(), id, nil)
+		require.NoError(t, err)
+		return job.Status == status
+	}, 30*time.Second, 20*time.Millisecond, "job %s never reached %s", id, status)
+	return job
+}
+
+func (b *testBundle) riverJob(t *testing.T, job *classifier.Job) *rivertype.JobRow {
+	t.Helper()
+	row, err := b.client.JobGet(context.Background(), job.RiverJobID)
+	require.NoError(t, err)
+	return row
+}
+
+func resultOf(job *classifier.Job, domain string) classifier.Result {
+	for _, d := range job.Domains {
+		if d.Result.Domain == domain {
+			return d.Result
+		}
+	}
+	return classifier.Result{}
+}
+
+func byDomain(answers map[string]llmtest.Reply) func(llmtest.Request) llmtest.Reply {
+	return func(r llmtest.Request) llmtest.Reply {
+		if a, ok := answers[r.Domain]; ok {
+			return a
+		}
+		return llmtest.Answer(true, 4, "Sells packaged goods.")
+	}
+}
+
+func output(t *testing.T, row *rivertype.JobRow) jobs.ClassifyOutput {
+	t.Helper()
+	var out jobs.ClassifyOutput
+	require.NoError(t, json.Unmarshal(row.Output(), &out), "output: %s", row.Output())
+	return out
+}
+
+func TestClassifyWorker_Work(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AnswersFromTheModelAndStoresResults", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(map[string]llmtest.Reply{
+			"acme.com":   llmtest.Answer(true, 5, "Makes chips."),
+			"crm.io":     llmtest.Answer(false, 4, "Sells software."),
+			"maybe.shop": llmtest.Answer(true, 2, "Possibly a DTC brand."),
+		}), setupOpts{})
+		id := b.submit(t, "acme.com", "crm.io", "maybe.shop")
+		job := b.waitJob(t, id, classifier.StatusCompleted)
+
+		acme := resultOf(job, "acme.com")
+		require.Equal(t, classifier.StatusCompleted, acme.Status)
+		require.True(t, acme.Answer)
+		require.Equal(t, 5, acme.Confidence)
+		require.Equal(t, "Makes chips.", acme.Reasoning)
+		require.Equal(t, classifier.SourceLLM, acme.Source)
+		require.False(t, resultOf(job, "crm.io").Answer)
+		require.Equal(t, 2, resultOf(job, "maybe.shop").Confidence)
+		require.NotNil(t, job.CompletedAt)
+
+		shared, err := b.db.ResultGet(ctx, "cpg", "crm.io")
+		require.NoError(t, err)
+		require.Equal(t, "Sells software.", shared.Reasoning)
+		require.Equal(t, "test-model", shared.Model)
+		require.Equal(t, "v1", shared.PromptVersion)
+
+		row := b.riverJob(t, job)
+		require.Equal(t, rivertype.JobStateCompleted, row.State)
+		require.Equal(t, jobs.ClassifyOutput{Domains: 3, LLM: 3}, output(t, row))
+	})
+
+	t.Run("KnownCompanyNeedsNoModel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{})
+		_, _, err := b.db.KnownImport(ctx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		require.NoError(t, err)
+		job := b.waitJob(t, b.submit(t, "www.unilever.com"), classifier.StatusCompleted)
+		r := resultOf(job, "unilever.com")
+		require.Equal(t, classifier.SourceKnown, r.Source)
+		require.True(t, r.Answer)
+		require.Equal(t, 5, r.Confidence)
+		require.Zero(t, b.llm.Total())
+	})
+
+	t.Run("ResubmitIsServedFromCache", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{})
+		first := b.waitJob(t, b.submit(t, "acme.com"), classifier.StatusCompleted)
+		second := b.waitJob(t, b.submit(t, "https://www.acme.com/"), classifier.StatusCompleted)
+		require.Equal(t, classifier.SourceLLM, resultOf(first, "acme.com").Source)
+		cached := resultOf(second, "acme.com")
+		require.Equal(t, classifier.SourceCache, cached.Source)
+		require.Equal(t, resultOf(first, "acme.com").Reasoning, cached.Reasoning)
+		require.Equal(t, 1, b.llm.Calls("acme.com"))
+		require.Equal(t, jobs.ClassifyOutput{Domains: 1, Cache: 1}, output(t, b.riverJob(t, second)))
+	})
+
+	t.Run("LowConfidenceAndFailedAreAskedAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(map[string]llmtest.Reply{
+			"low.com": llmtest.Answer(true, 1, "No idea."),
+			"bad.com": {Content: "I would say yes."},
+		}), setupOpts{})
+		first := b.waitJob(t, b.submit(t, "low.com", "bad.com"), classifier.StatusCompleted)
+		require.Equal(t, classifier.StatusFailed, resultOf(first, "bad.com").Status)
+		b.waitJob(t, b.submit(t, "low.com", "bad.com"), classifier.StatusCompleted)
+		require.Equal(t, 2, b.llm.Calls("low.com"))
+		require.Equal(t, 2, b.llm.Calls("bad.com"))
+	})
+
+	t.Run("UnreadableOutputFailsOnlyThatDomain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(map[string]llmtest.Reply{
+			"vague.com": {Content: `{"is_cpg": "maybe", "confidence": 3, "reasoning": "Unclear."}`},
+		}), setupOpts{})
+		job := b.waitJob(t, b.submit(t, "vague.com", "fine.com"), classifier.StatusCompleted)
+		vague := resultOf(job, "vague.com")
+		require.Equal(t, classifier.StatusFailed, vague.Status)
+		require.Equal(t, classifier.SourceLLM, vague.Source)
+		require.Equal(t, `unreadable model output: is_cpg is not a clear yes or no: "maybe"`, vague.Error)
+		require.Equal(t, classifier.StatusCompleted, resultOf(job, "fine.com").Status)
+		require.Equal(t, jobs.ClassifyOutput{Domains: 2, LLM: 1, Failed: 1}, output(t, b.riverJob(t, job)))
+
+		cached, err := b.db.ResultGet(ctx, "cpg", "vague.com")
+		require.NoError(t, err)
+		require.Nil(t, cached, "a FAILED answer never counts as cached")
+	})
+
+	t.Run("RedeliveredJobSkipsFinalDomains", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Domain == "flaky.com" && r.Call == 1 {
+				return llmtest.Status(http.StatusInternalServerError, nil)
+			}
+			return llmtest.Answer(true, 4, "Packaged food.")
+		}, setupOpts{})
+		job := b.waitJob(t, b.submit(t, "steady.com", "flaky.com"), classifier.StatusCompleted)
+		require.Equal(t, 1, b.llm.Calls("steady.com"), "the retry must not pay again for a finished domain")
+		require.Equal(t, 2, b.llm.Calls("flaky.com"))
+		row := b.riverJob(t, job)
+		require.Equal(t, 2, row.Attempt)
+		require.Len(t, row.Errors, 1)
+		require.Equal(t, jobs.ClassifyOutput{Domains: 2, AlreadyFinal: 1, LLM: 1}, output(t, row))
+	})
+
+	t.Run("ConcurrentJobsSharingADomainPayOnce", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		b := setup(t, func(r llmtest.Request) llmtest.Reply {
+			a := llmtest.Answer(true, 5, "Beverages.")
+			if r.Domain == "shared.com" {
+				a.Wait = release
+			}
+			return a
+		}, setupOpts{})
+		first := b.submit(t, "shared.com", "one.com")
+		second := b.submit(t, "two.com", "shared.com")
+		// Hold the model until both jobs are running, so both want shared.com.
+		require.Eventually(t, func() bool {
+			j1, _ := b.db.JobGet(ctx, first, nil)
+			j2, _ := b.db.JobGet(ctx, second, nil)
+			return j1.Status == classifier.StatusRunning && j2.Status == classifier.StatusRunning && b.llm.Calls("shared.com") == 1
+		}, 10*time.Second, 10*time.Millisecond)
+		close(release)
+		j1 := b.waitJob(t, first, classifier.StatusCompleted)
+		j2 := b.waitJob(t, second, classifier.StatusCompleted)
+		require.Equal(t, 1, b.llm.Calls("shared.com"))
+		sources := []classifier.Source{resultOf(j1, "shared.com").Source, resultOf(j2, "shared.com").Source}
+		require.ElementsMatch(t, []classifier.Source{classifier.SourceLLM, classifier.SourceCache}, sources)
+	})
+
+	t.Run("ThrottledJobSnoozesWithoutUsingAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Call == 1 {
+				return llmtest.Status(http.StatusTooManyRequests, map[string]string{"Retry-After": "1"})
+			}
+			return llmtest.Answer(true, 5, "Snacks.")
+		}, setupOpts{})
+		job := b.waitJob(t, b.submit(t, "acme.com"), classifier.StatusCompleted)
+		require.Equal(t, classifier.StatusCompleted, resultOf(job, "acme.com").Status)
+		row := b.riverJob(t, job)
+		require.Equal(t, 1, row.Attempt, "a 429 must not use up an attempt")
+		require.Empty(t, row.Errors)
+		var meta struct {
+			Snoozes int `json:"snoozes"`
+		}
+		require.NoError(t, json.Unmarshal(row.Metadata, &meta))
+		require.Equal(t, 1, meta.Snoozes)
+		require.Equal(t, 2, b.llm.Calls("acme.com"))
+	})
+
+	t.Run("AttemptsExhaustedMarksJobFailed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusServiceUnavailable, nil) },
+			setupOpts{settings: func(s *jobs.Settings) { s.MaxAttempts = 2 }})
+		job := b.waitJob(t, b.submit(t, "acme.com"), classifier.StatusFailed)
+		require.Contains(t, job.Error, "gave up after 2 attempts")
+		require.Contains(t, job.Error, "503 Service Unavailable")
+		require.NotNil(t, job.CompletedAt)
+		require.Eventually(t, func() bool { return b.riverJob(t, job).State == rivertype.JobStateDiscarded },
+			10*time.Second, 20*time.Millisecond)
+		require.Equal(t, classifier.StatusPending, resultOf(job, "acme.com").Status)
+	})
+
+	t.Run("UnknownJobIsCancelledAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{})
+		res, err := b.client.Insert(ctx, jobs.ClassifyArgs{JobID: uuid.NewString()}, nil)
+		require.NoError(t, err)
+		requireCancelled(t, b, res.Job.ID)
+	})
+
+	t.Run("MalformedArgsAreCancelledAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{})
+		for _, args := range []river.JobArgs{malformedArgs{JobID: 42}, jobs.ClassifyArgs{JobID: "not-a-uuid"}} {
+			res, err := b.client.Insert(ctx, args, &river.InsertOpts{Queue: jobs.QueueClassify})
+			require.NoError(t, err)
+			requireCancelled(t, b, res.Job.ID)
+		}
+	})
+
+	t.Run("NoTransactionIsHeldAcrossTheModelCall", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		b := setup(t, func(llmtest.Request) llmtest.Reply {
+			a := llmtest.Answer(true, 5, "x")
+			a.Wait = release
+			return a
+		}, setupOpts{})
+		id := b.submit(t, "a.com", "b.com", "c.com")
+		require.Eventually(t, func() bool { return b.llm.Total() == 3 }, 10*time.Second, 10*time.Millisecond)
+		var inTx int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, b.db.Schema).Scan(&inTx))
+		close(release)
+		b.waitJob(t, id, classifier.StatusCompleted)
+		require.Zero(t, inTx, "a transaction was open while the model was thinking")
+	})
+
+	t.Run("WithoutAnLLMKnownAndCachedAreAnsweredOthersFail", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{noLLM: true})
+		_, _, err := b.db.KnownImport(ctx, "cpg", []db.KnownCompanyRow{{Domain: "known.com", Name: "Known Co"}})
+		require.NoError(t, err)
+		seed := b.submit(t, "cached.com")
+		require.NoError(t, b.db.JobDomainFinish(ctx, seed, classifier.Result{
+			Domain: "cached.com", Classifier: "cpg", Status: classifier.StatusCompleted, Answer: true,
+			Confidence: 4, Reasoning: "Soap.", Source: classifier.SourceLLM, ClassifiedAt: time.Now(),
+		}, "seed"))
+
+		job := b.waitJob(t, b.submit(t, "known.com", "cached.com", "new.com"), classifier.StatusCompleted)
+		require.Equal(t, classifier.SourceKnown, resultOf(job, "known.com").Source)
+		require.Equal(t, classifier.SourceCache, resultOf(job, "cached.com").Source)
+		require.Equal(t, "Soap.", resultOf(job, "cached.com").Reasoning)
+		require.Equal(t, classifier.StatusFailed, resultOf(job, "new.com").Status)
+		require.Equal(t, "no LLM configured", resultOf(job, "new.com").Error)
+		require.Zero(t, b.llm.Total())
+	})
+}
+
+type malformedArgs struct {
+	JobID int `json:"job_id"`
+}
+
+func (malformedArgs) Kind() string { return "classify" }
+
+func requireCancelled(t *testing.T, b *testBundle, riverJobID int64) {
+	t.Helper()
+	var row *rivertype.JobRow
+	require.Eventually(t, func() bool {
+		var err error
+		row, err = b.client.JobGet(context.Background(), riverJobID)
+		require.NoError(t, err)
+		return row.State == rivertype.JobStateCancelled
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, row.Attempt, "cancelled on the first attempt, no retry loop")
+}

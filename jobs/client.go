@@ -1,0 +1,50 @@
+package jobs
+
+import (
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// Client is the River client of this application.
+type Client = river.Client[pgx.Tx]
+
+// ClientConfig configures a River client.
+type ClientConfig struct {
+	Settings Settings
+	Logger   *slog.Logger
+	// Schema holds River's tables; "" uses search_path.
+	Schema string
+	// Workers, when nil, makes an insert-only client (the api role): it
+	// runs no jobs, holds no leadership and never starts.
+	Workers *river.Workers
+	// TestOnly skips River's start-up jitter, for test suites.
+	TestOnly bool
+}
+
+// NewClient returns a River client on pool with the reviewed settings.
+func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
+	s := cfg.Settings
+	rc := &river.Config{
+		Logger:                      cfg.Logger,
+		Schema:                      cfg.Schema,
+		MaxAttempts:                 s.MaxAttempts,
+		JobTimeout:                  s.JobTimeout,
+		RescueStuckJobsAfter:        s.RescueStuckAfter,
+		SoftStopTimeout:             s.SoftStopTimeout,
+		CompletedJobRetentionPeriod: s.CompletedRetention,
+		CancelledJobRetentionPeriod: s.CancelledRetention,
+		DiscardedJobRetentionPeriod: s.DiscardedRetention,
+		TestOnly:                    cfg.TestOnly,
+	}
+	if cfg.Workers != nil {
+		rc.Workers = cfg.Workers
+		rc.Queues = map[string]river.QueueConfig{
+			QueueClassify: {MaxWorkers: s.ClassifyWorkers},
+		}
+	}
+	return river.NewClient(riverpgxv5.New(pool), rc)
+}
