@@ -105,7 +105,10 @@ func (db *DB) JobCreate(ctx context.Context, p JobCreateParams, enqueue EnqueueF
 func idempotencyCheck(ctx context.Context, tx pgx.Tx, p JobCreateParams) (*JobCreateResult, error) {
 	var locked bool
 	if err := tx.QueryRow(ctx,
-		`SELECT pg_try_advisory_xact_lock(hashtextextended('idempotency:' || $1 || ':' || $2, 0))`,
+		// Advisory locks are database-wide: the key names the schema, and the
+		// caller by length so that ("a:b", "c") and ("a", "b:c") differ.
+		`SELECT pg_try_advisory_xact_lock(hashtextextended(
+			'idempotency:' || current_schema() || ':' || length($1) || ':' || $1 || $2, 0))`,
 		p.Caller, p.IdempotencyKey,
 	).Scan(&locked); err != nil {
 		return nil, err

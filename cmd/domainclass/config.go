@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
@@ -73,9 +75,45 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 	}
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
-		return cfg, fmt.Errorf("invalid configuration: %w", err)
+		return cfg, configError(err)
 	}
 	return cfg, cfg.Validate()
+}
+
+// configError names the environment variables that could not be read,
+// instead of the Go fields behind them.
+func configError(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	names := envNames(reflect.TypeFor[Config]())
+	var msgs []string
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			msgs = append(msgs, fmt.Sprintf("invalid %s: %v", names[pe.Name], pe.Err))
+			continue
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// envNames maps field names (of nested structs too) to their env tags.
+func envNames(t reflect.Type) map[string]string {
+	out := map[string]string{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" {
+			for k, v := range envNames(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		out[f.Name] = f.Tag.Get("env")
+	}
+	return out
 }
 
 // Validate checks the values env parsing cannot.

@@ -2,15 +2,10 @@
 // workers, migrations and the operator and caller commands.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "os"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	os.Exit(Run(ctx, os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
 }

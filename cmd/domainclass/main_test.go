@@ -1,0 +1,439 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
+)
+
+// A test binary started with DOMAINCLASS_TEST_RUN set runs the real command
+// line instead of the tests: that is how a test gets a worker process it can
+// kill -9.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("DOMAINCLASS_TEST_RUN"); args != "" {
+		ctx, stop := signalContext()
+		defer stop()
+		os.Exit(Run(ctx, strings.Fields(args), os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// e2e is one deployment: a database schema, a fake provider, and the
+// processes started on them.
+type e2e struct {
+	t      *testing.T
+	schema string
+	llm    *llmtest.Server
+	env    map[string]string
+	mains  []*Main
+	api    *Main
+}
+
+func newE2E(t *testing.T, handle func(llmtest.Request) llmtest.Reply, env map[string]string) *e2e {
+	t.Helper()
+	e := &e2e{t: t, schema: dbtest.Schema(t), llm: llmtest.New(t, handle)}
+	e.env = map[string]string{
+		"DATABASE_URL":        dbtest.URL(),
+		"DATABASE_SCHEMA":     e.schema,
+		"HTTP_ADDR":           "127.0.0.1:0",
+		"WORKER_ADDR":         "127.0.0.1:0",
+		"OPENAI_API_KEY":      "sk-test-secret",
+		"OPENAI_BASE_URL":     e.llm.BaseURL(),
+		"OPENAI_MODEL":        "test-model",
+		"SEARCH_PROVIDER":     "none",
+		"AUTH":                "off",
+		"LOG_LEVEL":           "warn",
+		"LLM_RATE_PER_MINUTE": "60000",
+		"SOFT_STOP_TIMEOUT":   "1s",
+		"BUSY_SNOOZE":         "1s",
+	}
+	for k, v := range env {
+		e.env[k] = v
+	}
+	t.Cleanup(func() {
+		for _, m := range e.mains {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			_ = m.Close(ctx)
+			cancel()
+		}
+	})
+	return e
+}
+
+func (e *e2e) environ() []string {
+	var out []string
+	for k, v := range e.env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// start runs a role in this process through the same Main the binary uses.
+func (e *e2e) start(role string) *Main {
+	e.t.Helper()
+	cfg, err := LoadConfig(e.environ())
+	require.NoError(e.t, err)
+	m := NewMain(cfg, role, slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	m.TestOnly = true
+	require.NoError(e.t, m.Run(context.Background()))
+	e.mains = append(e.mains, m)
+	if m.runsAPI() && e.api == nil {
+		e.api = m
+	}
+	return m
+}
+
+// stop closes an in-process Main the way SIGTERM does.
+func (e *e2e) stop(m *Main) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	require.NoError(e.t, m.Close(ctx))
+	for i, x := range e.mains {
+		if x == m {
+			e.mains = append(e.mains[:i], e.mains[i+1:]...)
+		}
+	}
+}
+
+// startProcess runs `domainclass <role>` as a child process.
+func (e *e2e) startProcess(role string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), e.environ()...)
+	cmd.Env = append(cmd.Env, "DOMAINCLASS_TEST_RUN="+role)
+	cmd.Stdout, cmd.Stderr = e.t.Output(), e.t.Output()
+	require.NoError(e.t, cmd.Start())
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+type jobView struct {
+	JobID       string     `json:"job_id"`
+	Status      string     `json:"status"`
+	Error       string     `json:"error"`
+	CompletedAt *time.Time `json:"completed_at"`
+	Progress    struct {
+		Total int `json:"total"`
+		Done  int `json:"done"`
+	} `json:"progress"`
+	Results []struct {
+		Domain     string `json:"domain"`
+		Status     string `json:"status"`
+		IsCPG      *bool  `json:"is_cpg"`
+		Confidence *int   `json:"confidence"`
+		Reasoning  string `json:"reasoning"`
+		Source     string `json:"source"`
+		Error      string `json:"error"`
+	} `json:"results"`
+}
+
+func (j jobView) result(domain string) (status, source string) {
+	for _, r := range j.Results {
+		if r.Domain == domain {
+			return r.Status, r.Source
+		}
+	}
+	return "", ""
+}
+
+func (e *e2e) submit(domains ...string) string {
+	e.t.Helper()
+	body, _ := json.Marshal(map[string]any{"domains": domains})
+	resp, err := http.Post(e.api.APIURL()+"/domains/classify", "application/json", strings.NewReader(string(body)))
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(e.t, http.StatusAccepted, resp.StatusCode, "body: %s", b)
+	var v jobView
+	require.NoError(e.t, json.Unmarshal(b, &v))
+	return v.JobID
+}
+
+func (e *e2e) get(id string) jobView {
+	e.t.Helper()
+	resp, err := http.Get(e.api.APIURL() + "/domains/classify/" + id)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	require.Equal(e.t, http.StatusOK, resp.StatusCode)
+	var v jobView
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&v))
+	return v
+}
+
+// wait polls the status URL until the job has the given status.
+func (e *e2e) wait(id, status string, within time.Duration) jobView {
+	e.t.Helper()
+	var v jobView
+	require.Eventually(e.t, func() bool {
+		v = e.get(id)
+		return v.Status == status
+	}, within, 25*time.Millisecond, "job %s: want %s, last seen %+v", id, status, v)
+	return v
+}
+
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SubmitPollReadThenCache", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			switch r.Domain {
+			case "crm.io":
+				return llmtest.Answer(false, 5, "Sells CRM software.")
+			case "unsure.com":
+				return llmtest.Answer(true, 1, "No real basis.")
+			case "garbled.com":
+				if r.Call == 1 {
+					return llmtest.Reply{Content: "Sure! It is."}
+				}
+			}
+			return llmtest.Answer(true, 4, "Makes packaged snacks.")
+		}, nil)
+		e.start(RoleAPI)
+		e.start(RoleWorker)
+
+		id := e.submit("https://www.Acme-Snacks.com/about", "crm.io", "unsure.com", "garbled.com")
+		v := e.wait(id, "COMPLETED", 20*time.Second)
+		require.Equal(t, 4, v.Progress.Total)
+		require.Equal(t, 4, v.Progress.Done)
+		require.NotNil(t, v.CompletedAt)
+		acme := v.Results[0]
+		require.Equal(t, "acme-snacks.com", acme.Domain)
+		require.Equal(t, "COMPLETED", acme.Status)
+		require.True(t, *acme.IsCPG)
+		require.Equal(t, 4, *acme.Confidence)
+		require.Equal(t, "Makes packaged snacks.", acme.Reasoning)
+		require.Equal(t, "llm", acme.Source)
+		require.False(t, *v.Results[1].IsCPG)
+		status, _ := v.result("garbled.com")
+		require.Equal(t, "FAILED", status)
+		require.Contains(t, v.Results[3].Error, "unreadable model output")
+
+		// Again: the confident answers come from the cache; confidence 1 and
+		// FAILED are asked again.
+		again := e.wait(e.submit("acme-snacks.com", "crm.io", "unsure.com", "garbled.com"), "COMPLETED", 20*time.Second)
+		for domain, want := range map[string]string{"acme-snacks.com": "cache", "crm.io": "cache", "unsure.com": "llm", "garbled.com": "llm"} {
+			_, source := again.result(domain)
+			require.Equal(t, want, source, domain)
+		}
+		require.Equal(t, map[string]int{"acme-snacks.com": 1, "crm.io": 1, "unsure.com": 2, "garbled.com": 2}, e.llm.Domains())
+	})
+
+	t.Run("TwoWorkersSharingADomainPayOnce", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		var once sync.Once
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			a := llmtest.Answer(true, 5, "Beverages.")
+			if r.Domain == "shared.com" {
+				a.Wait = release
+			}
+			return a
+		}, map[string]string{"CLASSIFY_WORKERS": "1"})
+		e.start(RoleAPI)
+		e.start(RoleWorker)
+		e.start(RoleWorker) // a second worker process on the same database
+		first := e.submit("shared.com", "one.com")
+		second := e.submit("shared.com", "two.com")
+		require.Eventually(t, func() bool {
+			return e.get(first).Status == "RUNNING" && e.get(second).Status == "RUNNING"
+		}, 10*time.Second, 20*time.Millisecond)
+		once.Do(func() { close(release) })
+		e.wait(first, "COMPLETED", 20*time.Second)
+		e.wait(second, "COMPLETED", 20*time.Second)
+		require.Equal(t, 1, e.llm.Calls("shared.com"))
+	})
+
+	t.Run("ThrottledThenAnswered", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Call == 1 {
+				return llmtest.Status(http.StatusTooManyRequests, map[string]string{"Retry-After": "1"})
+			}
+			return llmtest.Answer(true, 5, "Snacks.")
+		}, nil)
+		e.start(RoleAll)
+		v := e.wait(e.submit("acme.com"), "COMPLETED", 20*time.Second)
+		status, _ := v.result("acme.com")
+		require.Equal(t, "COMPLETED", status)
+		require.Equal(t, 2, e.llm.Calls("acme.com"))
+	})
+
+	t.Run("EveryAttemptFailsEndsFailed", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusInternalServerError, nil) },
+			map[string]string{"JOB_MAX_ATTEMPTS": "2"})
+		e.start(RoleAll)
+		v := e.wait(e.submit("acme.com"), "FAILED", 30*time.Second)
+		require.Contains(t, v.Error, "gave up after 2 attempts")
+		require.NotNil(t, v.CompletedAt)
+		var state string
+		require.Eventually(t, func() bool {
+			require.NoError(t, e.api.DB.Pool.QueryRow(context.Background(),
+				"SELECT state FROM river_job WHERE kind = 'classify'").Scan(&state))
+			return state == "discarded"
+		}, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, 2, e.llm.Calls("acme.com"))
+	})
+
+	t.Run("SoftStopMidJobThenRestartPaysOnlyForUnfinished", func(t *testing.T) {
+		t.Parallel()
+		block := make(chan struct{})
+		var blocking sync.Mutex
+		blocked := true
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			a := llmtest.Answer(true, 4, "Soap.")
+			blocking.Lock()
+			defer blocking.Unlock()
+			if r.Domain == "slow.com" && blocked {
+				a.Wait = block
+			}
+			return a
+		}, nil)
+		e.start(RoleAPI)
+		w := e.start(RoleWorker)
+		id := e.submit("fast.com", "slow.com")
+		require.Eventually(t, func() bool {
+			status, _ := e.get(id).result("fast.com")
+			return status == "COMPLETED" && e.llm.Calls("slow.com") == 1
+		}, 10*time.Second, 20*time.Millisecond)
+
+		e.stop(w) // SIGTERM: the running job gets SOFT_STOP_TIMEOUT, then is cancelled
+		require.Equal(t, "RUNNING", e.get(id).Status)
+		blocking.Lock()
+		blocked = false
+		blocking.Unlock()
+
+		e.start(RoleWorker)
+		v := e.wait(id, "COMPLETED", 20*time.Second)
+		require.Equal(t, 2, v.Progress.Done)
+		require.Equal(t, 1, e.llm.Calls("fast.com"), "a finished domain is never paid for again")
+		require.Equal(t, 2, e.llm.Calls("slow.com"))
+	})
+
+	t.Run("KilledWorkerIsRescuedAndPaysOnlyForUnfinished", func(t *testing.T) {
+		t.Parallel()
+		block := make(chan struct{})
+		var blocking sync.Mutex
+		blocked := true
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			a := llmtest.Answer(true, 4, "Soap.")
+			blocking.Lock()
+			defer blocking.Unlock()
+			if r.Domain == "slow.com" && blocked {
+				a.Wait = block
+			}
+			return a
+		}, map[string]string{"JOB_TIMEOUT": "2s", "RESCUE_STUCK_AFTER": "2s"})
+		e.start(RoleAPI)
+		child := e.startProcess(RoleWorker)
+		id := e.submit("fast.com", "slow.com")
+		require.Eventually(t, func() bool {
+			status, _ := e.get(id).result("fast.com")
+			return status == "COMPLETED" && e.llm.Calls("slow.com") == 1
+		}, 20*time.Second, 20*time.Millisecond)
+
+		require.NoError(t, child.Process.Signal(syscall.SIGKILL))
+		_ = child.Wait()
+		blocking.Lock()
+		blocked = false
+		blocking.Unlock()
+
+		// A new worker becomes leader once the dead one's lease runs out, and
+		// River's rescuer puts the stuck job back.
+		e.start(RoleWorker)
+		v := e.wait(id, "COMPLETED", 90*time.Second)
+		require.Equal(t, 2, v.Progress.Done)
+		require.Equal(t, 1, e.llm.Calls("fast.com"), "a finished domain is never paid for again")
+		require.Equal(t, 2, e.llm.Calls("slow.com"))
+	})
+}
+
+func TestRun_CommandLine(t *testing.T) {
+	t.Parallel()
+	run := func(args []string, env ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := Run(context.Background(), args, env, strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+
+	code, out, _ := run([]string{"--help"})
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Usage:")
+
+	code, _, errOut := run(nil)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "no command given")
+
+	code, _, errOut = run([]string{"frobnicate"})
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `domainclass: unknown command "frobnicate"`)
+
+	code, _, errOut = run([]string{"migrate", "--bogus"})
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "flag provided but not defined: -bogus")
+
+	code, _, errOut = run([]string{"migrate"}, "JOB_TIMEOUT=soon")
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(errOut, "\n"), "one clear line: %q", errOut)
+	require.Contains(t, errOut, "JOB_TIMEOUT")
+
+	code, _, errOut = run([]string{"migrate"}, "DATABASE_URL=postgres://u:hunter2@127.0.0.1:1/x?connect_timeout=1")
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(errOut, "\n"), "one clear line: %q", errOut)
+	require.NotContains(t, errOut, "hunter2")
+}
+
+func TestKnownImport(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.Schema(t)
+	env := []string{"DATABASE_URL=" + dbtest.URL(), "DATABASE_SCHEMA=" + schema}
+	importCSV := func(csv string) (int, string, string) {
+		path := t.TempDir() + "/known.csv"
+		require.NoError(t, os.WriteFile(path, []byte(csv), 0o600))
+		var out, errOut strings.Builder
+		code := Run(context.Background(), []string{"known", "import", path}, env, nil, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	count := func() int {
+		d, err := db.Open(context.Background(), db.Config{URL: dbtest.URL(), Schema: schema})
+		require.NoError(t, err)
+		defer d.Close()
+		var n int
+		require.NoError(t, d.Pool.QueryRow(context.Background(), "SELECT count(*) FROM known_company").Scan(&n))
+		return n
+	}
+
+	code, out, errOut := importCSV("name,domain\nUnilever,https://www.unilever.com/\nP&G,pg.com\nP&G again,www.pg.com\n")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "known import: 2 companies for cpg (2 new, 0 updated, 1 duplicate rows skipped)\n", out)
+	require.Equal(t, 2, count())
+
+	code, _, errOut = importCSV("domain,name\nnestle.com,Nestlé\n10.0.0.1,Router\n")
+	require.Equal(t, 1, code)
+	require.Equal(t, "domainclass: line 3: 10.0.0.1: is an IP address, not a domain\n", errOut)
+	require.Equal(t, 2, count(), "a bad row writes nothing")
+
+	code, _, errOut = importCSV("domain,company\nx.com,X\n")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "the CSV header must name the columns domain and name")
+
+	var out2, errOut2 strings.Builder
+	require.Equal(t, 2, Run(context.Background(), []string{"known", "import"}, env, nil, &out2, &errOut2))
+	require.Contains(t, errOut2.String(), "exactly one FILE.csv")
+}
