@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/riverqueue/river"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -88,7 +87,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	if m.River, err = jobs.NewClient(m.DB.Pool, jobs.ClientConfig{
-		Settings: cfg.Settings, Logger: m.Logger, Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
+		Settings: cfg.Settings, Logger: libraryLogger(m.Logger, cfg.LogLevel), Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
 	}); err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
 	}
@@ -173,9 +172,12 @@ func (m *Main) apiHandler() http.Handler {
 }
 
 func (m *Main) workerHandler() http.Handler {
-	r := gin.New()
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	return r
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	return mux
 }
 
 func (m *Main) serve(addr string, h http.Handler) (*http.Server, net.Listener, error) {

@@ -126,7 +126,7 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 		return err
 	}
 	defer d.Close()
-	res, err := db.Migrate(ctx, d, logger)
+	res, err := db.Migrate(ctx, d, libraryLogger(logger, cfg.LogLevel))
 	if err != nil {
 		return fmt.Errorf("migration failed: %w", err)
 	}
@@ -202,7 +202,7 @@ func runKnownImport(ctx context.Context, args, environ []string, stdin io.Reader
 	if err != nil {
 		return fmt.Errorf("import failed, nothing was written: %s", classifier.ErrorMessage(err))
 	}
-	fmt.Fprintf(stdout, "known import: %d companies for %s (%d new, %d updated", len(rows), *classifierName, inserted, updated)
+	fmt.Fprintf(stdout, "known import: %d %s for %s (%d new, %d updated", len(rows), plural(len(rows), "company", "companies"), *classifierName, inserted, updated)
 	if dups > 0 {
 		fmt.Fprintf(stdout, ", %d duplicate rows skipped", dups)
 	}
@@ -271,4 +271,11 @@ func readKnownCSV(r io.Reader) (rows []db.KnownCompanyRow, dups int, err error) 
 // oneLine folds an error into one line for the terminal.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
