@@ -184,10 +184,10 @@ func TestClassifyCreate(t *testing.T) {
 
 	rejected := []struct {
 		name, body, slug string
-		status            int
-		headers           []string
-		detail            string
-		items             []classifier.ItemError
+		status           int
+		headers          []string
+		detail           string
+		items            []classifier.ItemError
 	}{
 		{name: "EmptyBody", body: ``, status: 400, slug: "invalid-json"},
 		{name: "NotJSON", body: `domains=acme.com`, status: 400, slug: "invalid-json"},
