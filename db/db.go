@@ -34,6 +34,8 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// ApplicationName shows in pg_stat_activity.
 	ApplicationName string
+	// Tracer, when set, sees every query (tests and benchmarks count them).
+	Tracer pgx.QueryTracer
 }
 
 // WithDefaults returns the config with zero fields set to their defaults.
@@ -66,6 +68,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	pcfg.MaxConns = cfg.MaxConns
 	pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.Tracer
+	}
 	rp := pcfg.ConnConfig.RuntimeParams
 	rp["application_name"] = cfg.ApplicationName
 	// A generic plan cached while river_job was nearly empty can keep

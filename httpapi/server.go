@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -41,8 +42,14 @@ type Config struct {
 	// DBTimeout bounds the database work of one request, so that a request
 	// fails with 503 instead of hanging while Postgres is unreachable.
 	DBTimeout time.Duration
-	// Mount adds routes (River UI, /metrics) to the router.
-	Mount func(r *gin.Engine)
+	// Metrics records HTTP metrics when set; MetricsHandler serves /metrics.
+	Metrics        *Metrics
+	MetricsHandler http.Handler
+	// RiverUI, when set, is served under /riverui/ behind basic auth with
+	// RiverUIUser and RiverUIPassword (both empty: open, for AUTH=off).
+	RiverUI         http.Handler
+	RiverUIUser     string
+	RiverUIPassword string
 }
 
 // Server holds the API's dependencies.
@@ -75,6 +82,9 @@ func New(cfg Config) *Server {
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
 	r.Use(s.recover, s.logRequests)
+	if cfg.Metrics != nil {
+		r.Use(cfg.Metrics.middleware)
+	}
 	r.NoRoute(func(c *gin.Context) { writeProblem(c, http.StatusNotFound, "not-found", "No such route.", nil) })
 	r.NoMethod(func(c *gin.Context) {
 		writeProblem(c, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed on this route.", nil)
@@ -88,8 +98,11 @@ func New(cfg Config) *Server {
 	domains.POST("/classify", s.classifyCreate)
 	domains.GET("/classify/:job_id", s.classifyGet)
 
-	if cfg.Mount != nil {
-		cfg.Mount(r)
+	if cfg.MetricsHandler != nil {
+		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))
+	}
+	if cfg.RiverUI != nil {
+		s.mountRiverUI(r)
 	}
 	s.router = r
 	return s
@@ -131,7 +144,7 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	route := c.FullPath()
-	if route == "/healthz" || route == "/readyz" {
+	if route == "/healthz" || route == "/readyz" || route == "/metrics" || strings.HasPrefix(route, RiverUIPrefix) {
 		return
 	}
 	s.cfg.Logger.LogAttrs(c.Request.Context(), slog.LevelInfo, "http request",

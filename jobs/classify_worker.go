@@ -65,6 +65,7 @@ type ClassifyWorker struct {
 	Registry *classifier.Registry
 	Settings Settings
 	Logger   *slog.Logger
+	Metrics  *Metrics // nil: no metrics
 	// OnJobEnd, when set, runs in the transaction that ends the app job
 	// (COMPLETED or FAILED), for follow-up jobs such as webhooks.
 	OnJobEnd func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) error
@@ -174,9 +175,11 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 				}
 				dlog.WarnContext(ctx, "error classifying domain; will retry", "error", err)
 			case r.Status == classifier.StatusFailed:
+				w.Metrics.DomainResult(r)
 				out.Failed++
 				dlog.InfoContext(ctx, "domain failed", "reason", r.Error, "source", string(r.Source))
 			default:
+				w.Metrics.DomainResult(r)
 				switch r.Source {
 				case classifier.SourceKnown:
 					out.Known++
@@ -224,6 +227,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	if err != nil {
 		return w.retryOrFail(ctx, log, job, id, fmt.Errorf("error completing job: %w", err))
 	}
+	w.Metrics.JobEnded(classifier.StatusCompleted)
 	log.InfoContext(ctx, "classify job completed", "known", out.Known, "cache", out.Cache, "llm", out.LLM, "failed", out.Failed)
 	return nil
 }
@@ -247,6 +251,7 @@ func (w *ClassifyWorker) retryOrFail(ctx context.Context, log *slog.Logger, job 
 	if ferr != nil {
 		log.ErrorContext(ctx, "error marking job failed", "error", ferr)
 	} else {
+		w.Metrics.JobEnded(classifier.StatusFailed)
 		log.ErrorContext(ctx, "classify job failed; attempts exhausted", "error", err)
 	}
 	return err

@@ -88,6 +88,10 @@ const (
 	// DefaultMaxSnooze caps a provider's Retry-After, so a bogus header
 	// cannot park a job for a day.
 	DefaultMaxSnooze = 10 * time.Minute
+	// DefaultQueueMetricsInterval: the queue gauges come from one GROUP BY
+	// over river_job, run at most this often however many scrapers ask;
+	// Prometheus scrapes every 15-60 s, so 5 s is fresh enough and cheap.
+	DefaultQueueMetricsInterval = 5 * time.Second
 )
 
 // Settings are the reviewed queue and provider settings, with the
@@ -112,6 +116,8 @@ type Settings struct {
 	ClaimWait          time.Duration `env:"CLAIM_WAIT"`
 	BusySnooze         time.Duration `env:"BUSY_SNOOZE"`
 	MaxSnooze          time.Duration `env:"MAX_SNOOZE"`
+	// QueueMetricsInterval: see DefaultQueueMetricsInterval.
+	QueueMetricsInterval time.Duration `env:"QUEUE_METRICS_INTERVAL"`
 }
 
 // DefaultSettings returns the reviewed defaults.
@@ -136,6 +142,8 @@ func DefaultSettings() Settings {
 		ClaimWait:          DefaultClaimWait,
 		BusySnooze:         DefaultBusySnooze,
 		MaxSnooze:          DefaultMaxSnooze,
+
+		QueueMetricsInterval: DefaultQueueMetricsInterval,
 	}
 }
 

@@ -45,6 +45,15 @@ type Config struct {
 	// DefaultRetryAfter is used for a 429 without a Retry-After header.
 	DefaultRetryAfter time.Duration
 	HTTPClient        *http.Client
+	// Observer, when set, is told about every request sent.
+	Observer Observer
+}
+
+// Observer is told about every model request: its status (the HTTP status
+// code, or "error" when no response came), how long it took, and the tokens
+// the response reported.
+type Observer interface {
+	ObserveLLMRequest(status string, d time.Duration, promptTokens, completionTokens int)
 }
 
 // Client is an OpenAI-compatible chat completions client.
@@ -103,13 +112,16 @@ func (c *Client) Complete(ctx context.Context, req classifier.CompletionRequest)
 		resp, err := c.sdk.Chat.Completions.New(ctx, c.params(req, format))
 		latency := time.Since(start)
 		if err == nil {
+			c.observe("200", latency, int(resp.Usage.PromptTokens), int(resp.Usage.CompletionTokens))
 			return toResponse(resp, latency)
 		}
 
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) {
+			c.observe("error", latency, 0, 0)
 			return classifier.CompletionResponse{}, fmt.Errorf("LLM request failed: %w", err)
 		}
+		c.observe(strconv.Itoa(apiErr.StatusCode), latency, 0, 0)
 		switch status := apiErr.StatusCode; {
 		case status == http.StatusTooManyRequests && apiErr.Code != "insufficient_quota":
 			return classifier.CompletionResponse{}, &RateLimitError{After: c.retryAfter(apiErr.Response), Err: apiErr}
@@ -124,6 +136,12 @@ func (c *Client) Complete(ctx context.Context, req classifier.CompletionRequest)
 		default:
 			return classifier.CompletionResponse{}, &RejectedError{Status: status, Code: apiErr.Code, Message: apiErr.Message}
 		}
+	}
+}
+
+func (c *Client) observe(status string, d time.Duration, promptTokens, completionTokens int) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.ObserveLLMRequest(status, d, promptTokens, completionTokens)
 	}
 }
 

@@ -10,7 +10,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
@@ -42,13 +46,17 @@ type Main struct {
 	DB       *db.DB
 	River    *jobs.Client
 	Registry *classifier.Registry
+	// Metrics is this process's Prometheus registry, served on /metrics.
+	Metrics        *prometheus.Registry
+	QueueCollector *jobs.QueueCollector
+	jobMetrics     *jobs.Metrics
 
 	apiServer    *http.Server
 	apiLn        net.Listener
 	workerServer *http.Server
 	workerLn     net.Listener
 	riverCancel  context.CancelFunc
-	stopped      chan struct{}
+	uiCancel     context.CancelFunc
 }
 
 // NewMain returns a Main for role with cfg.
@@ -80,8 +88,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	m.Metrics = prometheus.NewRegistry()
+	m.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.QueueCollector = jobs.NewQueueCollector(m.DB, cfg.Settings.QueueMetricsInterval, m.Logger, jobs.QueueClassify)
+	m.Metrics.MustRegister(m.QueueCollector)
+
 	var workers *river.Workers
 	if m.runsWorker() {
+		m.jobMetrics = jobs.NewMetrics(m.Metrics)
 		if workers, err = m.buildWorkers(); err != nil {
 			return err
 		}
@@ -108,7 +122,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	if m.runsAPI() {
-		if m.apiServer, m.apiLn, err = m.serve(cfg.HTTPAddr, m.apiHandler()); err != nil {
+		h, err := m.apiHandler(ctx)
+		if err != nil {
+			return err
+		}
+		if m.apiServer, m.apiLn, err = m.serve(cfg.HTTPAddr, h); err != nil {
 			return err
 		}
 		m.Logger.Info("API listening", "url", "http://"+m.apiLn.Addr().String())
@@ -131,7 +149,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	if cfg.OpenAIAPIKey != "" {
 		c, err := llm.New(llm.Config{
 			BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Timeout: cfg.Settings.LLMTimeout,
-			ResponseFormat: cfg.LLMResponseFormat,
+			ResponseFormat: cfg.LLMResponseFormat, Observer: m.jobMetrics,
 		})
 		if err != nil {
 			return nil, err
@@ -155,28 +173,71 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		Store: m.DB, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Settings, Logger: m.Logger,
+		Metrics: m.jobMetrics,
 	}); err != nil {
 		return nil, err
 	}
 	return workers, nil
 }
 
-func (m *Main) apiHandler() http.Handler {
+func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
+	cfg := m.Config
 	var auth httpapi.Authenticator = httpapi.AuthNone{}
-	if m.Config.Auth == "off" {
+	if cfg.Auth == "off" {
 		auth = httpapi.AuthOff{}
 	}
-	return httpapi.New(httpapi.Config{
+	api := httpapi.Config{
 		Store: m.DB, Inserter: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
-	}).Handler()
+		Metrics:        httpapi.NewMetrics(m.Metrics),
+		MetricsHandler: m.metricsHandler(),
+	}
+	// River UI is for operators: behind basic auth, or open only when the
+	// whole service runs with AUTH=off on a local machine.
+	if cfg.RiverUIUser != "" || cfg.Auth == "off" {
+		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(m.River, nil),
+			Logger:    libraryLogger(m.Logger, cfg.LogLevel),
+			Prefix:    httpapi.RiverUIPrefix,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error creating River UI: %w", err)
+		}
+		uiCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.uiCancel = cancel
+		if err := ui.Start(uiCtx); err != nil {
+			return nil, fmt.Errorf("error starting River UI: %w", err)
+		}
+		api.RiverUI, api.RiverUIUser, api.RiverUIPassword = ui, cfg.RiverUIUser, cfg.RiverUIPassword
+	}
+	return httpapi.New(api).Handler(), nil
 }
 
+func (m *Main) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(m.Metrics, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)})
+}
+
+// workerHandler serves the worker role's /healthz, /readyz and /metrics.
 func (m *Main) workerHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	writeStatus := func(w http.ResponseWriter, status int, body string) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body + "\n"))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusOK, `{"status":"ok"}`)
 	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
+		defer cancel()
+		if err := m.DB.Ping(ctx); err != nil {
+			w.Header().Set("Retry-After", "2")
+			writeStatus(w, http.StatusServiceUnavailable, `{"status":"unavailable"}`)
+			return
+		}
+		writeStatus(w, http.StatusOK, `{"status":"ok"}`)
+	})
+	mux.Handle("GET /metrics", m.metricsHandler())
 	return mux
 }
 
@@ -222,6 +283,9 @@ func (m *Main) Close(ctx context.Context) error {
 		}
 		m.riverCancel()
 		m.Logger.Info("River stopped", "duration", time.Since(start).String())
+	}
+	if m.uiCancel != nil {
+		m.uiCancel()
 	}
 	if m.DB != nil {
 		m.DB.Close()

@@ -33,6 +33,7 @@ Commands:
   worker                  run the River workers (health on WORKER_ADDR)
   all                     api and worker in one process (local use)
   known import FILE.csv   load known companies (header: domain,name)
+  jobs list|retry         list River jobs; retry discarded ones (replay)
 
 Configuration is read from the environment; see the README ("Configuration").
 Run "domainclass <command> --help" for a command's flags.
@@ -74,6 +75,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return runMigrate(ctx, rest, environ, stdout, stderr)
 	case RoleAPI, RoleWorker, RoleAll:
 		return runServe(ctx, cmd, rest, environ, stdout, stderr)
+	case "jobs":
+		return runJobs(ctx, rest, environ, stdout, stderr)
 	case "known":
 		if len(rest) == 0 || rest[0] != "import" {
 			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
@@ -160,6 +163,9 @@ func runServe(ctx context.Context, role string, args, environ []string, stdout, 
 	}
 	if m.apiLn != nil {
 		fmt.Fprintf(stdout, "domainclass %s: API on %s\n", role, m.APIURL())
+	}
+	if m.workerLn != nil {
+		fmt.Fprintf(stdout, "domainclass %s: health and metrics on %s\n", role, m.WorkerURL())
 	}
 	return m.wait(ctx, stderr)
 }

@@ -131,6 +131,9 @@ func (c Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if (c.RiverUIUser == "") != (c.RiverUIPassword == "") {
+		return errors.New("set both RIVERUI_USER and RIVERUI_PASSWORD, or neither")
+	}
 	return c.Settings.Validate()
 }
 

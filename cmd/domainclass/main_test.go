@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -110,16 +111,46 @@ func (e *e2e) stop(m *Main) {
 	}
 }
 
-// startProcess runs `domainclass <role>` as a child process.
-func (e *e2e) startProcess(role string) *exec.Cmd {
+// process is a `domainclass <role>` child process.
+type process struct {
+	*exec.Cmd
+	// URL is where it serves (its API, or a worker's health and metrics).
+	URL string
+}
+
+// startProcess runs `domainclass <role>` as a child process and returns once
+// it serves (so its signal handlers are in place).
+func (e *e2e) startProcess(role string) *process {
 	e.t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), e.environ()...)
 	cmd.Env = append(cmd.Env, "DOMAINCLASS_TEST_RUN="+role)
-	cmd.Stdout, cmd.Stderr = e.t.Output(), e.t.Output()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(e.t, err)
+	cmd.Stderr = e.t.Output()
 	require.NoError(e.t, cmd.Start())
 	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
+
+	serving := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			line := scanner.Text()
+			if i := strings.Index(line, " on http://"); i >= 0 {
+				select {
+				case serving <- line[i+len(" on "):]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case url := <-serving:
+		return &process{Cmd: cmd, URL: url}
+	case <-time.After(30 * time.Second):
+		e.t.Fatalf("domainclass %s did not start serving", role)
+		return nil
+	}
 }
 
 type jobView struct {

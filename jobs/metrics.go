@@ -1,0 +1,191 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+)
+
+// Metrics are the worker-side Prometheus metrics (DESIGN §8). A nil
+// *Metrics records nothing.
+type Metrics struct {
+	domainResults     *prometheus.CounterVec
+	jobsEnded         *prometheus.CounterVec
+	llmRequests       *prometheus.CounterVec
+	llmDuration       prometheus.Histogram
+	llmTokens         *prometheus.CounterVec
+	webhookDeliveries *prometheus.CounterVec
+}
+
+// NewMetrics registers the worker metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		domainResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_domain_results_total",
+			Help: "Domains answered, by classifier, source (known, cache, llm, none) and outcome (completed, failed).",
+		}, []string{"classifier", "source", "outcome"}),
+		jobsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_jobs_ended_total",
+			Help: "App jobs that ended, by status (COMPLETED, FAILED).",
+		}, []string{"status"}),
+		llmRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_llm_requests_total",
+			Help: "Model requests sent, by HTTP status (or \"error\" when no response came).",
+		}, []string{"status"}),
+		llmDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "domainclass_llm_request_duration_seconds",
+			Help:    "Time of one model request, whatever its outcome.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 8, 13, 21, 34, 60},
+		}),
+		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_llm_tokens_total",
+			Help: "Tokens reported by the model, by kind (prompt, completion).",
+		}, []string{"kind"}),
+		webhookDeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_webhook_deliveries_total",
+			Help: "Webhook delivery attempts, by outcome.",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.domainResults, m.jobsEnded, m.llmRequests, m.llmDuration, m.llmTokens, m.webhookDeliveries)
+	return m
+}
+
+// DomainResult counts one final answer.
+func (m *Metrics) DomainResult(r classifier.Result) {
+	if m == nil {
+		return
+	}
+	source := string(r.Source)
+	if source == "" {
+		source = "none"
+	}
+	outcome := "completed"
+	if r.Status == classifier.StatusFailed {
+		outcome = "failed"
+	}
+	m.domainResults.WithLabelValues(r.Classifier, source, outcome).Inc()
+}
+
+// JobEnded counts an app job that ended.
+func (m *Metrics) JobEnded(status classifier.Status) {
+	if m != nil {
+		m.jobsEnded.WithLabelValues(string(status)).Inc()
+	}
+}
+
+// WebhookDelivery counts one webhook delivery attempt by outcome.
+func (m *Metrics) WebhookDelivery(outcome string) {
+	if m != nil {
+		m.webhookDeliveries.WithLabelValues(outcome).Inc()
+	}
+}
+
+// ObserveLLMRequest records one model request (llm.Observer).
+func (m *Metrics) ObserveLLMRequest(status string, d time.Duration, promptTokens, completionTokens int) {
+	if m == nil {
+		return
+	}
+	m.llmRequests.WithLabelValues(status).Inc()
+	m.llmDuration.Observe(d.Seconds())
+	m.llmTokens.WithLabelValues("prompt").Add(float64(promptTokens))
+	m.llmTokens.WithLabelValues("completion").Add(float64(completionTokens))
+}
+
+// QueueStatser reads River job counts.
+type QueueStatser interface {
+	QueueStats(ctx context.Context) ([]db.QueueStat, error)
+}
+
+// riverStates are reported for every queue, zero included, so that a series
+// does not vanish when its count drops to nothing.
+var riverStates = []string{"available", "scheduled", "pending", "running", "retryable", "completed", "cancelled", "discarded"}
+
+// QueueCollector exports domainclass_queue_jobs{queue,state} and
+// domainclass_queue_oldest_available_age_seconds{queue} from one query,
+// run at most once per interval whatever the number of scrapes.
+type QueueCollector struct {
+	stats    QueueStatser
+	interval time.Duration
+	queues   []string
+	logger   *slog.Logger
+
+	jobs, oldest *prometheus.Desc
+
+	mu      sync.Mutex
+	at      time.Time
+	cached  []db.QueueStat
+	queries int
+}
+
+// NewQueueCollector returns a collector over stats for the given queues
+// (others appear once they have jobs).
+func NewQueueCollector(stats QueueStatser, interval time.Duration, logger *slog.Logger, queues ...string) *QueueCollector {
+	return &QueueCollector{
+		stats: stats, interval: interval, queues: queues, logger: logger,
+		jobs: prometheus.NewDesc("domainclass_queue_jobs",
+			"River jobs by queue and state (refreshed at most every few seconds).", []string{"queue", "state"}, nil),
+		oldest: prometheus.NewDesc("domainclass_queue_oldest_available_age_seconds",
+			"Age of the oldest job that is due and waiting for a worker (available, or scheduled or retryable past its time); 0 when none waits.", []string{"queue"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.jobs
+	ch <- c.oldest
+}
+
+// Collect implements prometheus.Collector.
+func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
+	stats := c.refresh()
+	counts := map[[2]string]int64{}
+	oldest := map[string]float64{}
+	queues := map[string]bool{}
+	for _, q := range c.queues {
+		queues[q] = true
+	}
+	for _, s := range stats {
+		queues[s.Queue] = true
+		counts[[2]string{s.Queue, s.State}] = s.Count
+		oldest[s.Queue] = max(oldest[s.Queue], s.OldestDueSeconds)
+	}
+	for q := range queues {
+		for _, state := range riverStates {
+			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[[2]string{q, state}]), q, state)
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest[q], q)
+	}
+}
+
+// Queries returns how many queries the collector has run.
+func (c *QueueCollector) Queries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queries
+}
+
+func (c *QueueCollector) refresh() []db.QueueStat {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < c.interval {
+		return c.cached
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), db.QueueStatsTimeout)
+	defer cancel()
+	c.queries++
+	stats, err := c.stats.QueueStats(ctx)
+	if err != nil {
+		// Keep serving the last numbers; try again at the next interval.
+		c.logger.Warn("error reading queue stats", "error", err)
+	} else {
+		c.cached = stats
+	}
+	c.at = time.Now()
+	return c.cached
+}
