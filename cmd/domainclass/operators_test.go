@@ -194,11 +194,13 @@ func TestOperators(t *testing.T) {
 				return llmtest.Status(http.StatusBadGateway, nil)
 			}
 			return llmtest.Answer(true, 5, "Back.")
-		}, map[string]string{"JOB_MAX_ATTEMPTS": "1"})
+		}, map[string]string{"JOB_MAX_ATTEMPTS": "1", "RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "pw"})
 		e.start(RoleAll)
 		id := e.submit("acme.com", "beta.com")
+		byUI := e.submit("gamma.com")
 		v := e.wait(id, "FAILED", 20*time.Second)
 		require.Contains(t, v.Error, "gave up after 1 attempts")
+		e.wait(byUI, "FAILED", 20*time.Second)
 
 		cli := func(args ...string) (int, string, string) {
 			var out, errOut strings.Builder
@@ -221,6 +223,19 @@ func TestOperators(t *testing.T) {
 		v = e.wait(id, "COMPLETED", 20*time.Second)
 		require.Empty(t, v.Error)
 		require.Equal(t, 2, v.Progress.Done)
+
+		// The River UI retry button posts to its API; the job picks up too.
+		riverID := e.riverJobID(byUI)
+		req, err := http.NewRequest(http.MethodPost, e.api.APIURL()+"/riverui/api/jobs/retry",
+			strings.NewReader(fmt.Sprintf(`{"ids":["%d"]}`, riverID)))
+		require.NoError(t, err)
+		req.SetBasicAuth("ops", "pw")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		e.wait(byUI, "COMPLETED", 20*time.Second)
 
 		code, _, errOut = cli("jobs", "retry", "999999")
 		require.Equal(t, 1, code)
@@ -260,4 +275,13 @@ func TestOperators(t *testing.T) {
 		}, 15*time.Second, 50*time.Millisecond, "readyz recovers without a restart")
 		e.wait(e.submit("acme.com"), "COMPLETED", 30*time.Second)
 	})
+}
+
+// riverJobID returns the River job of an app job.
+func (e *e2e) riverJobID(appJobID string) int64 {
+	e.t.Helper()
+	var id int64
+	require.NoError(e.t, e.api.DB.Pool.QueryRow(context.Background(),
+		"SELECT river_job_id FROM classify_job WHERE id = $1", appJobID).Scan(&id))
+	return id
 }
