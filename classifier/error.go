@@ -3,6 +3,7 @@ package classifier
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes shared by every package. httpapi maps them to HTTP statuses in
@@ -28,6 +29,8 @@ type Error struct {
 	Type string
 	// Items lists rejected inputs, when the error is about several of them.
 	Items []ItemError
+	// RetryAfter, when set, tells the caller when to try again (Retry-After).
+	RetryAfter time.Duration
 	// Err is the underlying cause, kept for logs and errors.Is; never shown.
 	Err error
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +25,12 @@ type JobCreateParams struct {
 	IdempotencyKey string
 	Fingerprint    []byte
 	Response       []byte
+	// MaxQueuedDomains, when positive, refuses the job (ETOOMANY) if the
+	// caller's domains not yet final would exceed it.
+	MaxQueuedDomains int
+	// Admit, when set, is asked once the request is known not to be a
+	// replay, before anything is written; its error refuses the job.
+	Admit func() error
 }
 
 // JobCreateResult is the outcome of JobCreate.
@@ -37,6 +44,10 @@ type JobCreateResult struct {
 // EnqueueFunc inserts the River job for a new app job inside tx and returns
 // its id.
 type EnqueueFunc func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error)
+
+// QueuedRetryAfter is the Retry-After of a refusal for too many queued
+// domains: jobs of ten domains finish in seconds, so look again soon.
+const QueuedRetryAfter = 10 * time.Second
 
 // IdempotencyKeyTTL is how long a key replays its first answer.
 const IdempotencyKeyTTL = 24 * time.Hour
@@ -58,6 +69,28 @@ func (db *DB) JobCreate(ctx context.Context, p JobCreateParams, enqueue EnqueueF
 					res = *replay
 				}
 				return err
+			}
+		}
+
+		if p.Admit != nil {
+			if err := p.Admit(); err != nil {
+				return err
+			}
+		}
+		if p.MaxQueuedDomains > 0 {
+			var queued int
+			if err := tx.QueryRow(ctx, `
+				SELECT count(*) FROM classify_job j
+				JOIN classify_job_domain d ON d.job_id = j.id AND d.status = 'PENDING'
+				WHERE j.caller = $1 AND j.status IN ('PENDING', 'RUNNING')`, p.Caller).Scan(&queued); err != nil {
+				return err
+			}
+			if queued+len(p.Domains) > p.MaxQueuedDomains {
+				return &classifier.Error{
+					Code: classifier.ETOOMANY, Type: "too-many-queued", RetryAfter: QueuedRetryAfter,
+					Message: fmt.Sprintf("You have %d domains queued and not yet answered; the limit is %d. "+
+						"Wait for your jobs to finish, then send more.", queued, p.MaxQueuedDomains),
+				}
 			}
 		}
 

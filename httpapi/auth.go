@@ -1,35 +1,194 @@
 package httpapi
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
 )
 
+// Caller is who sent a request, with their limits.
+type Caller struct {
+	Name             string
+	RatePerMinute    int
+	MaxQueuedDomains int
+}
+
+// Limits are the per-caller defaults (the reviewed settings).
+type Limits struct {
+	RatePerMinute    int
+	MaxQueuedDomains int
+}
+
 // Authenticator says who is calling. It returns an EUNAUTHORIZED error for
-// a missing, malformed, unknown or revoked credential.
+// a missing, malformed, unknown or revoked credential, and EUNAVAILABLE when
+// it cannot tell (the database is down).
 type Authenticator interface {
-	Authenticate(r *http.Request) (caller string, err error)
+	Authenticate(r *http.Request) (Caller, error)
 }
 
 // LocalCaller is the caller of every request when auth is off.
 const LocalCaller = "local"
 
 // AuthOff lets every request in as LocalCaller (AUTH=off, local use only).
-type AuthOff struct{}
+type AuthOff struct{ Limits Limits }
 
 // Authenticate always succeeds.
-func (AuthOff) Authenticate(*http.Request) (string, error) { return LocalCaller, nil }
+func (a AuthOff) Authenticate(*http.Request) (Caller, error) {
+	return Caller{Name: LocalCaller, RatePerMinute: a.Limits.RatePerMinute, MaxQueuedDomains: a.Limits.MaxQueuedDomains}, nil
+}
 
-// AuthNone refuses every request: auth is on and no credential can be
-// checked.
+// AuthNone refuses every request.
 type AuthNone struct{}
 
 // Authenticate always fails.
-func (AuthNone) Authenticate(*http.Request) (string, error) {
-	return "", classifier.Errorf(classifier.EUNAUTHORIZED, "Authentication is required.")
+func (AuthNone) Authenticate(*http.Request) (Caller, error) {
+	return Caller{}, errUnauthorized("Authentication is required.")
+}
+
+// APIKeyPrefix starts every key, so a leaked one is easy to recognise (and
+// to find with secret scanners).
+const APIKeyPrefix = "dc_"
+
+// apiKeyRandomBytes of randomness: 256 bits.
+const apiKeyRandomBytes = 32
+
+var apiKeyLength = len(APIKeyPrefix) + base64.RawURLEncoding.EncodedLen(apiKeyRandomBytes)
+
+// NewAPIKey returns a new key and the hash to store. The key is shown once.
+func NewAPIKey() (key string, hash []byte) {
+	b := make([]byte, apiKeyRandomBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	key = APIKeyPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return key, HashAPIKey(key)
+}
+
+// HashAPIKey is the stored form of a key.
+func HashAPIKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// KeyStore is what API-key auth needs from storage.
+type KeyStore interface {
+	APIKeyByHash(ctx context.Context, hash []byte) (*db.APIKey, error)
+	APIKeyTouch(ctx context.Context, name string) error
+}
+
+// APIKeyAuth checks "Authorization: Bearer dc_…" against the stored hashes.
+// Lookups are cached for a short TTL (a revoked key stops working within
+// it); last_used_at is written at most once a minute per key.
+type APIKeyAuth struct {
+	store    KeyStore
+	ttl      time.Duration
+	defaults Limits
+	logger   *slog.Logger
+
+	mu      sync.Mutex
+	cache   map[[sha256.Size]byte]cachedKey
+	touched map[string]time.Time
+}
+
+type cachedKey struct {
+	key     *db.APIKey
+	expires time.Time
+}
+
+// maxCachedKeys bounds the cache; only valid keys are cached.
+const maxCachedKeys = 10_000
+
+// NewAPIKeyAuth returns API-key auth over store.
+func NewAPIKeyAuth(store KeyStore, ttl time.Duration, defaults Limits, logger *slog.Logger) *APIKeyAuth {
+	return &APIKeyAuth{store: store, ttl: ttl, defaults: defaults, logger: logger,
+		cache: map[[sha256.Size]byte]cachedKey{}, touched: map[string]time.Time{}}
+}
+
+// Authenticate implements Authenticator.
+func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return Caller{}, errUnauthorized("Send your API key as \"Authorization: Bearer <key>\".")
+	}
+	scheme, key, ok := strings.Cut(h, " ")
+	key = strings.TrimSpace(key)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(key, APIKeyPrefix) || len(key) != apiKeyLength {
+		return Caller{}, errUnauthorized("The Authorization header is malformed: it must be \"Bearer dc_…\".")
+	}
+	sum := sha256.Sum256([]byte(key))
+
+	now := time.Now()
+	a.mu.Lock()
+	entry, hit := a.cache[sum]
+	a.mu.Unlock()
+	if !hit || now.After(entry.expires) {
+		k, err := a.store.APIKeyByHash(r.Context(), sum[:])
+		switch classifier.ErrorCode(err) {
+		case "":
+		case classifier.ENOTFOUND:
+			return Caller{}, errUnauthorized("The API key is not valid (unknown or revoked).")
+		default:
+			return Caller{}, err
+		}
+		entry = cachedKey{key: k, expires: now.Add(a.ttl)}
+		a.mu.Lock()
+		if len(a.cache) >= maxCachedKeys {
+			clear(a.cache)
+		}
+		a.cache[sum] = entry
+		a.mu.Unlock()
+	}
+	k := entry.key
+	if k.RevokedAt != nil {
+		return Caller{}, errUnauthorized("The API key is not valid (unknown or revoked).")
+	}
+	a.touch(k.Name, now)
+	return Caller{
+		Name:             k.Name,
+		RatePerMinute:    cmpOr(k.RatePerMinute, a.defaults.RatePerMinute),
+		MaxQueuedDomains: cmpOr(k.MaxQueuedDomains, a.defaults.MaxQueuedDomains),
+	}, nil
+}
+
+// touch records last use at most once a minute per key, off the request.
+func (a *APIKeyAuth) touch(name string, now time.Time) {
+	a.mu.Lock()
+	last := a.touched[name]
+	due := now.Sub(last) >= time.Minute
+	if due {
+		a.touched[name] = now
+	}
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.store.APIKeyTouch(ctx, name); err != nil {
+			a.logger.Warn("error recording API key use", "api_key", name, "error", err)
+		}
+	}()
+}
+
+func errUnauthorized(msg string) error {
+	return &classifier.Error{Code: classifier.EUNAUTHORIZED, Message: msg}
+}
+
+func cmpOr(a, b int) int {
+	if a > 0 {
+		return a
+	}
+	return b
 }
 
 const callerKey = "domainclass.caller"
@@ -45,4 +204,8 @@ func (s *Server) requireCaller(c *gin.Context) {
 	c.Next()
 }
 
-func callerOf(c *gin.Context) string { return c.GetString(callerKey) }
+func callerOf(c *gin.Context) Caller {
+	caller, _ := c.Get(callerKey)
+	cl, _ := caller.(Caller)
+	return cl
+}

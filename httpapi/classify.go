@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
@@ -86,11 +87,25 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		Classifier: cls.Name, Domains: domains,
 	})
 
+	// The rate limit counts new jobs only: it is asked after the replay
+	// check, and its token is handed back if the job is not written.
+	var reservation *rate.Reservation
+	admit := func() error {
+		r, ok, wait := s.limiter.reserve(caller.Name, caller.RatePerMinute)
+		if !ok {
+			return &classifier.Error{Code: classifier.ETOOMANY, Type: "rate-limited", RetryAfter: wait,
+				Message: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
+		}
+		reservation = r
+		return nil
+	}
+
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
 	res, err := s.cfg.Store.JobCreate(ctx, db.JobCreateParams{
-		ID: id, Caller: caller, Classifier: cls.Name, Domains: domains,
+		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains,
 		IdempotencyKey: idemKey, Fingerprint: fingerprint(cls.Name, req.Domains, ""), Response: resp,
+		MaxQueuedDomains: caller.MaxQueuedDomains, Admit: admit,
 	}, func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
 		ins, err := s.cfg.Inserter.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
 		if err != nil {
@@ -98,6 +113,9 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		}
 		return ins.Job.ID, nil
 	})
+	if err != nil && reservation != nil {
+		reservation.Cancel() // the job was not written
+	}
 	if err != nil {
 		writeError(c, s.cfg.Logger, err)
 		return
@@ -202,7 +220,7 @@ func (s *Server) classifyGet(c *gin.Context) {
 		writeProblem(c, http.StatusBadRequest, "invalid-job-id", "The job id must be a UUID.", nil)
 		return
 	}
-	caller := callerOf(c)
+	caller := callerOf(c).Name
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
 	job, err := s.cfg.Store.JobGet(ctx, id, &caller)

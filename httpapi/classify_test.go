@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,26 +25,28 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// callerHeader picks the caller in these tests; the real key check is the
-// auth issue's.
-type headerAuth struct{}
-
-func (headerAuth) Authenticate(r *http.Request) (string, error) {
-	if c := r.Header.Get("X-Test-Caller"); c != "" {
-		return c, nil
-	}
-	return "", classifier.Errorf(classifier.EUNAUTHORIZED, "Authentication is required.")
-}
-
 type testBundle struct {
 	db     *db.DB
 	client *jobs.Client
 	url    string
+	// keyA and keyB are real API keys of callers team-a and team-b.
+	keyA, keyB string
 }
 
 type setupOpts struct {
 	inserter func(*jobs.Client) httpapi.Inserter
 	store    httpapi.Store
+	limits   httpapi.Limits
+	authTTL  time.Duration
+}
+
+// createKey stores a new API key for name and returns it.
+func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
+	t.Helper()
+	key, hash := httpapi.NewAPIKey()
+	override.Name, override.Prefix = name, key[:8]
+	require.NoError(t, d.APIKeyCreate(context.Background(), override, hash))
+	return key
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -61,8 +64,15 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.store != nil {
 		store = opts.store
 	}
+	b.keyA = createKey(t, b.db, "team-a", db.APIKey{})
+	b.keyB = createKey(t, b.db, "team-b", db.APIKey{})
+	limits := opts.limits
+	if limits.RatePerMinute == 0 {
+		limits = httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000}
+	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		Store: store, Inserter: inserter, Registry: classifier.DefaultRegistry(), Auth: headerAuth{},
+		Store: store, Inserter: inserter, Registry: classifier.DefaultRegistry(),
+		Auth:   httpapi.NewAPIKeyAuth(b.db, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}).Handler())
 	t.Cleanup(srv.Close)
@@ -80,7 +90,7 @@ func (b *testBundle) do(t *testing.T, method, path, body string, headers ...stri
 	t.Helper()
 	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("X-Test-Caller", "team-a")
+	req.Header.Set("Authorization", "Bearer "+b.keyA)
 	for i := 0; i+1 < len(headers); i += 2 {
 		if headers[i+1] == "" {
 			req.Header.Del(headers[i])
@@ -221,7 +231,7 @@ func TestClassifyCreate(t *testing.T) {
 		{name: "IdempotencyKeyControlChars", body: `{"domains": ["acme.com"]}`, status: 400, slug: "invalid-idempotency-key",
 			headers: []string{"Idempotency-Key", "a\tb"}},
 		{name: "NoCaller", body: `{"domains": ["acme.com"]}`, status: 401, slug: "unauthorized",
-			headers: []string{"X-Test-Caller", ""}},
+			headers: []string{"Authorization", ""}},
 	}
 	for _, tt := range rejected {
 		t.Run("Rejects"+tt.name, func(t *testing.T) {
@@ -282,7 +292,7 @@ func TestClassifyCreate_IdempotencyKey(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		a := b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1")
-		other := b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1", "X-Test-Caller", "team-b")
+		other := b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1", "Authorization", "Bearer "+b.keyB)
 		require.Equal(t, http.StatusAccepted, other.status)
 		require.NotEqual(t, a.header.Get("Location"), other.header.Get("Location"), "caller B must not get caller A's job")
 	})
@@ -395,7 +405,7 @@ func TestClassifyGet(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		created := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`)
-		r := b.do(t, "GET", created.header.Get("Location"), "", "X-Test-Caller", "team-b")
+		r := b.do(t, "GET", created.header.Get("Location"), "", "Authorization", "Bearer "+b.keyB)
 		requireProblem(t, r, http.StatusNotFound, "not-found")
 	})
 
@@ -414,7 +424,7 @@ func TestClassifyGet(t *testing.T) {
 	t.Run("NoCallerIs401", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
-		requireProblem(t, b.do(t, "GET", "/domains/classify/42", "", "X-Test-Caller", ""), http.StatusUnauthorized, "unauthorized")
+		requireProblem(t, b.do(t, "GET", "/domains/classify/42", "", "Authorization", ""), http.StatusUnauthorized, "unauthorized")
 	})
 }
 

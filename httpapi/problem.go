@@ -99,6 +99,9 @@ func writeError(c *gin.Context, logger *slog.Logger, err error) {
 	case classifier.EUNAUTHORIZED:
 		c.Header("WWW-Authenticate", `Bearer realm="domainclass"`)
 	}
+	if appErr != nil && appErr.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(appErr.RetryAfter)))
+	}
 	writeProblem(c, status, slug, classifier.ErrorMessage(err), items)
 }
 

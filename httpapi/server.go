@@ -54,8 +54,9 @@ type Config struct {
 
 // Server holds the API's dependencies.
 type Server struct {
-	cfg    Config
-	router *gin.Engine
+	cfg     Config
+	router  *gin.Engine
+	limiter *callerLimiter
 }
 
 // MaxBodyBytes is the largest request body accepted.
@@ -75,7 +76,7 @@ func New(cfg Config) *Server {
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = 1500 * time.Millisecond
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, limiter: newCallerLimiter()}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()

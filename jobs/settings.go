@@ -92,6 +92,20 @@ const (
 	// over river_job, run at most this often however many scrapers ask;
 	// Prometheus scrapes every 15-60 s, so 5 s is fresh enough and cheap.
 	DefaultQueueMetricsInterval = 5 * time.Second
+	// DefaultCallerRatePerMinute: accepted POSTs per caller per minute (a
+	// minute's worth may come at once). 120 jobs of up to 10 domains is far
+	// more than a worker answers (≈ 3 fresh domains/s ≈ 180/min), so honest
+	// batch clients never meet it; a runaway loop does, within a second.
+	DefaultCallerRatePerMinute = 120
+	// DefaultCallerMaxQueuedDomains: domains of one caller accepted and not
+	// yet final. 1000 is ≈ 5 minutes of one worker's fresh capacity (Little:
+	// 1000 / 3 per s), so one caller's burst can delay the others by minutes,
+	// not hours; cached domains drain in seconds.
+	DefaultCallerMaxQueuedDomains = 1000
+	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
+	// process does one key query per caller per 5 s under load, and a revoked
+	// key stops working within 5 s.
+	DefaultAuthCacheTTL = 5 * time.Second
 )
 
 // Settings are the reviewed queue and provider settings, with the
@@ -118,6 +132,10 @@ type Settings struct {
 	MaxSnooze          time.Duration `env:"MAX_SNOOZE"`
 	// QueueMetricsInterval: see DefaultQueueMetricsInterval.
 	QueueMetricsInterval time.Duration `env:"QUEUE_METRICS_INTERVAL"`
+	// Per-caller limits (overridable per API key) and the key cache.
+	CallerRatePerMinute    int           `env:"CALLER_RATE_PER_MINUTE"`
+	CallerMaxQueuedDomains int           `env:"CALLER_MAX_QUEUED_DOMAINS"`
+	AuthCacheTTL           time.Duration `env:"AUTH_CACHE_TTL"`
 }
 
 // DefaultSettings returns the reviewed defaults.
@@ -143,7 +161,10 @@ func DefaultSettings() Settings {
 		BusySnooze:         DefaultBusySnooze,
 		MaxSnooze:          DefaultMaxSnooze,
 
-		QueueMetricsInterval: DefaultQueueMetricsInterval,
+		QueueMetricsInterval:   DefaultQueueMetricsInterval,
+		CallerRatePerMinute:    DefaultCallerRatePerMinute,
+		CallerMaxQueuedDomains: DefaultCallerMaxQueuedDomains,
+		AuthCacheTTL:           DefaultAuthCacheTTL,
 	}
 }
 
@@ -172,6 +193,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("CACHE_TTL_* must not be negative")
 	case s.BusySnooze <= 0 || s.MaxSnooze <= 0 || s.ClaimWait <= 0:
 		return fmt.Errorf("CLAIM_WAIT, BUSY_SNOOZE and MAX_SNOOZE must be positive")
+	case s.CallerRatePerMinute < 1 || s.CallerMaxQueuedDomains < 1:
+		return fmt.Errorf("CALLER_RATE_PER_MINUTE and CALLER_MAX_QUEUED_DOMAINS must be at least 1")
+	case s.AuthCacheTTL < 0:
+		return fmt.Errorf("AUTH_CACHE_TTL must not be negative")
 	}
 	return nil
 }

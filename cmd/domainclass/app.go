@@ -182,9 +182,10 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 
 func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg := m.Config
-	var auth httpapi.Authenticator = httpapi.AuthNone{}
+	limits := httpapi.Limits{RatePerMinute: cfg.Settings.CallerRatePerMinute, MaxQueuedDomains: cfg.Settings.CallerMaxQueuedDomains}
+	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB, cfg.Settings.AuthCacheTTL, limits, m.Logger)
 	if cfg.Auth == "off" {
-		auth = httpapi.AuthOff{}
+		auth = httpapi.AuthOff{Limits: limits}
 	}
 	api := httpapi.Config{
 		Store: m.DB, Inserter: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,

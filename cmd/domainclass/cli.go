@@ -34,6 +34,10 @@ Commands:
   all                     api and worker in one process (local use)
   known import FILE.csv   load known companies (header: domain,name)
   jobs list|retry         list River jobs; retry discarded ones (replay)
+  apikey create|list|revoke|limits
+                          callers' API keys (only hashes are stored)
+  submit [--wait] DOMAIN...
+                          a client: submit domains (any number), wait, print results
 
 Configuration is read from the environment; see the README ("Configuration").
 Run "domainclass <command> --help" for a command's flags.
@@ -77,6 +81,10 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return runServe(ctx, cmd, rest, environ, stdout, stderr)
 	case "jobs":
 		return runJobs(ctx, rest, environ, stdout, stderr)
+	case "apikey":
+		return runAPIKey(ctx, rest, environ, stdout, stderr)
+	case "submit":
+		return runSubmit(ctx, rest, environ, stdin, stdout, stderr)
 	case "known":
 		if len(rest) == 0 || rest[0] != "import" {
 			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {

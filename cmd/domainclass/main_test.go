@@ -47,7 +47,12 @@ type e2e struct {
 
 func newE2E(t *testing.T, handle func(llmtest.Request) llmtest.Reply, env map[string]string) *e2e {
 	t.Helper()
-	e := &e2e{t: t, schema: dbtest.Schema(t), llm: llmtest.New(t, handle)}
+	e := &e2e{t: t, schema: dbtest.Schema(t)}
+	if handle != nil {
+		e.llm = llmtest.New(t, handle)
+	} else {
+		e.llm = llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") })
+	}
 	e.env = map[string]string{
 		"DATABASE_URL":        dbtest.URL(),
 		"DATABASE_SCHEMA":     e.schema,

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
+)
+
+// cli runs the binary's command line with e's environment plus extra.
+func (e *e2e) cli(ctx context.Context, stdin string, extra []string, args ...string) (int, string, string) {
+	var out, errOut strings.Builder
+	code := Run(ctx, args, append(e.environ(), extra...), strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// apiKey creates a key through the CLI, as an operator would.
+func (e *e2e) apiKey(name string) string {
+	e.t.Helper()
+	code, out, errOut := e.cli(context.Background(), "", nil, "apikey", "create", name)
+	require.Equal(e.t, 0, code, errOut)
+	return strings.TrimSpace(out)
+}
+
+func brands(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "brand%02d.com\n", i)
+	}
+	return b.String()
+}
+
+func TestSubmit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Waits25DomainsInThreeJobsAndPrintsThemAll", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			return llmtest.Answer(r.Domain != "brand07.com", 4, "Sells "+r.Domain+" snacks.")
+		}, map[string]string{"AUTH": "on"})
+		e.start(RoleAll)
+		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL(), "DOMAINCLASS_API_KEY=" + e.apiKey("team-a")}
+
+		code, out, errOut := e.cli(context.Background(), brands(25), client, "submit", "--wait", "--poll", "100ms", "--file", "-")
+		require.Equal(t, 0, code, errOut)
+		require.Len(t, regexp.MustCompile(`(?m)^job \S+: (10|5) domains$`).FindAllString(errOut, -1), 3, errOut)
+		require.Contains(t, errOut, "progress: 25/25 domains done, 3/3 jobs finished")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 26, "a header and 25 rows:\n%s", out)
+		require.Regexp(t, `^DOMAIN\s+STATUS\s+CPG\s+CONFIDENCE\s+SOURCE\s+REASONING$`, lines[0])
+		require.Regexp(t, `^brand00\.com\s+COMPLETED\s+yes\s+4\s+llm\s+Sells brand00\.com snacks\.$`, lines[1])
+		require.Regexp(t, `^brand07\.com\s+COMPLETED\s+no\s+4\s+llm`, lines[8])
+
+		// Again, as JSON and CSV: now from the cache.
+		code, out, errOut = e.cli(context.Background(), "", client, append([]string{"submit", "--wait", "--json", "--poll", "100ms"}, strings.Fields(brands(12))...)...)
+		require.Equal(t, 0, code, errOut)
+		var rows []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &rows))
+		require.Len(t, rows, 12)
+		require.Equal(t, "cache", rows[0]["source"])
+		require.NotEmpty(t, rows[0]["job_id"])
+
+		code, out, errOut = e.cli(context.Background(), "name,domain\nA,brand01.com\nB,https://www.brand02.com/\n", client,
+			"submit", "--wait", "--csv", "--poll", "100ms", "--file", "-")
+		require.Equal(t, 0, code, errOut)
+		records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+		require.NoError(t, err)
+		require.Equal(t, []string{"domain", "status", "is_cpg", "confidence", "source", "reasoning", "error", "job_id"}, records[0])
+		require.Equal(t, []string{"brand01.com", "COMPLETED", "true", "4", "cache", "Sells brand01.com snacks."}, records[1][:6])
+		require.Equal(t, "brand02.com", records[2][0])
+	})
+
+	t.Run("RefusesBadInputBeforeSubmittingAnything", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") }, nil)
+		e.start(RoleAll)
+		code, _, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
+			"submit", "ok.com", "10.0.0.1", "localhost")
+		require.Equal(t, 1, code)
+		require.Contains(t, errOut, `"10.0.0.1": is an IP address, not a domain`)
+		require.Contains(t, errOut, "domainclass: 2 of 3 domains cannot be classified (listed above); nothing was submitted")
+		var n int
+		require.NoError(t, e.api.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM classify_job").Scan(&n))
+		require.Zero(t, n)
+
+		code, _, errOut = e.cli(context.Background(), "", nil, "submit", "--json", "a.com")
+		require.Equal(t, 2, code)
+		require.Contains(t, errOut, "--json and --csv print results, so they need --wait")
+	})
+
+	t.Run("ExitsNonZeroWhenAJobFailed", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusInternalServerError, nil) },
+			map[string]string{"JOB_MAX_ATTEMPTS": "1"})
+		e.start(RoleAll)
+		code, out, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
+			"submit", "--wait", "--poll", "100ms", "acme.com")
+		require.Equal(t, 1, code)
+		require.Regexp(t, `domainclass: job \S+ failed: gave up after 1 attempts`, errOut)
+		require.Contains(t, out, "acme.com", "the results are still printed")
+	})
+
+	t.Run("WrongKeyIsOneClearLine", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") }, map[string]string{"AUTH": "on"})
+		e.start(RoleAll)
+		code, _, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL(), "DOMAINCLASS_API_KEY=dc_nope"},
+			"submit", "acme.com")
+		require.Equal(t, 1, code)
+		require.Equal(t, `domainclass: 401 Unauthorized: The Authorization header is malformed: it must be "Bearer dc_…".`+"\n", errOut)
+	})
+
+	t.Run("CtrlCStopsWaitingAndLeavesTheJobsRunning", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		e := newE2E(t, func(llmtest.Request) llmtest.Reply {
+			a := llmtest.Answer(true, 4, "x")
+			a.Wait = release
+			return a
+		}, nil)
+		e.start(RoleAll)
+		ctx, interrupt := context.WithCancel(context.Background())
+		var (
+			wg     sync.WaitGroup
+			code   int
+			errOut string
+		)
+		wg.Go(func() {
+			code, _, errOut = e.cli(ctx, brands(12), []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
+				"submit", "--wait", "--poll", "100ms", "--file", "-")
+		})
+		require.Eventually(t, func() bool { return e.llm.Total() > 0 }, 10*time.Second, 20*time.Millisecond)
+		interrupt() // what Ctrl-C does to the command's context
+		wg.Wait()
+		require.Equal(t, 1, code)
+		m := regexp.MustCompile(`stopped waiting; the jobs go on: (\S+) (\S+)\n`).FindStringSubmatch(errOut)
+		require.NotNil(t, m, errOut)
+		require.Contains(t, errOut, "domainclass: interrupted; the jobs were not cancelled")
+		close(release)
+		e.wait(m[1], "COMPLETED", 20*time.Second)
+		e.wait(m[2], "COMPLETED", 20*time.Second)
+	})
+}
+
+// TestSecretsNeverLeak runs a full job, and the usual mistakes, with every
+// secret set, and looks for each secret in every log line and response.
+func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
+	secrets := map[string]string{
+		"OPENAI_API_KEY":   "sk-proj-SECRETopenai0123456789",
+		"RIVERUI_PASSWORD": "riverui-SECRET-pass",
+		"BRAVE_API_KEY":    "brave-SECRET-key",
+		"db password":      "pg-SECRET-pass",
+	}
+	var calls atomic.Int64
+	srv := llmtest.New(t, func(r llmtest.Request) llmtest.Reply {
+		switch calls.Add(1) {
+		case 1:
+			return llmtest.Status(http.StatusUnauthorized, nil) // a provider refusing the key
+		case 2:
+			return llmtest.Status(http.StatusInternalServerError, nil)
+		}
+		return llmtest.Answer(true, 4, "Snacks.")
+	})
+	dbURL := strings.Replace(dbtest.URL(), "postgres@", "postgres:"+secrets["db password"]+"@", 1)
+	e := newE2E(t, nil, map[string]string{
+		"AUTH": "on", "OPENAI_API_KEY": secrets["OPENAI_API_KEY"], "OPENAI_BASE_URL": srv.BaseURL(),
+		"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": secrets["RIVERUI_PASSWORD"], "BRAVE_API_KEY": secrets["BRAVE_API_KEY"],
+		"DATABASE_URL": dbURL, "LOG_LEVEL": "debug", "LOG_FORMAT": "json",
+	})
+
+	var logs lockedBuffer
+	cfg, err := LoadConfig(e.environ())
+	require.NoError(t, err)
+	m := NewMain(cfg, RoleAll, cfg.NewLogger(&logs))
+	m.TestOnly = true
+	require.NoError(t, m.Run(context.Background()))
+	e.mains, e.api = append(e.mains, m), m
+	key := e.apiKey("team-a")
+	secrets["API key"] = key
+
+	var responses bytes.Buffer
+	do := func(method, path, body string, header ...string) int {
+		req, _ := http.NewRequest(method, m.APIURL()+path, strings.NewReader(body))
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Fprintf(&responses, "%d %v %s\n", resp.StatusCode, resp.Header, b)
+		return resp.StatusCode
+	}
+	bearer := "Bearer " + key
+	require.Equal(t, 202, do("POST", "/domains/classify", `{"domains":["acme.com","beta.com","gamma.com"]}`, "Authorization", bearer))
+	do("POST", "/domains/classify", `{"domains":["acme.com"]}`, "Authorization", "Bearer "+key[:len(key)-1]+"x")
+	do("POST", "/domains/classify", `{"domains":["acme.com"]}`, "Authorization", key)
+	do("POST", "/domains/classify", `{"domains":`, "Authorization", bearer)
+	do("GET", "/riverui/", "", "Authorization", "Basic "+basic("ops", secrets["RIVERUI_PASSWORD"]+"x"))
+	require.Equal(t, 200, do("GET", "/riverui/api/jobs?state=completed", "", "Authorization", "Basic "+basic("ops", secrets["RIVERUI_PASSWORD"])))
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, m.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM classify_job WHERE status = 'COMPLETED'").Scan(&n))
+		return n == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	do("GET", "/metrics", "")
+	_, cliOut, cliErr := e.cli(context.Background(), "", nil, "apikey", "list")
+	_, _, badURLErr := e.cli(context.Background(), "", []string{"DATABASE_URL=postgres://u:" + secrets["db password"] + "@127.0.0.1:1/x?connect_timeout=1"}, "migrate")
+
+	require.NoError(t, m.Close(context.Background()))
+	e.mains = nil
+	all := logs.String() + responses.String() + cliOut + cliErr + badURLErr
+	require.Contains(t, logs.String(), `"msg":"classify job completed"`, "the job ran, with its log lines captured")
+	require.Contains(t, logs.String(), "401", "the provider's refusal was logged")
+	secrets["the end of the API key"] = key[len(key)-20:]
+	for name, secret := range secrets {
+		if i := strings.Index(all, secret); i >= 0 {
+			t.Errorf("%s leaked: …%s…", name, all[max(0, i-200):i])
+		}
+	}
+}
+
+func basic(user, pass string) string {
+	return base64Std(user + ":" + pass)
+}
+
+// lockedBuffer is a buffer several goroutines log into.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

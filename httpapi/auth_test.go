@@ -1,0 +1,130 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi"
+)
+
+func TestAPIKeys(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EveryProtectedRouteRefusesBadKeys", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		revoked := createKey(t, b.db, "gone", db.APIKey{})
+		require.NoError(t, b.db.APIKeyRevoke(context.Background(), "gone"))
+		unknown, _ := httpapi.NewAPIKey()
+
+		routes := []struct{ method, path, body string }{
+			{"POST", "/domains/classify", `{"domains": ["acme.com"]}`},
+			{"GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", ""},
+		}
+		for _, auth := range []struct{ name, header, detail string }{
+			{"Missing", "", `Send your API key as "Authorization: Bearer <key>".`},
+			{"NotBearer", "Basic " + b.keyA, `The Authorization header is malformed: it must be "Bearer dc_…".`},
+			{"Malformed", "Bearer sk-live-123", `The Authorization header is malformed: it must be "Bearer dc_…".`},
+			{"Truncated", "Bearer " + b.keyA[:20], `The Authorization header is malformed: it must be "Bearer dc_…".`},
+			{"Unknown", "Bearer " + unknown, "The API key is not valid (unknown or revoked)."},
+			{"Revoked", "Bearer " + revoked, "The API key is not valid (unknown or revoked)."},
+		} {
+			for _, route := range routes {
+				r := b.do(t, route.method, route.path, route.body, "Authorization", auth.header)
+				p := requireProblem(t, r, http.StatusUnauthorized, "unauthorized")
+				require.Equal(t, auth.detail, p.Detail, "%s %s", auth.name, route.path)
+				require.Equal(t, `Bearer realm="domainclass"`, r.header.Get("WWW-Authenticate"))
+				require.NotContains(t, string(r.body), b.keyA, "a key never appears in a response")
+			}
+		}
+		require.Equal(t, nothing, b.counts(t))
+
+		ok := b.do(t, "POST", "/domains/classify", `{"domains": ["acme.com"]}`, "Authorization", "bearer "+b.keyA)
+		require.Equal(t, http.StatusAccepted, ok.status, "the scheme is case-insensitive")
+	})
+
+	t.Run("RevocationTakesEffectWithinTheCacheTTL", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{authTTL: 100 * time.Millisecond})
+		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`).status)
+		require.NoError(t, b.db.APIKeyRevoke(context.Background(), "team-a"))
+		require.Eventually(t, func() bool {
+			return b.do(t, "GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", "").status == http.StatusUnauthorized
+		}, 5*time.Second, 20*time.Millisecond)
+	})
+
+	t.Run("LastUseIsRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.do(t, "GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", "")
+		require.Eventually(t, func() bool {
+			keys, err := b.db.APIKeyList(context.Background())
+			require.NoError(t, err)
+			return keys[0].Name == "team-a" && keys[0].LastUsedAt != nil && keys[1].LastUsedAt == nil
+		}, 5*time.Second, 20*time.Millisecond)
+	})
+}
+
+func TestCallerLimits(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RateLimitThenAcceptedAfterRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		key := createKey(t, b.db, "bursty", db.APIKey{RatePerMinute: 60}) // one a second, a minute's worth at once
+		for i := range 60 {
+			r := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key)
+			require.Equal(t, http.StatusAccepted, r.status, "request %d", i)
+		}
+		before := b.counts(t)
+		r := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key)
+		p := requireProblem(t, r, http.StatusTooManyRequests, "rate-limited")
+		require.Equal(t, "You may send 60 jobs a minute; retry after the number of seconds in Retry-After.", p.Detail)
+		require.Equal(t, "1", r.header.Get("Retry-After"))
+		require.Equal(t, before, b.counts(t), "nothing written on a 429")
+
+		other := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`)
+		require.Equal(t, http.StatusAccepted, other.status, "another caller is not limited by this one")
+
+		require.Eventually(t, func() bool {
+			return b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key).status == http.StatusAccepted
+		}, 5*time.Second, 100*time.Millisecond, "accepted again after Retry-After")
+	})
+
+	t.Run("ReplaysAreNotRateLimited", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		key := createKey(t, b.db, "slow", db.APIKey{RatePerMinute: 1})
+		first := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key, "Idempotency-Key", "k")
+		require.Equal(t, http.StatusAccepted, first.status)
+		again := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key, "Idempotency-Key", "k")
+		require.Equal(t, http.StatusAccepted, again.status)
+		require.Equal(t, first.body, again.body)
+		requireProblem(t, b.do(t, "POST", "/domains/classify", `{"domains": ["b.com"]}`, "Authorization", "Bearer "+key),
+			http.StatusTooManyRequests, "rate-limited")
+	})
+
+	t.Run("QueuedDomainsCap", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		key := createKey(t, b.db, "big", db.APIKey{MaxQueuedDomains: 15})
+		ten := `{"domains": ["a0.com","a1.com","a2.com","a3.com","a4.com","a5.com","a6.com","a7.com","a8.com","a9.com"]}`
+		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/domains/classify", ten, "Authorization", "Bearer "+key).status)
+		before := b.counts(t)
+		r := b.do(t, "POST", "/domains/classify", strings.ReplaceAll(ten, `"a`, `"b`), "Authorization", "Bearer "+key)
+		p := requireProblem(t, r, http.StatusTooManyRequests, "too-many-queued")
+		require.Equal(t, "You have 10 domains queued and not yet answered; the limit is 15. Wait for your jobs to finish, then send more.", p.Detail)
+		require.Equal(t, "10", r.header.Get("Retry-After"))
+		require.Equal(t, before, b.counts(t))
+		five := `{"domains": ["c0.com","c1.com","c2.com","c3.com","c4.com"]}`
+		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/domains/classify", five, "Authorization", "Bearer "+key).status,
+			"up to the cap is fine")
+		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/domains/classify", ten).status, "other callers are not affected")
+	})
+}
