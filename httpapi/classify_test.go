@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -38,6 +40,7 @@ type setupOpts struct {
 	store    httpapi.Store
 	limits   httpapi.Limits
 	authTTL  time.Duration
+	metrics  bool
 }
 
 // createKey stores a new API key for name and returns it.
@@ -70,7 +73,14 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if limits.RatePerMinute == 0 {
 		limits = httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000}
 	}
+	var metrics *httpapi.Metrics
+	var metricsHandler http.Handler
+	if opts.metrics {
+		reg := prometheus.NewRegistry()
+		metrics, metricsHandler = httpapi.NewMetrics(reg), promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
+		Metrics: metrics, MetricsHandler: metricsHandler,
 		Store: store, Inserter: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:   httpapi.NewAPIKeyAuth(b.db, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -94,6 +94,7 @@ func New(cfg Config) *Server {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/problems/:slug", problemDoc)
+	r.GET("/openapi.yaml", openapiDoc)
 
 	domains := r.Group("/domains", s.requireCaller)
 	domains.POST("/classify", s.classifyCreate)
