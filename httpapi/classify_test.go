@@ -44,6 +44,9 @@ type testBundle struct {
 type setupOpts struct {
 	inserter func(*jobs.Client) httpapi.Inserter
 	store    httpapi.Store
+	// webhooks and allowPrivate are Config.Webhooks and
+	// Config.CallbackAllowPrivate.
+	webhooks, allowPrivate bool
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -63,7 +66,8 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
 		Store: store, Inserter: inserter, Registry: classifier.DefaultRegistry(), Auth: headerAuth{},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
 	}).Handler())
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
