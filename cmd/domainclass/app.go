@@ -155,6 +155,16 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		Store: m.DB, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Settings, Logger: m.Logger,
+		OnJobEnd: jobs.WebhookEnqueuer{Settings: cfg.Settings}.OnJobEnd,
+	}); err != nil {
+		return nil, err
+	}
+	// Without WEBHOOK_SECRET the API accepts no callbacks; deliveries queued
+	// by an API that had one fail with an error saying so, and are retried.
+	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
+	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
+		Store: m.DB, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Settings.WebhookTimeout),
+		Key: webhookKey, UserAgent: "domainclass/" + Version, Settings: cfg.Settings, Logger: m.Logger,
 	}); err != nil {
 		return nil, err
 	}
@@ -168,6 +178,7 @@ func (m *Main) apiHandler() http.Handler {
 	}
 	return httpapi.New(httpapi.Config{
 		Store: m.DB, Inserter: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
+		Webhooks: m.Config.WebhookSecret != "", CallbackAllowPrivate: m.Config.CallbackAllowPrivate,
 	}).Handler()
 }
 

@@ -131,6 +131,11 @@ func (c Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if c.WebhookSecret != "" {
+		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {
+			return fmt.Errorf("WEBHOOK_SECRET %v (make one with: echo whsec_$(openssl rand -base64 32))", err)
+		}
+	}
 	return c.Settings.Validate()
 }
 
