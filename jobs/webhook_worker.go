@@ -150,14 +150,20 @@ func (w *WebhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
 // webhookRetryDelay is the wait after failures+1 failed attempts (River
 // appends the current error after asking).
 func webhookRetryDelay(schedule []time.Duration, failures int) time.Duration {
-	if len(schedule) == 0 {
-		return 0
-	}
-	d := schedule[min(failures, len(schedule)-1)]
+	d := scheduledDelay(schedule, failures)
 	if d <= 0 {
 		return 0
 	}
 	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// scheduledDelay is the schedule's wait after failures+1 failed attempts,
+// before jitter: its last entry again beyond its end, 0 for no schedule.
+func scheduledDelay(schedule []time.Duration, failures int) time.Duration {
+	if len(schedule) == 0 {
+		return 0
+	}
+	return schedule[min(failures, len(schedule)-1)]
 }
 
 // Work delivers the job end. Outcomes: nil on a 2xx; a cancel on 410 Gone
@@ -211,6 +217,11 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 
 	dest := redactURL(target)
 	resp, err := w.Client.Do(req)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The client is stopping (soft stop): River puts the job back with
+		// its attempt restored; this was no failure of the receiver.
+		return ctx.Err()
+	}
 	if err != nil {
 		var urlErr *url.Error
 		if errors.As(err, &urlErr) {
@@ -253,7 +264,7 @@ func (w *WebhookWorker) fail(ctx context.Context, log *slog.Logger, job *river.J
 		w.report(WebhookDiscarded)
 	} else {
 		log.WarnContext(ctx, "webhook delivery failed; will retry", "error", err,
-			"retry_in", webhookRetryDelay(w.Settings.WebhookRetrySchedule, len(job.Errors)).Round(time.Millisecond).String())
+			"retry_in", scheduledDelay(w.Settings.WebhookRetrySchedule, len(job.Errors)).String()+" ±10%")
 		w.report(WebhookFailed)
 	}
 	return err

@@ -331,6 +331,25 @@ func TestWebhookWorker_Work(t *testing.T) {
 		require.Equal(t, []string{jobs.WebhookFailed, jobs.WebhookDelivered}, b.webhook.Outcomes())
 	})
 
+	t.Run("SoftStopMidDeliveryIsNoFailure", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{
+			settings: func(s *jobs.Settings) { s.SoftStopTimeout = 200 * time.Millisecond },
+			webhook:  &webhookOpts{},
+		})
+		rc := newReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		b.submitWithCallback(t, rc.URL(), "acme.com")
+		require.Eventually(t, func() bool { return len(rc.deliveries()) == 1 }, 10*time.Second, 10*time.Millisecond)
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		require.NoError(t, b.client.Stop(stopCtx))
+		row := b.webhookJobs(t)[0]
+		require.Equal(t, rivertype.JobStateAvailable, row.State, "put back for the next worker")
+		require.Equal(t, 0, row.Attempt, "a stopping worker uses up no attempt")
+		require.Empty(t, row.Errors)
+		require.Empty(t, b.webhook.Outcomes())
+	})
+
 	t.Run("ThrottledWaitsAsAskedWithoutUsingAnAttempt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, byDomain(nil), setupOpts{webhook: &webhookOpts{}})
