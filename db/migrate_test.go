@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -38,12 +39,17 @@ func TestMigrate_TwiceAndConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 
+	files, err := filepath.Glob("migrations/*.sql")
+	require.NoError(t, err)
+	for i := range files {
+		files[i] = filepath.Base(files[i])
+	}
 	applied := 0
 	for _, r := range results {
 		if len(r.River)+len(r.App) > 0 {
 			applied++
 			require.Len(t, r.River, 8)
-			require.Equal(t, []string{"00001_init.sql"}, r.App)
+			require.Equal(t, files, r.App, "every app migration, in order")
 		}
 	}
 	require.Equal(t, 1, applied, "exactly one of three concurrent runs applies the migrations")

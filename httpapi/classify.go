@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
 )
@@ -75,6 +77,11 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		writeProblem(c, http.StatusBadRequest, "invalid-idempotency-key", err.Error(), nil)
 		return
 	}
+	callbackURL, err := s.callbackURL(c.GetHeader("X-Callback-URL"))
+	if err != nil {
+		writeError(c, s.cfg.Logger, err)
+		return
+	}
 
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -103,8 +110,8 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
 	res, err := s.cfg.Store.JobCreate(ctx, db.JobCreateParams{
-		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains,
-		IdempotencyKey: idemKey, Fingerprint: fingerprint(cls.Name, req.Domains, ""), Response: resp,
+		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains, CallbackURL: callbackURL,
+		IdempotencyKey: idemKey, Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL), Response: resp,
 		MaxQueuedDomains: caller.MaxQueuedDomains, Admit: admit,
 	}, func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
 		ins, err := s.cfg.Inserter.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
@@ -199,6 +206,48 @@ func idempotencyKey(h string) (string, error) {
 		if h[i] < 0x20 || h[i] > 0x7e || h[i] == '"' || h[i] == '\\' {
 			return "", errors.New("The Idempotency-Key must be printable ASCII without quotes or backslashes.")
 		}
+	}
+	return h, nil
+}
+
+// MaxCallbackURLBytes is the longest X-Callback-URL accepted.
+const MaxCallbackURLBytes = 2048
+
+// callbackURL reads an X-Callback-URL header: "" when there is none, else
+// an absolute https URL (http too when private addresses are allowed)
+// without credentials, whose host is not a literal private, loopback,
+// link-local or metadata address, nor localhost, unless those are allowed.
+// Names are checked again when a delivery connects. It returns an EINVALID
+// error (webhooks-not-configured or invalid-callback-url) otherwise.
+func (s *Server) callbackURL(h string) (string, error) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return "", nil
+	}
+	if !s.cfg.Webhooks {
+		return "", &classifier.Error{Code: classifier.EINVALID, Type: "webhooks-not-configured",
+			Message: "This service has no WEBHOOK_SECRET, so it cannot sign callbacks; leave out X-Callback-URL and poll the status URL."}
+	}
+	invalid := func(format string, args ...any) error {
+		return &classifier.Error{Code: classifier.EINVALID, Type: "invalid-callback-url",
+			Message: "X-Callback-URL " + fmt.Sprintf(format, args...)}
+	}
+	if len(h) > MaxCallbackURLBytes {
+		return "", invalid("is longer than %d characters.", MaxCallbackURLBytes)
+	}
+	u, err := url.Parse(h)
+	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return "", invalid("must be an absolute https URL, such as https://example.com/hooks/domainclass.")
+	}
+	if u.Scheme == "http" && !s.cfg.CallbackAllowPrivate {
+		return "", invalid("must use https.")
+	}
+	if u.User != nil {
+		return "", invalid("must not hold credentials; deliveries are authenticated by their signature.")
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if err := netguard.CheckHost(host, s.cfg.CallbackAllowPrivate); err != nil {
+		return "", invalid("points at a private, loopback or link-local address (%s); callbacks go to public internet addresses only.", host)
 	}
 	return h, nil
 }

@@ -41,6 +41,9 @@ type setupOpts struct {
 	limits   httpapi.Limits
 	authTTL  time.Duration
 	metrics  bool
+	// webhooks and allowPrivate are Config.Webhooks and
+	// Config.CallbackAllowPrivate.
+	webhooks, allowPrivate bool
 }
 
 // createKey stores a new API key for name and returns it.
@@ -82,8 +85,9 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		Store: store, Inserter: inserter, Registry: classifier.DefaultRegistry(),
-		Auth:   httpapi.NewAPIKeyAuth(b.db, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Auth:     httpapi.NewAPIKeyAuth(b.db, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
+		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
 	}).Handler())
 	t.Cleanup(srv.Close)
 	b.url = srv.URL

@@ -50,6 +50,13 @@ type Config struct {
 	RiverUI         http.Handler
 	RiverUIUser     string
 	RiverUIPassword string
+	// Webhooks is set when WEBHOOK_SECRET is configured: only then is an
+	// X-Callback-URL accepted (deliveries could not be signed otherwise).
+	Webhooks bool
+	// CallbackAllowPrivate accepts callback URLs on private, loopback and
+	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
+	// and local use).
+	CallbackAllowPrivate bool
 }
 
 // Server holds the API's dependencies.

@@ -24,14 +24,17 @@ import (
 )
 
 type testBundle struct {
-	db     *db.DB
-	llm    *llmtest.Server
-	client *jobs.Client
+	db      *db.DB
+	llm     *llmtest.Server
+	client  *jobs.Client
+	webhook *webhookBundle
 }
 
 type setupOpts struct {
 	noLLM    bool
 	settings func(*jobs.Settings)
+	// webhook, when set, adds the webhook worker (webhook_worker_test.go).
+	webhook *webhookOpts
 }
 
 func testSettings() jobs.Settings {
@@ -65,9 +68,13 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 		ClaimPoll: 20 * time.Millisecond, Logger: logger,
 	})
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &jobs.ClassifyWorker{
+	cw := &jobs.ClassifyWorker{
 		Store: b.db, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
-	})
+	}
+	if opts.webhook != nil {
+		b.webhook = opts.webhook.register(t, b, workers, cw, settings, logger)
+	}
+	river.AddWorker(workers, cw)
 	var err error
 	b.client, err = jobs.NewClient(b.db.Pool, jobs.ClientConfig{
 		Settings: settings, Logger: logger, Schema: b.db.Schema, Workers: workers, TestOnly: true,

@@ -44,6 +44,7 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 		rc.Workers = cfg.Workers
 		rc.Queues = map[string]river.QueueConfig{
 			QueueClassify: {MaxWorkers: s.ClassifyWorkers},
+			QueueWebhook:  {MaxWorkers: s.WebhookWorkers},
 		}
 	}
 	return river.NewClient(riverpgxv5.New(pool), rc)

@@ -10,6 +10,11 @@ import (
 // QueueClassify is the queue of ClassifyArgs jobs.
 const QueueClassify = "classify"
 
+// QueueWebhook is the queue of WebhookArgs jobs: deliveries wait on other
+// people's servers, so they get their own workers and never hold up
+// classification.
+const QueueWebhook = "webhook"
+
 // The reviewed settings. Each value is a decision with a reason; change one
 // in a reviewed commit, or override it per deployment with the environment
 // variable named in Settings.
@@ -85,8 +90,8 @@ const (
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.
 	// Snoozing uses no attempt.
 	DefaultBusySnooze = 5 * time.Second
-	// DefaultMaxSnooze caps a provider's Retry-After, so a bogus header
-	// cannot park a job for a day.
+	// DefaultMaxSnooze caps a provider's (or a webhook receiver's)
+	// Retry-After, so a bogus header cannot park a job for a day.
 	DefaultMaxSnooze = 10 * time.Minute
 	// DefaultQueueMetricsInterval: the queue gauges come from one GROUP BY
 	// over river_job, run at most this often however many scrapers ask;
@@ -106,7 +111,41 @@ const (
 	// process does one key query per caller per 5 s under load, and a revoked
 	// key stops working within 5 s.
 	DefaultAuthCacheTTL = 5 * time.Second
+	// DefaultWebhookWorkers: River MaxWorkers of queue "webhook". Job ends
+	// arrive at about 3/s at most while the model is the bottleneck (more in
+	// a burst of cached jobs); a receiver answering within 1 s keeps ≈3
+	// deliveries in flight (Little's law). 20 leaves room for bursts and for
+	// a few receivers that hang until the timeout (20 slots / 15 s ≈ 1.3
+	// deliveries/s even when every receiver hangs). A delivery holds a
+	// goroutine and a socket; it holds a database connection only while it
+	// loads the job.
+	DefaultWebhookWorkers = 20
+	// DefaultWebhookTimeout: one delivery, connect to last byte. Standard
+	// Webhooks recommends 15–30 s; receivers should answer 2xx at once and
+	// work afterwards, so 15 s only cuts off a server that is stuck.
+	DefaultWebhookTimeout = 15 * time.Second
+	// DefaultWebhookMaxThrottles: a receiver's 429 or 503 with Retry-After
+	// snoozes the delivery without using an attempt, at most this many times
+	// per delivery; after that a throttle counts as a failed attempt, so a
+	// receiver that always throttles still reaches the end of the schedule.
+	// 10 snoozes of at most MaxSnooze (10 min) add at most 100 minutes.
+	DefaultWebhookMaxThrottles = 10
 )
+
+// DefaultWebhookRetrySchedule is the wait before each retry of a failed
+// delivery: the example schedule of the Standard Webhooks spec, so
+// receivers meet the behaviour they know from other senders. Retries come
+// fast first (a dropped connection, a deploy in progress), then spread over
+// about three days (75.6 h in all), long enough to outlast a weekend
+// outage of the receiver's on-call; after the last one the delivery is
+// discarded and can be replayed for RETENTION_DISCARDED (7 days). One
+// delivery makes len(schedule)+1 attempts: 11 with this schedule.
+func DefaultWebhookRetrySchedule() []time.Duration {
+	return []time.Duration{
+		0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+		5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour,
+	}
+}
 
 // Settings are the reviewed queue and provider settings, with the
 // environment variables that override them.
@@ -136,6 +175,11 @@ type Settings struct {
 	CallerRatePerMinute    int           `env:"CALLER_RATE_PER_MINUTE"`
 	CallerMaxQueuedDomains int           `env:"CALLER_MAX_QUEUED_DOMAINS"`
 	AuthCacheTTL           time.Duration `env:"AUTH_CACHE_TTL"`
+
+	WebhookWorkers       int             `env:"WEBHOOK_WORKERS"`
+	WebhookTimeout       time.Duration   `env:"WEBHOOK_TIMEOUT"`
+	WebhookRetrySchedule []time.Duration `env:"WEBHOOK_RETRY_SCHEDULE"` // comma-separated: 0s,5s,5m,...
+	WebhookMaxThrottles  int             `env:"WEBHOOK_MAX_THROTTLES"`
 }
 
 // DefaultSettings returns the reviewed defaults.
@@ -165,6 +209,10 @@ func DefaultSettings() Settings {
 		CallerRatePerMinute:    DefaultCallerRatePerMinute,
 		CallerMaxQueuedDomains: DefaultCallerMaxQueuedDomains,
 		AuthCacheTTL:           DefaultAuthCacheTTL,
+		WebhookWorkers:         DefaultWebhookWorkers,
+		WebhookTimeout:         DefaultWebhookTimeout,
+		WebhookRetrySchedule:   DefaultWebhookRetrySchedule(),
+		WebhookMaxThrottles:    DefaultWebhookMaxThrottles,
 	}
 }
 
@@ -197,9 +245,36 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("CALLER_RATE_PER_MINUTE and CALLER_MAX_QUEUED_DOMAINS must be at least 1")
 	case s.AuthCacheTTL < 0:
 		return fmt.Errorf("AUTH_CACHE_TTL must not be negative")
+	case s.WebhookWorkers < 1 || s.WebhookWorkers > 10_000:
+		return fmt.Errorf("WEBHOOK_WORKERS must be between 1 and 10000, got %d", s.WebhookWorkers)
+	case s.WebhookTimeout <= 0:
+		return fmt.Errorf("WEBHOOK_TIMEOUT must be positive, got %s", s.WebhookTimeout)
+	case len(s.WebhookRetrySchedule) < 1 || len(s.WebhookRetrySchedule) > 100:
+		return fmt.Errorf("WEBHOOK_RETRY_SCHEDULE must list 1 to 100 durations, got %d", len(s.WebhookRetrySchedule))
+	case s.WebhookMaxThrottles < 0:
+		return fmt.Errorf("WEBHOOK_MAX_THROTTLES must not be negative, got %d", s.WebhookMaxThrottles)
+	}
+	for _, d := range s.WebhookRetrySchedule {
+		if d < 0 {
+			return fmt.Errorf("WEBHOOK_RETRY_SCHEDULE must not hold negative durations, got %s", d)
+		}
 	}
 	return nil
 }
+
+// webhookJobSlack is the River job timeout of a delivery beyond the HTTP
+// timeout: loading the job and signing take milliseconds, but the request's
+// own timeout must always fire first, with the clearer error. (River's
+// rescuer leaves a job alone while it is within its worker's timeout, so
+// RESCUE_STUCK_AFTER need not exceed this.)
+const webhookJobSlack = 10 * time.Second
+
+// WebhookJobTimeout is the River timeout of one delivery attempt.
+func (s Settings) WebhookJobTimeout() time.Duration { return s.WebhookTimeout + webhookJobSlack }
+
+// WebhookMaxAttempts is how many times one delivery is tried: once, then
+// once after each wait of the retry schedule.
+func (s Settings) WebhookMaxAttempts() int { return len(s.WebhookRetrySchedule) + 1 }
 
 // Freshness returns the cache policy of the settings.
 func (s Settings) Freshness() classifier.Freshness {

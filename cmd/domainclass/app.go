@@ -90,7 +90,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.Metrics = prometheus.NewRegistry()
 	m.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.QueueCollector = jobs.NewQueueCollector(m.DB, cfg.Settings.QueueMetricsInterval, m.Logger, jobs.QueueClassify)
+	m.QueueCollector = jobs.NewQueueCollector(m.DB, cfg.Settings.QueueMetricsInterval, m.Logger, jobs.QueueClassify, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
 
 	var workers *river.Workers
@@ -173,7 +173,18 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		Store: m.DB, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Settings, Logger: m.Logger,
-		Metrics: m.jobMetrics,
+		Metrics:  m.jobMetrics,
+		OnJobEnd: jobs.WebhookEnqueuer{Settings: cfg.Settings}.OnJobEnd,
+	}); err != nil {
+		return nil, err
+	}
+	// Without WEBHOOK_SECRET the API accepts no callbacks; deliveries queued
+	// by an API that had one fail with an error saying so, and are retried.
+	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
+	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
+		Store: m.DB, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Settings.WebhookTimeout),
+		Key: webhookKey, UserAgent: "domainclass/" + Version, Settings: cfg.Settings, Logger: m.Logger,
+		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {
 		return nil, err
 	}
@@ -191,6 +202,7 @@ func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
 		Store: m.DB, Inserter: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
+		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.

@@ -134,6 +134,11 @@ func (c Config) Validate() error {
 	if (c.RiverUIUser == "") != (c.RiverUIPassword == "") {
 		return errors.New("set both RIVERUI_USER and RIVERUI_PASSWORD, or neither")
 	}
+	if c.WebhookSecret != "" {
+		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {
+			return fmt.Errorf("WEBHOOK_SECRET %v (make one with: echo whsec_$(openssl rand -base64 32))", err)
+		}
+	}
 	return c.Settings.Validate()
 }
 

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+)
+
+// hookReceiver is a webhook endpoint on loopback that records what it gets.
+type hookReceiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []hookDelivery
+}
+
+type hookDelivery struct {
+	header http.Header
+	body   []byte
+	at     time.Time
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	t.Helper()
+	h := &hookReceiver{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		at := time.Now()
+		h.mu.Lock()
+		h.got = append(h.got, hookDelivery{header: r.Header.Clone(), body: body, at: at})
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// forJob returns the deliveries whose body names job id.
+func (h *hookReceiver) forJob(id string) []hookDelivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []hookDelivery
+	for _, d := range h.got {
+		if bytes.Contains(d.body, []byte(`"job_id":"`+id+`"`)) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func newWebhookSecret(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// post sends POST /domains/classify with headers (name, value pairs).
+func (e *e2e) post(body string, headers ...string) (int, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.api.APIURL()+"/domains/classify", strings.NewReader(body))
+	require.NoError(e.t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, b
+}
+
+func TestEndToEnd_Webhooks(t *testing.T) {
+	t.Parallel()
+
+	// A job with X-Callback-URL ends, and the receiver gets one delivery
+	// that verifies with the Standard Webhooks reference library. Prints the
+	// delivery latency after job completion:
+	//   go tool task test -- ./cmd/domainclass -run 'TestEndToEnd_Webhooks/Delivered' -v
+	t.Run("DeliveredAndVerified", func(t *testing.T) {
+		t.Parallel()
+		secret := newWebhookSecret(t)
+		rc := newHookReceiver(t)
+		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
+			map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true"})
+		e.start(RoleAPI)
+		e.start(RoleWorker)
+		wh, err := standardwebhooks.NewWebhook(secret)
+		require.NoError(t, err)
+
+		const jobs = 7
+		var latencies []time.Duration
+		for i := range jobs {
+			status, body := e.post(fmt.Sprintf(`{"domains": ["brand%d.com"]}`, i), "X-Callback-URL", rc.srv.URL+"/hooks/domainclass")
+			require.Equal(t, http.StatusAccepted, status, "body: %s", body)
+			var a jobView
+			require.NoError(t, json.Unmarshal(body, &a))
+
+			v := e.wait(a.JobID, "COMPLETED", 20*time.Second)
+			var got []hookDelivery
+			require.Eventually(t, func() bool {
+				got = rc.forJob(a.JobID)
+				return len(got) > 0
+			}, 20*time.Second, 5*time.Millisecond, "no delivery for job %s", a.JobID)
+			d := got[0]
+			require.NoError(t, wh.Verify(d.body, d.header))
+			require.Equal(t, "domainclass/dev", d.header.Get("User-Agent"))
+
+			var payload map[string]any
+			require.NoError(t, json.Unmarshal(d.body, &payload))
+			require.Equal(t, "classification.completed", payload["type"])
+			require.NotEmpty(t, payload["timestamp"])
+			delete(payload, "type")
+			delete(payload, "timestamp")
+			resp, err := http.Get(e.api.APIURL() + "/domains/classify/" + a.JobID)
+			require.NoError(t, err)
+			var polled map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&polled))
+			resp.Body.Close()
+			require.Equal(t, polled, payload, "the delivery is what GET shows")
+
+			latencies = append(latencies, d.at.Sub(*v.CompletedAt))
+		}
+		slices.Sort(latencies)
+		t.Logf("webhook delivery latency after job completion (completed_at to receipt): median %s over %d jobs (min %s, max %s)",
+			latencies[len(latencies)/2].Round(100*time.Microsecond), jobs,
+			latencies[0].Round(100*time.Microsecond), latencies[len(latencies)-1].Round(100*time.Microsecond))
+
+		var webhookJobs int
+		require.NoError(t, e.api.DB.Pool.QueryRow(t.Context(), "SELECT count(*) FROM river_job WHERE kind = 'webhook'").Scan(&webhookJobs))
+		require.Equal(t, jobs, webhookJobs, "one delivery per job end")
+	})
+
+	t.Run("RefusedAtAccept", func(t *testing.T) {
+		t.Parallel()
+		rc := newHookReceiver(t)
+		e := newE2E(t, nil, map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t)})
+		e.start(RoleAPI)
+		status, body := e.post(`{"domains": ["acme.com"]}`, "X-Callback-URL", rc.srv.URL) // http://127.0.0.1:port
+		require.Equal(t, http.StatusUnprocessableEntity, status)
+		require.Contains(t, string(body), "/problems/invalid-callback-url")
+
+		off := newE2E(t, nil, nil)
+		off.start(RoleAPI)
+		status, body = off.post(`{"domains": ["acme.com"]}`, "X-Callback-URL", "https://hooks.example.com/h")
+		require.Equal(t, http.StatusUnprocessableEntity, status)
+		require.Contains(t, string(body), "/problems/webhooks-not-configured")
+	})
+}
+
+func TestRun_WebhookSecretIsValidated(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	code := Run(t.Context(), []string{"migrate"}, []string{"WEBHOOK_SECRET=hunter2hunter2"}, strings.NewReader(""), &out, &errOut)
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one clear line: %q", errOut.String())
+	require.Contains(t, errOut.String(), "WEBHOOK_SECRET must start with whsec_")
+	require.NotContains(t, errOut.String(), "hunter2")
+
+	_, err := LoadConfig([]string{"WEBHOOK_SECRET=" + newWebhookSecret(t), "WEBHOOK_RETRY_SCHEDULE=0s,1s,1m"})
+	require.NoError(t, err)
+	_, err = LoadConfig([]string{"WEBHOOK_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("short"))})
+	require.ErrorContains(t, err, "WEBHOOK_SECRET must hold 24 to 64 random bytes, got 5")
+}

@@ -1,0 +1,105 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func TestClassifyCreate_CallbackURL(t *testing.T) {
+	t.Parallel()
+	body := `{"domains": ["acme.com"]}`
+
+	callbackOf := func(t *testing.T, b *testBundle, r response) string {
+		t.Helper()
+		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+		var a accepted
+		require.NoError(t, json.Unmarshal(r.body, &a))
+		job, err := b.db.JobGet(context.Background(), uuid.MustParse(a.JobID), nil)
+		require.NoError(t, err)
+		return job.CallbackURL
+	}
+
+	t.Run("IsStoredWithTheJob", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{webhooks: true})
+		const u = "https://hooks.example.com/domainclass?token=abc"
+		r := b.do(t, "POST", "/domains/classify", body, "X-Callback-URL", u)
+		require.Equal(t, u, callbackOf(t, b, r))
+		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 1, "idempotency_key": 0, "river_job": 1}, b.counts(t))
+	})
+
+	t.Run("LoopbackAndHTTPWhenPrivateIsAllowed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{webhooks: true, allowPrivate: true})
+		for _, u := range []string{"http://127.0.0.1:9999/hook", "http://localhost:8080/", "https://10.1.2.3/x"} {
+			r := b.do(t, "POST", "/domains/classify", body, "X-Callback-URL", u)
+			require.Equal(t, u, callbackOf(t, b, r))
+		}
+	})
+
+	t.Run("NoHeaderNeedsNoSecret", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		require.Equal(t, "", callbackOf(t, b, b.do(t, "POST", "/domains/classify", body)))
+	})
+
+	t.Run("IdempotencyKeyCoversTheCallback", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{webhooks: true})
+		first := b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1", "X-Callback-URL", "https://a.example.com/h")
+		require.Equal(t, http.StatusAccepted, first.status)
+		again := b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1", "X-Callback-URL", "https://a.example.com/h")
+		require.Equal(t, first.body, again.body)
+		other := b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1", "X-Callback-URL", "https://b.example.com/h")
+		requireProblem(t, other, http.StatusUnprocessableEntity, "idempotency-key-reused")
+		require.Equal(t, 1, b.counts(t)["classify_job"])
+	})
+
+	for _, tt := range []struct {
+		name, url, slug, detail string
+		opts                    setupOpts
+	}{
+		{name: "WithoutWebhookSecret", url: "https://hooks.example.com/h", slug: "webhooks-not-configured",
+			detail: "This service has no WEBHOOK_SECRET"},
+		{name: "Relative", url: "/hooks/domainclass", detail: "must be an absolute https URL"},
+		{name: "NoScheme", url: "hooks.example.com/h", detail: "must be an absolute https URL"},
+		{name: "OtherScheme", url: "ftp://hooks.example.com/h", detail: "must be an absolute https URL"},
+		{name: "OtherSchemeEvenWhenPrivateIsAllowed", url: "file:///etc/passwd", detail: "must be an absolute https URL",
+			opts: setupOpts{webhooks: true, allowPrivate: true}},
+		{name: "NoHost", url: "https:///h", detail: "must be an absolute https URL"},
+		{name: "PlainHTTP", url: "http://hooks.example.com/h", detail: "must use https"},
+		{name: "Credentials", url: "https://user:pw@hooks.example.com/h", detail: "must not hold credentials"},
+		{name: "TooLong", url: "https://hooks.example.com/" + strings.Repeat("a", 2048), detail: "longer than 2048"},
+		{name: "Loopback", url: "https://127.0.0.1/h", detail: "private, loopback or link-local address (127.0.0.1)"},
+		{name: "LoopbackIPv6", url: "https://[::1]:8443/h", detail: "(::1)"},
+		{name: "Private", url: "https://10.0.0.7/h", detail: "(10.0.0.7)"},
+		{name: "PrivateMappedIPv6", url: "https://[::ffff:192.168.0.1]/h", detail: "(::ffff:192.168.0.1)"},
+		{name: "Metadata", url: "https://169.254.169.254/latest/meta-data/", detail: "(169.254.169.254)"},
+		{name: "LinkLocalIPv6", url: "https://[fe80::1%25eth0]/h", detail: "(fe80::1%eth0)"},
+		{name: "Localhost", url: "https://localhost/h", detail: "(localhost)"},
+		{name: "LocalhostShouting", url: "https://LOCALHOST./h", detail: "(localhost)"},
+		{name: "LocalhostSubdomain", url: "https://api.localhost/h", detail: "(api.localhost)"},
+	} {
+		t.Run("Rejects"+tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := tt.opts
+			if tt.slug == "" {
+				tt.slug = "invalid-callback-url"
+				if !opts.webhooks {
+					opts = setupOpts{webhooks: true}
+				}
+			}
+			b := setup(t, opts)
+			r := b.do(t, "POST", "/domains/classify", body, "X-Callback-URL", tt.url)
+			p := requireProblem(t, r, http.StatusUnprocessableEntity, tt.slug)
+			require.Contains(t, p.Detail, tt.detail)
+			require.Equal(t, nothing, b.counts(t), "nothing may be written on a 422")
+		})
+	}
+}

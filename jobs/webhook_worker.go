@@ -1,0 +1,348 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/netguard"
+	"github.com/domainclass/domainclass/db"
+)
+
+// WebhookEventType is the "type" of every delivery.
+const WebhookEventType = "classification.completed"
+
+// Outcomes of one delivery attempt, reported to WebhookWorker.OnDelivery
+// (the outcome label of domainclass_webhook_deliveries_total).
+const (
+	// WebhookDelivered: the receiver answered 2xx; the delivery is done.
+	WebhookDelivered = "delivered"
+	// WebhookGone: the receiver answered 410 Gone; the delivery is cancelled
+	// and never tried again.
+	WebhookGone = "gone"
+	// WebhookThrottled: the receiver answered 429 or 503 with Retry-After;
+	// the delivery is snoozed for that long without using an attempt.
+	WebhookThrottled = "throttled"
+	// WebhookFailed: any other answer, a timeout, a refused or failed
+	// connection; the delivery is retried on the schedule.
+	WebhookFailed = "failed"
+	// WebhookDiscarded: a failure on the last attempt; River discards the
+	// delivery, and an operator can replay it.
+	WebhookDiscarded = "discarded"
+	// WebhookSkipped: nothing to deliver (the job is gone, has no callback
+	// URL, or ended again since, and that newer end has its own delivery);
+	// the delivery is cancelled without a request.
+	WebhookSkipped = "skipped"
+)
+
+// webhookMaxResponseBytes caps how much of a receiver's answer is read:
+// enough to reuse the connection after a normal answer, never a download.
+const webhookMaxResponseBytes = 64 << 10
+
+// WebhookArgs is the delivery of one job end to the job's callback URL. Like
+// ClassifyArgs it is a claim check: the report is read when it is sent.
+type WebhookArgs struct {
+	JobID string `json:"job_id"`
+	// EndedAt is the job's completed_at for the end being delivered. A job
+	// can end more than once (FAILED, retried by an operator, COMPLETED), and
+	// each end is its own message.
+	EndedAt time.Time `json:"ended_at"`
+}
+
+// Kind is the River job kind.
+func (WebhookArgs) Kind() string { return "webhook" }
+
+// InsertOpts puts deliveries on their own queue, unique by args: one
+// delivery per job end even if the end were reported twice.
+func (WebhookArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueWebhook, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// WebhookID is the delivery's webhook-id: the same for every attempt and
+// replay of this delivery, so receivers can dedupe on it, and different for
+// another end of the same job, which carries news (a COMPLETED after a
+// FAILED must not be dropped as a duplicate). It is the job id and the end's
+// time in Unix microseconds: "msg_<job_id>_<micros>".
+func (a WebhookArgs) WebhookID() string {
+	return "msg_" + a.JobID + "_" + strconv.FormatInt(a.EndedAt.UnixMicro(), 10)
+}
+
+// WebhookPayload is the body of a delivery: the job exactly as GET
+// /domains/classify/{id} shows it, plus the event type and the time of the
+// event (when the job ended).
+type WebhookPayload struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	classifier.JobReport
+}
+
+// WebhookOutput is recorded on the River job (River UI shows it).
+type WebhookOutput struct {
+	WebhookID  string `json:"webhook_id"`
+	StatusCode int    `json:"status_code,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// WebhookStore is what the webhook worker needs from storage.
+type WebhookStore interface {
+	JobGet(ctx context.Context, id uuid.UUID, caller *string) (*classifier.Job, error)
+}
+
+// WebhookClient returns the HTTP client of deliveries: the guarded dialer
+// of netguard (the one the homepage search provider uses), which refuses
+// private, loopback, link-local and metadata addresses at connect time
+// unless allowPrivate; redirects are not followed (a 3xx is a failure); each
+// request is bounded by timeout.
+func WebhookClient(allowPrivate bool, timeout time.Duration) *http.Client {
+	d := &netguard.Dialer{AllowPrivate: allowPrivate, Timeout: timeout}
+	return d.Client(timeout, 0)
+}
+
+// WebhookWorker works WebhookArgs: it POSTs the job's report to its
+// callback URL, signed per Standard Webhooks.
+type WebhookWorker struct {
+	river.WorkerDefaults[WebhookArgs]
+
+	Store WebhookStore
+	// Client sends the requests; use WebhookClient.
+	Client *http.Client
+	// Key signs deliveries (ParseWebhookSecret of WEBHOOK_SECRET). Without
+	// it every attempt fails with an error saying so, and is retried.
+	Key       []byte
+	UserAgent string
+	Settings  Settings
+	Logger    *slog.Logger
+	// OnDelivery, when set, is called once per attempt with its outcome
+	// (WebhookDelivered, WebhookGone, WebhookThrottled, WebhookFailed,
+	// WebhookDiscarded, WebhookSkipped), for metrics.
+	OnDelivery func(outcome string)
+}
+
+// Timeout is the delivery timeout plus a margin, so that the request's own
+// timeout fires first.
+func (w *WebhookWorker) Timeout(*river.Job[WebhookArgs]) time.Duration {
+	return w.Settings.WebhookJobTimeout()
+}
+
+// NextRetry follows WEBHOOK_RETRY_SCHEDULE: after the nth failure it waits
+// the nth duration (the last one again beyond its end, after a replay),
+// with ±10% jitter so that deliveries failed together are not retried in
+// lockstep.
+func (w *WebhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
+	return time.Now().Add(webhookRetryDelay(w.Settings.WebhookRetrySchedule, len(job.Errors)))
+}
+
+// webhookRetryDelay is the wait after failures+1 failed attempts (River
+// appends the current error after asking).
+func webhookRetryDelay(schedule []time.Duration, failures int) time.Duration {
+	d := scheduledDelay(schedule, failures)
+	if d <= 0 {
+		return 0
+	}
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// scheduledDelay is the schedule's wait after failures+1 failed attempts,
+// before jitter: its last entry again beyond its end, 0 for no schedule.
+func scheduledDelay(schedule []time.Duration, failures int) time.Duration {
+	if len(schedule) == 0 {
+		return 0
+	}
+	return schedule[min(failures, len(schedule)-1)]
+}
+
+// Work delivers the job end. Outcomes: nil on a 2xx; a cancel on 410 Gone
+// or when there is nothing to deliver; a snooze when the receiver throttles
+// with Retry-After (at most WebhookMaxThrottles times); an error for
+// anything else, which River retries on NextRetry's schedule and discards
+// after the last attempt.
+func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
+	wid := job.Args.WebhookID()
+	log := w.Logger.With("job_id", job.Args.JobID, "river_job_id", job.ID, "attempt", job.Attempt, "webhook_id", wid)
+
+	id, err := uuid.Parse(job.Args.JobID)
+	if err != nil {
+		return w.skip(ctx, log, fmt.Errorf("malformed args: job_id %q is not a UUID", job.Args.JobID))
+	}
+	j, err := w.Store.JobGet(ctx, id, nil)
+	switch {
+	case classifier.ErrorCode(err) == classifier.ENOTFOUND:
+		return w.skip(ctx, log, fmt.Errorf("job %s does not exist", id))
+	case err != nil:
+		return w.fail(ctx, log, job, fmt.Errorf("error loading job %s: %w", id, err))
+	case j.CallbackURL == "":
+		return w.skip(ctx, log, fmt.Errorf("job %s has no callback URL", id))
+	case j.CompletedAt == nil || !j.CompletedAt.Equal(job.Args.EndedAt):
+		// The job was retried since this end (and may have ended again,
+		// with a delivery of its own): this report would be stale.
+		return w.skip(ctx, log, fmt.Errorf("job %s has been retried since this end (now %s); the newer end is delivered on its own", id, j.Status))
+	}
+	target, err := url.Parse(j.CallbackURL)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return w.skip(ctx, log, errors.New("the callback URL is not an absolute http(s) URL"))
+	}
+	if len(w.Key) == 0 {
+		return w.fail(ctx, log, job, errors.New("WEBHOOK_SECRET is not set in this worker, so deliveries cannot be signed"))
+	}
+
+	body, err := json.Marshal(WebhookPayload{Type: WebhookEventType, Timestamp: j.CompletedAt.UTC(), JobReport: j.Report()})
+	if err != nil {
+		return w.fail(ctx, log, job, fmt.Errorf("error encoding the report: %w", err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return w.skip(ctx, log, fmt.Errorf("the callback URL cannot be requested: %w", err))
+	}
+	now := time.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", w.UserAgent)
+	req.Header.Set(HeaderWebhookID, wid)
+	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderWebhookSignature, SignWebhook(w.Key, wid, now, body))
+
+	dest := redactURL(target)
+	resp, err := w.Client.Do(req)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The client is stopping (soft stop): River puts the job back with
+		// its attempt restored; this was no failure of the receiver.
+		return ctx.Err()
+	}
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // its message repeats the URL, query string included
+		}
+		w.recordOutput(ctx, log, WebhookOutput{WebhookID: wid, DurationMS: time.Since(now).Milliseconds()})
+		return w.fail(ctx, log, job, fmt.Errorf("error delivering to %s: %w", dest, err))
+	}
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, webhookMaxResponseBytes))
+	_ = resp.Body.Close()
+	elapsed := time.Since(now)
+	w.recordOutput(ctx, log, WebhookOutput{WebhookID: wid, StatusCode: resp.StatusCode, DurationMS: elapsed.Milliseconds()})
+	log = log.With("status", resp.StatusCode, "duration", elapsed.String())
+
+	switch code := resp.StatusCode; {
+	case code >= 200 && code <= 299:
+		log.InfoContext(ctx, "webhook delivered")
+		w.report(WebhookDelivered)
+		return nil
+	case code == http.StatusGone:
+		log.WarnContext(ctx, "webhook receiver answered 410 Gone; no further attempts")
+		w.report(WebhookGone)
+		return river.JobCancel(fmt.Errorf("%s answered 410 Gone: the receiver asked for no more deliveries", dest))
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		if after, ok := llm.ParseRetryAfter(resp.Header, time.Now()); ok && snoozes(job) < w.Settings.WebhookMaxThrottles {
+			after = min(after, w.Settings.MaxSnooze)
+			log.InfoContext(ctx, "webhook receiver throttled; waiting as asked", "retry_after", after.String())
+			w.report(WebhookThrottled)
+			return river.JobSnooze(after)
+		}
+	}
+	return w.fail(ctx, log, job, fmt.Errorf("%s answered %d%s", dest, resp.StatusCode, excerpt(answer)))
+}
+
+// fail reports a failed attempt and returns err for River to retry (or, on
+// the last attempt, discard).
+func (w *WebhookWorker) fail(ctx context.Context, log *slog.Logger, job *river.Job[WebhookArgs], err error) error {
+	if job.Attempt >= job.MaxAttempts {
+		log.ErrorContext(ctx, "webhook delivery given up; an operator can replay it (River UI, or domainclass jobs retry)", "error", err)
+		w.report(WebhookDiscarded)
+	} else {
+		log.WarnContext(ctx, "webhook delivery failed; will retry", "error", err,
+			"retry_in", scheduledDelay(w.Settings.WebhookRetrySchedule, len(job.Errors)).String()+" ±10%")
+		w.report(WebhookFailed)
+	}
+	return err
+}
+
+// skip cancels a delivery that has nothing to send.
+func (w *WebhookWorker) skip(ctx context.Context, log *slog.Logger, err error) error {
+	log.WarnContext(ctx, "webhook delivery skipped", "reason", err)
+	w.report(WebhookSkipped)
+	return river.JobCancel(err)
+}
+
+func (w *WebhookWorker) report(outcome string) {
+	if w.OnDelivery != nil {
+		w.OnDelivery(outcome)
+	}
+}
+
+func (w *WebhookWorker) recordOutput(ctx context.Context, log *slog.Logger, out WebhookOutput) {
+	if err := river.RecordOutput(ctx, out); err != nil {
+		log.WarnContext(ctx, "error recording webhook output", "error", err)
+	}
+}
+
+// snoozes is how often River has snoozed the job (its "snoozes" metadata).
+func snoozes(job *river.Job[WebhookArgs]) int {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &meta)
+	return meta.Snoozes
+}
+
+// redactURL names a callback in logs and errors without its query string or
+// credentials, which may hold a token.
+func redactURL(u *url.URL) string {
+	return u.Scheme + "://" + u.Host + u.EscapedPath()
+}
+
+// excerpt is the start of a receiver's answer, for the error River records.
+func excerpt(b []byte) string {
+	const limit = 200
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > limit {
+		return fmt.Sprintf(": %q…", b[:limit])
+	}
+	return fmt.Sprintf(": %q", b)
+}
+
+// WebhookEnqueuer queues the delivery of a job end.
+type WebhookEnqueuer struct {
+	Settings Settings
+}
+
+// OnJobEnd is a ClassifyWorker.OnJobEnd. It runs inside the transaction
+// that ends the job (which runs only when the job really ended, once per
+// end), and inserts the WebhookArgs of this end when the job has a callback
+// URL: the delivery is queued if and only if the end commits. It inserts
+// through the River client of the running worker (from ctx). An error rolls
+// the end back.
+func (e WebhookEnqueuer) OnJobEnd(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) error {
+	end, err := db.JobEndGetTx(ctx, tx, jobID)
+	if err != nil {
+		return fmt.Errorf("error reading the end of job %s: %w", jobID, err)
+	}
+	if end.CallbackURL == "" {
+		return nil
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return fmt.Errorf("error enqueueing webhook of job %s: %w", jobID, err)
+	}
+	if _, err := client.InsertTx(ctx, tx, WebhookArgs{JobID: jobID.String(), EndedAt: end.CompletedAt},
+		&river.InsertOpts{MaxAttempts: e.Settings.WebhookMaxAttempts()}); err != nil {
+		return fmt.Errorf("error enqueueing webhook of job %s: %w", jobID, err)
+	}
+	return nil
+}
