@@ -33,6 +33,7 @@ Commands:
   worker                  run the River workers (health on WORKER_ADDR)
   all                     api and worker in one process (local use)
   known import FILE.csv   load known companies (header: domain,name)
+  eval --data FILE.csv    score models and prompt versions on labelled domains (see evals/README.md)
 
 Configuration is read from the environment; see the README ("Configuration").
 Run "domainclass <command> --help" for a command's flags.
@@ -74,6 +75,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return runMigrate(ctx, rest, environ, stdout, stderr)
 	case RoleAPI, RoleWorker, RoleAll:
 		return runServe(ctx, cmd, rest, environ, stdout, stderr)
+	case "eval":
+		return runEval(ctx, rest, environ, stdout, stderr)
 	case "known":
 		if len(rest) == 0 || rest[0] != "import" {
 			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
