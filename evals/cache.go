@@ -31,7 +31,8 @@ type Cache struct {
 	dir string
 }
 
-// OpenCache returns a cache in dir, creating it when needed.
+// OpenCache returns a cache in dir, creating it when needed. It returns an
+// error when the folder cannot be created.
 func OpenCache(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create the cache folder: %w", err)

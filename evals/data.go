@@ -29,7 +29,8 @@ type Case struct {
 	Rationale string `json:"rationale"`
 }
 
-// LoadCases reads a labelled data set from a CSV file; see ReadCases.
+// LoadCases reads a labelled data set from a CSV file; see ReadCases. Its
+// errors name the file.
 func LoadCases(path, answerField string) ([]Case, error) {
 	f, err := os.Open(path)
 	if err != nil {

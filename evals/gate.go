@@ -22,6 +22,7 @@ var NoGate = Gate{MaxFN: -1, MaxFailed: -1}
 // Active reports whether the gate checks anything.
 func (g Gate) Active() bool { return g.MaxFN >= 0 || g.MinAccuracy > 0 || g.MaxFailed >= 0 }
 
+// String says what the gate checks, for the report.
 func (g Gate) String() string {
 	var parts []string
 	if g.MaxFN >= 0 {

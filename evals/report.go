@@ -56,7 +56,8 @@ func NewReport(data string, res *Results, scores []Score, gate Gate) *Report {
 
 // Write renders the report into dir (created when needed): report.md,
 // report.json, accuracy_vs_cost.png, accuracy_vs_latency.png and one
-// confusion-N-….png per candidate. It returns the Markdown file's path.
+// confusion-N-….png per candidate. It returns the Markdown file's path, or
+// an error when a file cannot be drawn or written.
 func (r *Report) Write(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cannot create the report folder: %w", err)

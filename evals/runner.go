@@ -22,6 +22,7 @@ type Candidate struct {
 	Search string `json:"search"`
 }
 
+// String names the candidate as "model / prompt / search".
 func (c Candidate) String() string { return c.Model + " / " + c.Prompt + " / " + c.Search }
 
 // Candidates returns every combination of models, prompt versions and
