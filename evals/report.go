@@ -240,7 +240,7 @@ func (r *Report) kindTable(b *strings.Builder) {
 }
 
 func missSection(b *strings.Builder, title string, ms []Miss, repeat int) {
-	fmt.Fprintf(b, "%s: %d", title, len(ms))
+	fmt.Fprintf(b, "%s: %d %s", title, len(ms), plural(len(ms), "domain", "domains"))
 	if len(ms) == 0 {
 		b.WriteString(".\n\n")
 		return

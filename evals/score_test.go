@@ -134,7 +134,8 @@ func TestReport_WritesMarkdownJSONAndImages(t *testing.T) {
 	require.Contains(t, body, "| unknown | **FAIL** |")
 	require.Contains(t, body, "**local/unpriced / v2 / none** fails the gate: 1 false negatives > --max-fn 0 (b.com)")
 	require.Contains(t, body, "No price for `local/unpriced`")
-	require.Contains(t, body, "- `b.com` (cpg) *doubtful* confidence 2: no")
+	require.Contains(t, body, "False negatives (CPG answered no): 1 domain\n\n- `b.com` (cpg) *doubtful* confidence 2: no")
+	require.Contains(t, body, "FAILED: 1 domain\n\n- `d.com` (retailer): unreadable model output: empty output")
 	require.Contains(t, body, "| retailer | 2/2 | 0/2 ✗ |")
 
 	var decoded struct {
