@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,7 +47,15 @@ func runEval(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	maxFN := fs.Int("max-fn", -1, "gate: most false negatives allowed per candidate (-1: no limit)")
 	minAccuracy := fs.Float64("min-accuracy", 0, "gate: lowest accuracy allowed per candidate, 0 to 1 (0: no limit)")
 	maxFailed := fs.Int("max-failed", -1, "gate: most FAILED answers allowed per candidate (-1: no limit)")
+	// parseFlags discards the flag set's output (parse errors are one
+	// line), so --help prints the flags here.
+	fs.Usage = func() {}
 	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "Usage: domainclass %s\n", evalSynopsis)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
