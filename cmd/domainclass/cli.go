@@ -38,6 +38,7 @@ Commands:
                           callers' API keys (only hashes are stored)
   submit [--wait] DOMAIN...
                           a client: submit domains (any number), wait, print results
+  eval --data FILE.csv    score models and prompt versions on labelled domains (see evals/README.md)
 
 Configuration is read from the environment; see the README ("Configuration").
 Run "domainclass <command> --help" for a command's flags.
@@ -85,6 +86,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return runAPIKey(ctx, rest, environ, stdout, stderr)
 	case "submit":
 		return runSubmit(ctx, rest, environ, stdin, stdout, stderr)
+	case "eval":
+		return runEval(ctx, rest, environ, stdout, stderr)
 	case "known":
 		if len(rest) == 0 || rest[0] != "import" {
 			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
@@ -98,28 +101,26 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
-// newFlagSet returns a flag set whose errors are usage errors.
+// newFlagSet returns a flag set whose errors are usage errors (one line,
+// printed by Run) and whose --help prints the synopsis and flags on stdout.
 func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs.SetOutput(io.Discard) // the flag package's own error lines would be a second line
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: domainclass %s\n", synopsis)
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	return fs
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(fs.Output())
-		return err
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return &usageError{err.Error()}
 	}
-	return nil
+	return err
 }
 
 func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {

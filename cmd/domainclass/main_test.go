@@ -412,6 +412,16 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Usage:")
 
+	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"jobs", "list"}, {"jobs", "retry"},
+		{"apikey", "create"}, {"submit"}, {"eval"}} {
+		code, out, _ := run(append(cmd, "--help"))
+		require.Equal(t, 0, code, cmd)
+		require.Contains(t, out, "Usage: domainclass "+strings.Join(cmd, " "), cmd)
+		if cmd[0] != "migrate" && cmd[0] != "api" {
+			require.Contains(t, out, "\n  -", "%v --help lists its flags", cmd)
+		}
+	}
+
 	code, _, errOut := run(nil)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "no command given")

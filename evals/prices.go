@@ -1,0 +1,87 @@
+package evals
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/goccy/go-yaml"
+)
+
+//go:embed prices.yaml
+var builtinPrices []byte
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	// Model is a model name or a glob (path.Match) such as "qwen3:*".
+	Model  string  `yaml:"model" json:"model"`
+	Input  float64 `yaml:"input" json:"input_per_million"`
+	Output float64 `yaml:"output" json:"output_per_million"`
+	// Source says where the numbers come from.
+	Source string `yaml:"source" json:"source"`
+}
+
+// Prices is a price table; the first entry that matches a model wins.
+type Prices []Price
+
+// DefaultPrices returns the reviewed table in prices.yaml.
+func DefaultPrices() Prices {
+	p, err := parsePrices(builtinPrices)
+	if err != nil {
+		panic(err) // the embedded file is checked by the tests
+	}
+	return p
+}
+
+// LoadPrices reads a price table from a YAML file shaped like prices.yaml
+// and puts its entries before the built-in ones. It returns an error for a
+// file that cannot be read or an entry without a model or with a negative
+// price.
+func LoadPrices(file string) (Prices, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the price table: %w", err)
+	}
+	p, err := parsePrices(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return append(p, DefaultPrices()...), nil
+}
+
+func parsePrices(b []byte) (Prices, error) {
+	var doc struct {
+		Models Prices `yaml:"models"`
+	}
+	if err := yaml.UnmarshalWithOptions(b, &doc, yaml.Strict()); err != nil {
+		return nil, err
+	}
+	for i, p := range doc.Models {
+		if p.Model == "" {
+			return nil, fmt.Errorf("price %d has no model", i+1)
+		}
+		if _, err := path.Match(p.Model, ""); err != nil {
+			return nil, fmt.Errorf("price %d: bad model pattern %q", i+1, p.Model)
+		}
+		if p.Input < 0 || p.Output < 0 {
+			return nil, fmt.Errorf("price of %s is negative", p.Model)
+		}
+	}
+	return doc.Models, nil
+}
+
+// Lookup returns the price of model, and false when the table has none.
+func (ps Prices) Lookup(model string) (Price, bool) {
+	for _, p := range ps {
+		if ok, _ := path.Match(p.Model, model); ok {
+			return p, true
+		}
+	}
+	return Price{}, false
+}
+
+// Cost is the price of the given tokens in US dollars.
+func (p Price) Cost(promptTokens, completionTokens int) float64 {
+	return (float64(promptTokens)*p.Input + float64(completionTokens)*p.Output) / 1e6
+}

@@ -1,0 +1,253 @@
+package evals
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/domainclass/domainclass/classifier"
+)
+
+// Score is how one candidate did. Every answer counts: with --repeat N a
+// domain is answered N times, and Total is cases × N.
+type Score struct {
+	Candidate Candidate `json:"candidate"`
+	Name      string    `json:"name"`
+	Total     int       `json:"total"`
+	Correct   int       `json:"correct"`
+	// Accuracy is Correct / Total; FAILED answers count as wrong.
+	Accuracy  float64   `json:"accuracy"`
+	Confusion Confusion `json:"confusion"`
+	// Precision, Recall and F1 are on "yes", over the answers that are not
+	// FAILED; 0 when undefined (no yes answers, or no yes labels).
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+	F1        float64 `json:"f1"`
+	Failed    int     `json:"failed"`
+
+	FalseNegatives []Miss `json:"false_negatives"`
+	FalsePositives []Miss `json:"false_positives"`
+	Failures       []Miss `json:"failures"`
+
+	// ByConfidence is the accuracy of the answers given with each
+	// confidence, 1 to 5: is a 5 really surer than a 3?
+	ByConfidence []ConfidenceScore `json:"by_confidence"`
+	ByKind       []KindScore       `json:"by_kind"`
+
+	// FlipRate is the share of domains whose answers (yes, no or FAILED)
+	// were not all the same across the samples; nil without --repeat.
+	FlipRate *float64 `json:"flip_rate"`
+	Flipped  []string `json:"flipped,omitempty"`
+
+	// Latency of the model calls (the cached original latency on a cache
+	// hit), nearest-rank percentiles, in milliseconds.
+	LatencyP50MS float64 `json:"latency_p50_ms"`
+	LatencyP95MS float64 `json:"latency_p95_ms"`
+
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// CostUSD is the list price of every answer's tokens (cache hits
+	// included: it is what the answers cost, not what this run paid).
+	// CostPer1K is per 1,000 answers. Both are nil for a model without a
+	// price.
+	CostUSD   *float64 `json:"cost_usd"`
+	CostPer1K *float64 `json:"cost_per_1k_usd"`
+	Price     *Price   `json:"price,omitempty"`
+
+	ModelCalls int `json:"model_calls"`
+	CacheHits  int `json:"cache_hits"`
+}
+
+// Confusion counts answers by label and answer. FAILED answers are kept
+// apart, by label.
+type Confusion struct {
+	TP        int `json:"tp"` // yes, answered yes
+	FN        int `json:"fn"` // yes, answered no
+	FP        int `json:"fp"` // no, answered yes
+	TN        int `json:"tn"` // no, answered no
+	FailedYes int `json:"failed_yes"`
+	FailedNo  int `json:"failed_no"`
+}
+
+// Miss is a domain a candidate got wrong (or FAILED) in at least one sample.
+type Miss struct {
+	Domain   string `json:"domain"`
+	Doubtful bool   `json:"doubtful,omitempty"`
+	Kind     string `json:"kind,omitempty"`
+	// Times of Of samples went this way.
+	Times int `json:"times"`
+	Of    int `json:"of"`
+	// Reason is the model's reasoning (or the error) of the first such
+	// sample.
+	Reason     string `json:"reason"`
+	Confidence int    `json:"confidence,omitempty"`
+}
+
+// ConfidenceScore is the accuracy of the answers given with one confidence.
+type ConfidenceScore struct {
+	Confidence int     `json:"confidence"`
+	Answers    int     `json:"answers"`
+	Correct    int     `json:"correct"`
+	Accuracy   float64 `json:"accuracy"`
+}
+
+// KindScore is the accuracy on one kind of case.
+type KindScore struct {
+	Kind    string `json:"kind"`
+	Total   int    `json:"total"`
+	Correct int    `json:"correct"`
+}
+
+// ScoreAll scores every candidate of a run, pricing tokens with prices.
+func ScoreAll(res *Results, prices Prices) []Score {
+	scores := make([]Score, len(res.Candidates))
+	for i, cr := range res.Candidates {
+		scores[i] = score(res.Cases, res.Repeat, cr, prices)
+	}
+	return scores
+}
+
+func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
+	s := Score{Candidate: cr.Candidate, Name: cr.Candidate.String(), ModelCalls: cr.ModelCalls, CacheHits: cr.CacheHits}
+	byConf := make([]ConfidenceScore, 5)
+	for i := range byConf {
+		byConf[i].Confidence = i + 1
+	}
+	kinds := map[string]*KindScore{}
+	var latencies []float64
+	flipped := 0
+
+	for ci, c := range cases {
+		answers := cr.Answers[ci*repeat : (ci+1)*repeat]
+		var fn, fp, failed []Answer
+		for _, a := range answers {
+			s.Total++
+			correct := a.Status == classifier.StatusCompleted && a.Answer == c.Label
+			switch {
+			case a.Status != classifier.StatusCompleted && c.Label:
+				s.Confusion.FailedYes++
+				failed = append(failed, a)
+			case a.Status != classifier.StatusCompleted:
+				s.Confusion.FailedNo++
+				failed = append(failed, a)
+			case c.Label && a.Answer:
+				s.Confusion.TP++
+			case c.Label:
+				s.Confusion.FN++
+				fn = append(fn, a)
+			case a.Answer:
+				s.Confusion.FP++
+				fp = append(fp, a)
+			default:
+				s.Confusion.TN++
+			}
+			if correct {
+				s.Correct++
+			}
+			if a.Status == classifier.StatusCompleted && a.Confidence >= 1 && a.Confidence <= 5 {
+				b := &byConf[a.Confidence-1]
+				b.Answers++
+				if correct {
+					b.Correct++
+				}
+			}
+			kind := c.Kind
+			if kind == "" {
+				kind = "-"
+			}
+			if kinds[kind] == nil {
+				kinds[kind] = &KindScore{Kind: kind}
+			}
+			kinds[kind].Total++
+			if correct {
+				kinds[kind].Correct++
+			}
+			if a.Called {
+				latencies = append(latencies, a.LatencyMS)
+				s.PromptTokens += a.PromptTokens
+				s.CompletionTokens += a.CompletionTokens
+			}
+		}
+		s.FalseNegatives = appendMiss(s.FalseNegatives, c, fn, repeat)
+		s.FalsePositives = appendMiss(s.FalsePositives, c, fp, repeat)
+		s.Failures = appendMiss(s.Failures, c, failed, repeat)
+		for _, a := range answers[1:] {
+			if a.Outcome() != answers[0].Outcome() {
+				flipped++
+				s.Flipped = append(s.Flipped, c.Domain)
+				break
+			}
+		}
+	}
+
+	s.Failed = s.Confusion.FailedYes + s.Confusion.FailedNo
+	s.Accuracy = ratio(s.Correct, s.Total)
+	s.Precision = ratio(s.Confusion.TP, s.Confusion.TP+s.Confusion.FP)
+	s.Recall = ratio(s.Confusion.TP, s.Confusion.TP+s.Confusion.FN)
+	if s.Precision+s.Recall > 0 {
+		s.F1 = 2 * s.Precision * s.Recall / (s.Precision + s.Recall)
+	}
+	for i := range byConf {
+		byConf[i].Accuracy = ratio(byConf[i].Correct, byConf[i].Answers)
+	}
+	s.ByConfidence = byConf
+	for _, k := range sortedKeys(kinds) {
+		s.ByKind = append(s.ByKind, *kinds[k])
+	}
+	if repeat > 1 {
+		r := ratio(flipped, len(cases))
+		s.FlipRate = &r
+	}
+	s.LatencyP50MS = percentile(latencies, 50)
+	s.LatencyP95MS = percentile(latencies, 95)
+	if p, ok := prices.Lookup(cr.Candidate.Model); ok {
+		cost := p.Cost(s.PromptTokens, s.CompletionTokens)
+		per1k := cost / float64(max(s.Total, 1)) * 1000
+		s.CostUSD, s.CostPer1K, s.Price = &cost, &per1k, &p
+	}
+	return s
+}
+
+func appendMiss(misses []Miss, c Case, answers []Answer, of int) []Miss {
+	if len(answers) == 0 {
+		return misses
+	}
+	first := answers[0]
+	reason := first.Reasoning
+	if first.Status != classifier.StatusCompleted {
+		reason = first.Error
+	}
+	return append(misses, Miss{
+		Domain: c.Domain, Doubtful: c.Doubtful, Kind: c.Kind, Times: len(answers), Of: of,
+		Reason: reason, Confidence: first.Confidence,
+	})
+}
+
+func ratio(n, d int) float64 {
+	if d == 0 {
+		return 0
+	}
+	return float64(n) / float64(d)
+}
+
+// percentile is the nearest-rank percentile: the smallest value with at
+// least p% of the values at or below it; 0 for no values.
+func percentile(values []float64, p float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	v := slices.Clone(values)
+	slices.Sort(v)
+	rank := int(math.Ceil(p / 100 * float64(len(v))))
+	return v[min(max(rank, 1), len(v))-1]
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
