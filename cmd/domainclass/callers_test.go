@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -166,7 +167,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"RIVERUI_PASSWORD": "riverui-SECRET-pass",
 		"BRAVE_API_KEY":    "brave-SECRET-key",
 		"db password":      "pg-SECRET-pass",
+		"WEBHOOK_SECRET":   "whsec_" + base64Std("webhook-SECRET-0123456789abcdef"),
 	}
+	var hooks atomic.Int64
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hooks.Add(1) == 1 {
+			w.WriteHeader(http.StatusInternalServerError) // one failed delivery, logged
+		}
+	}))
+	t.Cleanup(receiver.Close)
 	var calls atomic.Int64
 	srv := llmtest.New(t, func(r llmtest.Request) llmtest.Reply {
 		switch calls.Add(1) {
@@ -182,6 +191,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"AUTH": "on", "OPENAI_API_KEY": secrets["OPENAI_API_KEY"], "OPENAI_BASE_URL": srv.BaseURL(),
 		"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": secrets["RIVERUI_PASSWORD"], "BRAVE_API_KEY": secrets["BRAVE_API_KEY"],
 		"DATABASE_URL": dbURL, "LOG_LEVEL": "debug", "LOG_FORMAT": "json",
+		"WEBHOOK_SECRET": secrets["WEBHOOK_SECRET"], "CALLBACK_ALLOW_PRIVATE": "true",
+		"WEBHOOK_RETRY_SCHEDULE": "10ms,10ms",
 	})
 
 	var logs lockedBuffer
@@ -208,7 +219,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 		return resp.StatusCode
 	}
 	bearer := "Bearer " + key
-	require.Equal(t, 202, do("POST", "/domains/classify", `{"domains":["acme.com","beta.com","gamma.com"]}`, "Authorization", bearer))
+	require.Equal(t, 202, do("POST", "/domains/classify", `{"domains":["acme.com","beta.com","gamma.com"]}`,
+		"Authorization", bearer, "X-Callback-URL", receiver.URL+"/hook?token=receiver-SECRET"))
 	do("POST", "/domains/classify", `{"domains":["acme.com"]}`, "Authorization", "Bearer "+key[:len(key)-1]+"x")
 	do("POST", "/domains/classify", `{"domains":["acme.com"]}`, "Authorization", key)
 	do("POST", "/domains/classify", `{"domains":`, "Authorization", bearer)
@@ -217,8 +229,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var n int
 		require.NoError(t, m.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM classify_job WHERE status = 'COMPLETED'").Scan(&n))
-		return n == 1
-	}, 20*time.Second, 20*time.Millisecond)
+		return n == 1 && hooks.Load() == 2
+	}, 20*time.Second, 20*time.Millisecond, "the job completed and its webhook was delivered on the second try")
 	do("GET", "/metrics", "")
 	_, cliOut, cliErr := e.cli(context.Background(), "", nil, "apikey", "list")
 	_, _, badURLErr := e.cli(context.Background(), "", []string{"DATABASE_URL=postgres://u:" + secrets["db password"] + "@127.0.0.1:1/x?connect_timeout=1"}, "migrate")
@@ -229,6 +241,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	require.Contains(t, logs.String(), `"msg":"classify job completed"`, "the job ran, with its log lines captured")
 	require.Contains(t, logs.String(), "401", "the provider's refusal was logged")
 	secrets["the end of the API key"] = key[len(key)-20:]
+	secrets["the webhook secret's key"] = strings.TrimPrefix(secrets["WEBHOOK_SECRET"], "whsec_")
+	secrets["the callback URL's query"] = "receiver-SECRET"
 	for name, secret := range secrets {
 		if i := strings.Index(all, secret); i >= 0 {
 			t.Errorf("%s leaked: …%s…", name, all[max(0, i-200):i])

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/httpapi"
 )
 
 // hookReceiver is a webhook endpoint on loopback that records what it gets.
@@ -124,6 +126,7 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 
 			var payload map[string]any
 			require.NoError(t, json.Unmarshal(d.body, &payload))
+			requireDocumentedDelivery(t, d.header, payload)
 			require.Equal(t, "classification.completed", payload["type"])
 			require.NotEmpty(t, payload["timestamp"])
 			delete(payload, "type")
@@ -177,4 +180,21 @@ func TestRun_WebhookSecretIsValidated(t *testing.T) {
 	require.NoError(t, err)
 	_, err = LoadConfig([]string{"WEBHOOK_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("short"))})
 	require.ErrorContains(t, err, "WEBHOOK_SECRET must hold 24 to 64 random bytes, got 5")
+}
+
+// requireDocumentedDelivery checks a delivery against the webhook of the
+// OpenAPI document: its body schema and its required headers.
+func requireDocumentedDelivery(t *testing.T, header http.Header, payload map[string]any) {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI)
+	require.NoError(t, err)
+	op := doc.Webhooks["classification.completed"].Post
+	schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
+	require.NoError(t, schema.VisitJSON(payload, openapi3.EnableJSONSchema2020()), "the delivery matches the document")
+	for _, p := range op.Parameters {
+		if p.Value.In == "header" && p.Value.Required {
+			require.NotEmpty(t, header.Get(p.Value.Name), "documented header %s", p.Value.Name)
+			require.NoError(t, p.Value.Schema.Value.VisitJSON(header.Get(p.Value.Name), openapi3.EnableJSONSchema2020()), p.Value.Name)
+		}
+	}
 }
