@@ -58,7 +58,7 @@ func runAPIKey(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	d, err := db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: 2, ApplicationName: "domainclass-apikey"})
+	d, err := cfg.openDB(ctx, "apikey", 2)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func runMigrate(ctx context.Context, args, environ []string, stdout, stderr io.W
 		return err
 	}
 	logger := cfg.NewLogger(stderr)
-	d, err := db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: 4, ApplicationName: "domainclass-migrate"})
+	d, err := cfg.openDB(ctx, "migrate", 4)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func runKnownImport(ctx context.Context, args, environ []string, stdin io.Reader
 	if err != nil {
 		return err
 	}
-	d, err := db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: 2, ApplicationName: "domainclass-known"})
+	d, err := cfg.openDB(ctx, "known", 2)
 	if err != nil {
 		return err
 	}

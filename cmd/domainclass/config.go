@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -68,13 +70,7 @@ func DefaultConfig() Config {
 // error for a value that cannot be read.
 func LoadConfig(environ []string) (Config, error) {
 	cfg := DefaultConfig()
-	vars := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			vars[k] = v
-		}
-	}
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: envMap(environ)}); err != nil {
 		return cfg, configError(err)
 	}
 	return cfg, cfg.Validate()
@@ -158,4 +154,10 @@ func parseLevel(s string) (slog.Level, error) {
 		return l, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", s)
 	}
 	return l, nil
+}
+
+// openDB opens a small pool for a command (migrate, known, jobs, apikey).
+func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db.DB, error) {
+	return db.Open(ctx, db.Config{URL: c.DatabaseURL, Schema: c.DatabaseSchema, MaxConns: maxConns,
+		ApplicationName: "domainclass-" + command})
 }

@@ -51,7 +51,7 @@ func riverClient(ctx context.Context, environ []string) (*db.DB, *jobs.Client, e
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: 2, ApplicationName: "domainclass-jobs"})
+	d, err := cfg.openDB(ctx, "jobs", 2)
 	if err != nil {
 		return nil, nil, err
 	}
