@@ -36,6 +36,12 @@ type Config struct {
 	ApplicationName string
 	// Tracer, when set, sees every query (tests and benchmarks count them).
 	Tracer pgx.QueryTracer
+	// ForceCustomPlans plans every execution for its actual values. Worker
+	// pools want it: a generic plan that River's fetch query cached while
+	// river_job was nearly empty can keep scanning the whole table once it is
+	// large (notes/river.md). The API does not: replanning its insert CTEs on
+	// every accept cost a third of its throughput (docs/BENCHMARKS.md).
+	ForceCustomPlans bool
 }
 
 // WithDefaults returns the config with zero fields set to their defaults.
@@ -73,10 +79,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	rp := pcfg.ConnConfig.RuntimeParams
 	rp["application_name"] = cfg.ApplicationName
-	// A generic plan cached while river_job was nearly empty can keep
-	// scanning the whole table once it is large (see notes/river.md); our
-	// queries are cheap to plan, so always plan for the actual values.
-	rp["plan_cache_mode"] = "force_custom_plan"
+	if cfg.ForceCustomPlans {
+		rp["plan_cache_mode"] = "force_custom_plan"
+	}
 	if cfg.Schema != "" {
 		rp["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
 	}

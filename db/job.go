@@ -77,21 +77,12 @@ func (db *DB) JobCreate(ctx context.Context, p JobCreateParams, enqueue EnqueueF
 				return err
 			}
 		}
-		if p.MaxQueuedDomains > 0 {
-			var queued int
-			if err := tx.QueryRow(ctx, `
-				SELECT count(*) FROM classify_job j
-				JOIN classify_job_domain d ON d.job_id = j.id AND d.status = 'PENDING'
-				WHERE j.caller = $1 AND j.status IN ('PENDING', 'RUNNING')`, p.Caller).Scan(&queued); err != nil {
-				return err
-			}
-			if queued+len(p.Domains) > p.MaxQueuedDomains {
-				return &classifier.Error{
-					Code: classifier.ETOOMANY, Type: "too-many-queued", RetryAfter: QueuedRetryAfter,
-					Message: fmt.Sprintf("You have %d domains queued and not yet answered; the limit is %d. "+
-						"Wait for your jobs to finish, then send more.", queued, p.MaxQueuedDomains),
-				}
-			}
+		// River's job first, so that the job row is written with its id in
+		// the same statement that checks the caller's queue: four round trips
+		// in all (begin, River, job, commit).
+		riverJobID, err := enqueue(ctx, tx, p.ID)
+		if err != nil {
+			return err
 		}
 
 		inputs := make([]string, len(p.Domains))
@@ -99,36 +90,54 @@ func (db *DB) JobCreate(ctx context.Context, p JobCreateParams, enqueue EnqueueF
 		for i, d := range p.Domains {
 			inputs[i], domains[i] = d.Input, d.Domain
 		}
-		if _, err := tx.Exec(ctx, `
-			WITH job AS (
-				INSERT INTO classify_job (id, caller, classifier, callback_url)
-				VALUES ($1, $2, $3, NULLIF($4, ''))
-			)
-			INSERT INTO classify_job_domain (job_id, position, input, domain)
-			SELECT $1, d.ord - 1, d.input, d.domain
-			FROM unnest($5::text[], $6::text[]) WITH ORDINALITY AS d (input, domain, ord)`,
-			p.ID, p.Caller, p.Classifier, p.CallbackURL, inputs, domains,
-		); err != nil {
-			return err
-		}
-
-		riverJobID, err := enqueue(ctx, tx, p.ID)
-		if err != nil {
-			return err
-		}
-
+		var (
+			queued   int
+			inserted bool
+		)
 		batch := &pgx.Batch{}
-		batch.Queue(`UPDATE classify_job SET river_job_id = $2 WHERE id = $1`, p.ID, riverJobID)
+		// The caller's domains not yet final, from its unfinished jobs' rows
+		// (domains minus done), reading at most MaxQueuedDomains of them
+		// however large a backlog grows. The job is written only if it fits.
+		batch.Queue(`
+			WITH queued AS (
+				SELECT coalesce(sum(n), 0)::int AS n FROM (
+					SELECT cardinality(j.domains) - j.done AS n FROM classify_job j
+					WHERE j.caller = $2 AND j.status IN ('PENDING', 'RUNNING')
+					LIMIT greatest($8::int, 0)
+				) q
+			), ins AS (
+				INSERT INTO classify_job (id, caller, classifier, callback_url, inputs, domains, river_job_id)
+				SELECT $1, $2, $3, NULLIF($4, ''), $5, $6, $7 FROM queued
+				WHERE $8::int <= 0 OR n + cardinality($6::text[]) <= $8::int
+				RETURNING 1
+			)
+			SELECT n, EXISTS (SELECT FROM ins) FROM queued`,
+			p.ID, p.Caller, p.Classifier, p.CallbackURL, inputs, domains, riverJobID, p.MaxQueuedDomains,
+		).QueryRow(func(row pgx.Row) error { return row.Scan(&queued, &inserted) })
 		if p.IdempotencyKey != "" {
 			batch.Queue(`
 				INSERT INTO idempotency_key (caller, key, fingerprint, job_id, response)
-				VALUES ($1, $2, $3, $4, $5)
+				SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT FROM classify_job WHERE id = $4)
 				ON CONFLICT (caller, key) DO UPDATE
 				SET fingerprint = excluded.fingerprint, job_id = excluded.job_id,
 				    response = excluded.response, created_at = now()`,
 				p.Caller, p.IdempotencyKey, p.Fingerprint, p.ID, p.Response)
 		}
-		return tx.SendBatch(ctx, batch).Close()
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		if !inserted {
+			atLeast := ""
+			if queued == p.MaxQueuedDomains {
+				atLeast = "at least "
+			}
+			return &classifier.Error{
+				Code: classifier.ETOOMANY, Type: "too-many-queued", RetryAfter: QueuedRetryAfter,
+				Message: fmt.Sprintf("You have %s%d domains queued and not yet answered; the limit is %d. "+
+					"Wait for your jobs to finish, then send more.", atLeast, queued, p.MaxQueuedDomains),
+			}
+		}
+		return nil
 	})
 	return res, err
 }
@@ -231,8 +240,13 @@ type querier interface {
 
 func jobDomains(ctx context.Context, q querier, jobID uuid.UUID, classifierName string) ([]classifier.JobDomain, error) {
 	rows, err := q.Query(ctx, `
-		SELECT position, input, domain, status, is_cpg, confidence, reasoning, source, error, classified_at
-		FROM classify_job_domain WHERE job_id = $1 ORDER BY position`, jobID)
+		SELECT u.ord - 1, u.input, u.domain, coalesce(d.status, 'PENDING'), d.is_cpg, d.confidence, d.reasoning,
+		       d.source, d.error, d.classified_at
+		FROM classify_job j
+		CROSS JOIN LATERAL unnest(j.inputs, j.domains) WITH ORDINALITY AS u (input, domain, ord)
+		LEFT JOIN classify_job_domain d ON d.job_id = j.id AND d.position = u.ord - 1
+		WHERE j.id = $1
+		ORDER BY u.ord`, jobID)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -275,11 +289,13 @@ func (db *DB) JobStart(ctx context.Context, id uuid.UUID) (*classifier.Job, erro
 	return db.JobGet(ctx, id, nil)
 }
 
-// JobDomainFinish stores one domain's final answer for a job and, for an
-// answer from the model, upserts the shared result on (domain, classifier)
-// and releases owner's claim on the domain, all in one transaction. A FAILED
-// answer never replaces a COMPLETED one in the shared results.
-func (db *DB) JobDomainFinish(ctx context.Context, jobID uuid.UUID, r classifier.Result, owner string) error {
+// JobDomainFinish stores the final answer of the domain at position in a
+// job and, for an answer from the model, upserts the shared result on
+// (domain, classifier) and releases owner's claim on the domain, all in one
+// transaction. A domain already final for the job keeps its first answer
+// (a redelivered job). A FAILED answer never replaces a COMPLETED one in the
+// shared results.
+func (db *DB) JobDomainFinish(ctx context.Context, jobID uuid.UUID, position int, r classifier.Result, owner string) error {
 	return db.WithTx(ctx, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
 		if r.Source == classifier.SourceLLM {
@@ -297,11 +313,15 @@ func (db *DB) JobDomainFinish(ctx context.Context, jobID uuid.UUID, r classifier
 				r.Model, r.PromptVersion, nonNil(r.Evidence), r.ClassifiedAt)
 		}
 		batch.Queue(`
-			UPDATE classify_job_domain
-			SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			    source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9
-			WHERE job_id = $1 AND domain = $2 AND status = 'PENDING'`,
-			jobID, r.Domain, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error, r.ClassifiedAt)
+			WITH final AS (
+				INSERT INTO classify_job_domain (job_id, position, domain, status, is_cpg, confidence, reasoning,
+				                                 source, error, classified_at)
+				VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), $10)
+				ON CONFLICT (job_id, position) DO NOTHING
+				RETURNING 1
+			)
+			UPDATE classify_job SET done = done + 1 WHERE id = $1 AND EXISTS (SELECT FROM final)`,
+			jobID, position, r.Domain, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error, r.ClassifiedAt)
 		batch.Queue(`DELETE FROM domain_claim WHERE classifier = $1 AND domain = $2 AND owner = $3`,
 			r.Classifier, r.Domain, owner)
 		return tx.SendBatch(ctx, batch).Close()

@@ -31,7 +31,7 @@ func TestClassifyCreate_CallbackURL(t *testing.T) {
 		const u = "https://hooks.example.com/domainclass?token=abc"
 		r := b.do(t, "POST", "/domains/classify", body, "X-Callback-URL", u)
 		require.Equal(t, u, callbackOf(t, b, r))
-		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 1, "idempotency_key": 0, "river_job": 1}, b.counts(t))
+		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 0, "idempotency_key": 0, "river_job": 1}, b.counts(t))
 	})
 
 	t.Run("LoopbackAndHTTPWhenPrivateIsAllowed", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -124,6 +125,7 @@ func (b *testBundle) do(t *testing.T, method, path, body string, headers ...stri
 func (b *testBundle) counts(t *testing.T) map[string]int {
 	t.Helper()
 	out := map[string]int{}
+	// Domain rows are written only once a domain is final, never at accept.
 	for _, table := range []string{"classify_job", "classify_job_domain", "idempotency_key", "river_job"} {
 		var n int
 		require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
@@ -179,7 +181,13 @@ func TestClassifyCreate(t *testing.T) {
 		require.Equal(t, "example.com", a.Domains[0].Domain)
 		require.Equal(t, "acme.io", a.Domains[1].Domain)
 
-		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 2, "idempotency_key": 0, "river_job": 1}, b.counts(t))
+		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 0, "idempotency_key": 0, "river_job": 1}, b.counts(t))
+		job, err := b.db.JobGet(context.Background(), uuid.MustParse(a.JobID), nil)
+		require.NoError(t, err)
+		require.Len(t, job.Domains, 2, "the job carries its domains")
+		require.Equal(t, "https://www.Example.com/about", job.Domains[0].Input)
+		require.Equal(t, "example.com", job.Domains[0].Result.Domain)
+		require.Equal(t, classifier.StatusPending, job.Domains[1].Result.Status)
 		list, err := b.client.JobList(context.Background(), river.NewJobListParams().Kinds("classify"))
 		require.NoError(t, err)
 		require.Len(t, list.Jobs, 1)
@@ -281,7 +289,7 @@ func TestClassifyCreate_IdempotencyKey(t *testing.T) {
 		require.Equal(t, first.body, again.body)
 		require.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
 		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
-		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 2, "idempotency_key": 1, "river_job": 1}, b.counts(t))
+		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 0, "idempotency_key": 1, "river_job": 1}, b.counts(t))
 	})
 
 	t.Run("BareTokenKeyWorksToo", func(t *testing.T) {

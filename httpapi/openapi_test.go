@@ -161,10 +161,10 @@ func TestOpenAPI(t *testing.T) {
 	call(b.url, "GET", jobPath, "", "Authorization", auth)
 	jobID := uuid.MustParse(strings.TrimPrefix(jobPath, "/domains/classify/"))
 	now := time.Now()
-	require.NoError(t, b.db.JobDomainFinish(ctx, jobID, classifier.Result{Domain: "acme.com", Classifier: "cpg",
+	require.NoError(t, b.db.JobDomainFinish(ctx, jobID, 0, classifier.Result{Domain: "acme.com", Classifier: "cpg",
 		Status: classifier.StatusCompleted, Answer: true, Confidence: 5, Reasoning: "Snacks.", Source: classifier.SourceLLM, ClassifiedAt: now}, "o"))
 	call(b.url, "GET", jobPath, "", "Authorization", auth)
-	require.NoError(t, b.db.JobDomainFinish(ctx, jobID, classifier.Result{Domain: "beta.com", Classifier: "cpg",
+	require.NoError(t, b.db.JobDomainFinish(ctx, jobID, 1, classifier.Result{Domain: "beta.com", Classifier: "cpg",
 		Status: classifier.StatusFailed, Error: "no LLM configured", ClassifiedAt: now}, "o"))
 	require.NoError(t, b.db.JobComplete(ctx, jobID, nil))
 	call(b.url, "GET", jobPath, "", "Authorization", auth)

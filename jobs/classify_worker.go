@@ -37,7 +37,7 @@ func (ClassifyArgs) InsertOpts() river.InsertOpts {
 // ClassifyStore is what the worker needs from storage.
 type ClassifyStore interface {
 	JobStart(ctx context.Context, id uuid.UUID) (*classifier.Job, error)
-	JobDomainFinish(ctx context.Context, jobID uuid.UUID, r classifier.Result, owner string) error
+	JobDomainFinish(ctx context.Context, jobID uuid.UUID, position int, r classifier.Result, owner string) error
 	JobComplete(ctx context.Context, id uuid.UUID, then db.JobEndFunc) error
 	JobFail(ctx context.Context, id uuid.UUID, reason string, then db.JobEndFunc) error
 }
@@ -154,7 +154,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 			dlog := log.With("domain", d.Result.Domain)
 			r, err := w.Pipeline.Classify(ctx, c, d.Result.Domain, owner)
 			if err == nil {
-				err = w.Store.JobDomainFinish(ctx, id, r, owner)
+				err = w.Store.JobDomainFinish(ctx, id, d.Position, r, owner)
 			}
 
 			mu.Lock()

@@ -366,7 +366,7 @@ func TestClassifyWorker_Work(t *testing.T) {
 		_, _, err := b.db.KnownImport(ctx, "cpg", []db.KnownCompanyRow{{Domain: "known.com", Name: "Known Co"}})
 		require.NoError(t, err)
 		seed := b.submit(t, "cached.com")
-		require.NoError(t, b.db.JobDomainFinish(ctx, seed, classifier.Result{
+		require.NoError(t, b.db.JobDomainFinish(ctx, seed, 0, classifier.Result{
 			Domain: "cached.com", Classifier: "cpg", Status: classifier.StatusCompleted, Answer: true,
 			Confidence: 4, Reasoning: "Soap.", Source: classifier.SourceLLM, ClassifiedAt: time.Now(),
 		}, "seed"))

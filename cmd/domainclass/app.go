@@ -84,7 +84,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		maxConns = int32(cfg.Settings.ClassifyWorkers + 10)
 	}
 	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
-		ApplicationName: "domainclass-" + m.Role}); err != nil {
+		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker()}); err != nil {
 		return err
 	}
 
