@@ -574,20 +574,15 @@ func queueJobs(t *testing.T, ctx context.Context, e *e2e, n int) {
 	defer d.Close()
 	client, err := jobs.NewClient(d.Pool, jobs.ClientConfig{Settings: jobs.DefaultSettings(), Schema: e.schema})
 	require.NoError(t, err)
-	ids := make([]uuid.UUID, n)
 	jobRows := make([][]any, n)
-	domainRows := make([][]any, n)
 	params := make([]river.InsertManyParams, n)
-	for i := range ids {
-		ids[i] = uuid.New()
+	for i := range jobRows {
+		id := uuid.New()
 		domain := fmt.Sprintf("queued-%d.com", i)
-		jobRows[i] = []any{ids[i], "bench", "cpg"}
-		domainRows[i] = []any{ids[i], int16(0), domain, domain}
-		params[i] = river.InsertManyParams{Args: jobs.ClassifyArgs{JobID: ids[i].String()}}
+		jobRows[i] = []any{id, "bench", "cpg", []string{domain}, []string{domain}}
+		params[i] = river.InsertManyParams{Args: jobs.ClassifyArgs{JobID: id.String()}}
 	}
-	_, err = d.Pool.CopyFrom(ctx, pgx.Identifier{"classify_job"}, []string{"id", "caller", "classifier"}, pgx.CopyFromRows(jobRows))
-	require.NoError(t, err)
-	_, err = d.Pool.CopyFrom(ctx, pgx.Identifier{"classify_job_domain"}, []string{"job_id", "position", "input", "domain"}, pgx.CopyFromRows(domainRows))
+	_, err = d.Pool.CopyFrom(ctx, pgx.Identifier{"classify_job"}, []string{"id", "caller", "classifier", "inputs", "domains"}, pgx.CopyFromRows(jobRows))
 	require.NoError(t, err)
 	for i := 0; i < n; i += 10_000 {
 		_, err := client.InsertManyFast(ctx, params[i:min(i+10_000, n)])
