@@ -542,6 +542,7 @@ func drillWebhookDown(t *testing.T, s *drillSet) {
 	d.start(RoleAPI)
 	d.start(RoleWorker)
 
+	downSince := time.Now()       // both receivers are down from the start
 	kindOf := map[string]string{} // job → receiver
 	var ids []string
 	for i := range 2 * perKind {
@@ -574,7 +575,6 @@ func drillWebhookDown(t *testing.T, s *drillSet) {
 		}
 		return out
 	}
-	downSince := time.Now()
 	require.True(t, eventually(90*time.Second, func() bool {
 		f := failures()
 		for _, id := range ids {
