@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -72,7 +73,7 @@ func (c *Cache) complete(ctx context.Context, next classifier.Completer, req cla
 		return classifier.CompletionResponse{
 			Content: cr.Content, Refusal: cr.Refusal, FinishReason: cr.FinishReason, Model: cr.ResponseModel,
 			PromptTokens: cr.PromptTokens, CompletionTokens: cr.CompletionTokens,
-			Latency: time.Duration(cr.LatencyMS * float64(time.Millisecond)),
+			Latency: time.Duration(math.Round(cr.LatencyMS * float64(time.Millisecond))),
 		}, true, nil
 	}
 	resp, err := next.Complete(ctx, req)

@@ -85,6 +85,14 @@ func (c *Cluster) Stop() {
 	c.pgctl("stop", "-w", "-m", "fast")
 }
 
+// Crash stops the server the way a crash does (immediate shutdown: no
+// checkpoint, connections dropped without a goodbye); the next Start runs
+// crash recovery.
+func (c *Cluster) Crash() {
+	c.tb.Helper()
+	c.pgctl("stop", "-w", "-m", "immediate")
+}
+
 func (c *Cluster) pgctl(args ...string) {
 	c.run("pg_ctl", append([]string{"-D", c.data}, args...)...)
 }

@@ -97,6 +97,13 @@ func (s *Server) Total() int {
 	return s.total
 }
 
+// InFlight returns how many requests are being answered now.
+func (s *Server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
 // MaxInFlight returns the most requests that were in flight at once.
 func (s *Server) MaxInFlight() int {
 	s.mu.Lock()
