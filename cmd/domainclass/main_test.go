@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -329,18 +330,8 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("SoftStopMidJobThenRestartPaysOnlyForUnfinished", func(t *testing.T) {
 		t.Parallel()
-		block := make(chan struct{})
-		var blocking sync.Mutex
-		blocked := true
-		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
-			a := llmtest.Answer(true, 4, "Soap.")
-			blocking.Lock()
-			defer blocking.Unlock()
-			if r.Domain == "slow.com" && blocked {
-				a.Wait = block
-			}
-			return a
-		}, nil)
+		hold := holdDomain("slow.com")
+		e := newE2E(t, hold.reply, nil)
 		e.start(RoleAPI)
 		w := e.start(RoleWorker)
 		id := e.submit("fast.com", "slow.com")
@@ -351,9 +342,7 @@ func TestEndToEnd(t *testing.T) {
 
 		e.stop(w) // SIGTERM: the running job gets SOFT_STOP_TIMEOUT, then is cancelled
 		require.Equal(t, "RUNNING", e.get(id).Status)
-		blocking.Lock()
-		blocked = false
-		blocking.Unlock()
+		hold.letGo()
 
 		e.start(RoleWorker)
 		v := e.wait(id, "COMPLETED", 20*time.Second)
@@ -364,18 +353,8 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("KilledWorkerIsRescuedAndPaysOnlyForUnfinished", func(t *testing.T) {
 		t.Parallel()
-		block := make(chan struct{})
-		var blocking sync.Mutex
-		blocked := true
-		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
-			a := llmtest.Answer(true, 4, "Soap.")
-			blocking.Lock()
-			defer blocking.Unlock()
-			if r.Domain == "slow.com" && blocked {
-				a.Wait = block
-			}
-			return a
-		}, map[string]string{"JOB_TIMEOUT": "2s", "RESCUE_STUCK_AFTER": "2s"})
+		hold := holdDomain("slow.com")
+		e := newE2E(t, hold.reply, map[string]string{"JOB_TIMEOUT": "2s", "RESCUE_STUCK_AFTER": "2s"})
 		e.start(RoleAPI)
 		child := e.startProcess(RoleWorker)
 		id := e.submit("fast.com", "slow.com")
@@ -386,9 +365,7 @@ func TestEndToEnd(t *testing.T) {
 
 		require.NoError(t, child.Process.Signal(syscall.SIGKILL))
 		_ = child.Wait()
-		blocking.Lock()
-		blocked = false
-		blocking.Unlock()
+		hold.letGo()
 
 		// A new worker becomes leader once the dead one's lease runs out, and
 		// River's rescuer puts the stuck job back.
@@ -483,3 +460,29 @@ func TestKnownImport(t *testing.T) {
 	require.Equal(t, 2, Run(context.Background(), []string{"known", "import"}, env, nil, &out2, &errOut2))
 	require.Contains(t, errOut2.String(), "exactly one FILE.csv")
 }
+
+// holder answers every model request at once, except those about one
+// domain: while holding, it keeps them waiting until their request is
+// cancelled (the worker stops or dies).
+type holder struct {
+	domain  string
+	holding atomic.Bool
+	never   chan struct{}
+}
+
+func holdDomain(domain string) *holder {
+	h := &holder{domain: domain, never: make(chan struct{})}
+	h.holding.Store(true)
+	return h
+}
+
+func (h *holder) reply(r llmtest.Request) llmtest.Reply {
+	a := llmtest.Answer(true, 4, "Soap.")
+	if r.Domain == h.domain && h.holding.Load() {
+		a.Wait = h.never
+	}
+	return a
+}
+
+// letGo answers later requests about the domain at once.
+func (h *holder) letGo() { h.holding.Store(false) }

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -141,18 +140,8 @@ func TestOperators(t *testing.T) {
 
 	t.Run("SIGTERMLetsTheJobGoBackAndNothingIsLost", func(t *testing.T) {
 		t.Parallel()
-		block := make(chan struct{})
-		var mu sync.Mutex
-		blocked := true
-		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
-			a := llmtest.Answer(true, 4, "x")
-			mu.Lock()
-			defer mu.Unlock()
-			if r.Domain == "slow.com" && blocked {
-				a.Wait = block
-			}
-			return a
-		}, map[string]string{"SOFT_STOP_TIMEOUT": "1s"})
+		hold := holdDomain("slow.com")
+		e := newE2E(t, hold.reply, map[string]string{"SOFT_STOP_TIMEOUT": "1s"})
 		e.start(RoleAPI)
 
 		// An idle worker stops at once.
@@ -176,9 +165,7 @@ func TestOperators(t *testing.T) {
 		require.GreaterOrEqual(t, elapsed, time.Second, "running jobs get the soft-stop timeout")
 		require.Equal(t, "RUNNING", e.get(id).Status)
 
-		mu.Lock()
-		blocked = false
-		mu.Unlock()
+		hold.letGo()
 		e.startProcess(RoleWorker)
 		v := e.wait(id, "COMPLETED", 30*time.Second)
 		require.Equal(t, 2, v.Progress.Done)
