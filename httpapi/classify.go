@@ -14,7 +14,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -113,13 +112,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains, CallbackURL: callbackURL,
 		IdempotencyKey: idemKey, Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL), Response: resp,
 		MaxQueuedDomains: caller.MaxQueuedDomains, Admit: admit,
-	}, func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
-		ins, err := s.cfg.Inserter.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
-		if err != nil {
-			return 0, fmt.Errorf("error enqueueing classify job: %w", err)
-		}
-		return ins.Job.ID, nil
-	})
+	}, jobs.EnqueueClassify(s.cfg.Inserter))
 	if err != nil && reservation != nil {
 		reservation.Cancel() // the job was not written
 	}

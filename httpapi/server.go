@@ -11,12 +11,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/jobs"
 )
 
 // Store is what the API needs from storage.
@@ -28,9 +26,7 @@ type Store interface {
 
 // Inserter inserts River jobs inside a transaction; an insert-only River
 // client is one.
-type Inserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-}
+type Inserter = jobs.Inserter
 
 // Config configures a Server.
 type Config struct {

@@ -34,6 +34,23 @@ func (ClassifyArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueClassify, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
+// Inserter inserts River jobs inside a transaction (a River client).
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// EnqueueClassify returns the db.EnqueueFunc that inserts a job's River job
+// inside the transaction that writes the job.
+func EnqueueClassify(ins Inserter) db.EnqueueFunc {
+	return func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
+		res, err := ins.InsertTx(ctx, tx, ClassifyArgs{JobID: jobID.String()}, nil)
+		if err != nil {
+			return 0, fmt.Errorf("error enqueueing classify job: %w", err)
+		}
+		return res.Job.ID, nil
+	}
+}
+
 // ClassifyStore is what the worker needs from storage.
 type ClassifyStore interface {
 	JobStart(ctx context.Context, id uuid.UUID) (*classifier.Job, error)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -98,13 +97,7 @@ func (b *testBundle) submit(t *testing.T, domains ...string) uuid.UUID {
 	id := uuid.New()
 	_, err := b.db.JobCreate(context.Background(), db.JobCreateParams{
 		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs,
-	}, func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
-		res, err := b.client.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
-		if err != nil {
-			return 0, err
-		}
-		return res.Job.ID, nil
-	})
+	}, jobs.EnqueueClassify(b.client))
 	require.NoError(t, err)
 	return id
 }

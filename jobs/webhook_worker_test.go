@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -155,13 +154,7 @@ func (b *testBundle) submitWithCallback(t *testing.T, callbackURL string, domain
 	id := uuid.New()
 	_, err := b.db.JobCreate(context.Background(), db.JobCreateParams{
 		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs, CallbackURL: callbackURL,
-	}, func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
-		res, err := b.client.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
-		if err != nil {
-			return 0, err
-		}
-		return res.Job.ID, nil
-	})
+	}, jobs.EnqueueClassify(b.client))
 	require.NoError(t, err)
 	return id
 }

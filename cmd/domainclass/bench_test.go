@@ -429,13 +429,7 @@ func createJob(t *testing.T, api *Main, domains []string) uuid.UUID {
 	normalized, bad := classifier.NormalizeDomains(domains)
 	require.Empty(t, bad)
 	_, err := api.DB.JobCreate(context.Background(), db.JobCreateParams{ID: id, Caller: "bench", Classifier: "cpg", Domains: normalized},
-		func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
-			res, err := api.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: jobID.String()}, nil)
-			if err != nil {
-				return 0, err
-			}
-			return res.Job.ID, nil
-		})
+		jobs.EnqueueClassify(api.River))
 	require.NoError(t, err)
 	return id
 }
