@@ -390,3 +390,17 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// IdempotencyKeyPurge deletes keys older than IdempotencyKeyTTL, at most
+// batch at a time, and returns how many it deleted.
+func (db *DB) IdempotencyKeyPurge(ctx context.Context, batch int) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `
+		DELETE FROM idempotency_key WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM idempotency_key
+			WHERE created_at < now() - make_interval(secs => $1)
+			LIMIT $2))`, IdempotencyKeyTTL.Seconds(), batch)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return tag.RowsAffected(), nil
+}

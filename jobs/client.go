@@ -25,6 +25,8 @@ type ClientConfig struct {
 	Workers *river.Workers
 	// TestOnly skips River's start-up jitter, for test suites.
 	TestOnly bool
+	// PeriodicJobs are enqueued by the elected leader (workers only).
+	PeriodicJobs []*river.PeriodicJob
 }
 
 // WebhookFetchPollInterval: River wakes a queue on insert notifications,
@@ -51,9 +53,12 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.Workers != nil {
 		rc.Workers = cfg.Workers
+		rc.PeriodicJobs = cfg.PeriodicJobs
 		rc.Queues = map[string]river.QueueConfig{
 			QueueClassify: {MaxWorkers: s.ClassifyWorkers},
 			QueueWebhook:  {MaxWorkers: s.WebhookWorkers, FetchPollInterval: WebhookFetchPollInterval},
+			// Housekeeping (the hourly purge) needs one slot.
+			QueueMaintenance: {MaxWorkers: 1},
 		}
 	}
 	return river.NewClient(riverpgxv5.New(pool), rc)

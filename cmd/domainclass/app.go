@@ -93,8 +93,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.QueueCollector = jobs.NewQueueCollector(m.DB, cfg.Settings.QueueMetricsInterval, m.Logger, jobs.QueueClassify, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
 
-	var workers *river.Workers
+	var (
+		workers  *river.Workers
+		periodic []*river.PeriodicJob
+	)
 	if m.runsWorker() {
+		periodic = jobs.PeriodicJobs()
 		m.jobMetrics = jobs.NewMetrics(m.Metrics)
 		if workers, err = m.buildWorkers(); err != nil {
 			return err
@@ -102,6 +106,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	if m.River, err = jobs.NewClient(m.DB.Pool, jobs.ClientConfig{
 		Settings: cfg.Settings, Logger: libraryLogger(m.Logger, cfg.LogLevel), Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
+		PeriodicJobs: periodic,
 	}); err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
 	}
@@ -186,6 +191,9 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		Key: webhookKey, UserAgent: "domainclass/" + Version, Settings: cfg.Settings, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{Store: m.DB, Logger: m.Logger}); err != nil {
 		return nil, err
 	}
 	return workers, nil

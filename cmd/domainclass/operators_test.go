@@ -95,6 +95,34 @@ func TestOperators(t *testing.T) {
 		require.NotContains(t, api, "domainclass_llm_requests_total", "the api role runs no jobs")
 	})
 
+	t.Run("ExpiredIdempotencyKeysArePurged", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, nil, nil)
+		api := e.start(RoleAPI)
+		for _, key := range []string{"old", "new"} {
+			req, _ := http.NewRequest(http.MethodPost, api.APIURL()+"/domains/classify", strings.NewReader(`{"domains":["a.com"]}`))
+			req.Header.Set("Idempotency-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusAccepted, resp.StatusCode)
+		}
+		_, err := api.DB.Pool.Exec(context.Background(), `UPDATE idempotency_key SET created_at = now() - interval '25 hours' WHERE key = 'old'`)
+		require.NoError(t, err)
+		e.start(RoleWorker) // River's leader enqueues the purge at start, then hourly
+		require.Eventually(t, func() bool {
+			var keys []string
+			rows, err := api.DB.Pool.Query(context.Background(), `SELECT key FROM idempotency_key ORDER BY key`)
+			require.NoError(t, err)
+			for rows.Next() {
+				var k string
+				require.NoError(t, rows.Scan(&k))
+				keys = append(keys, k)
+			}
+			return len(keys) == 1 && keys[0] == "new"
+		}, 20*time.Second, 50*time.Millisecond, "the expired key is purged, the fresh one kept")
+	})
+
 	t.Run("OneScrapeCostsAtMostOneQuery", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") }, nil)

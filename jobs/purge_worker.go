@@ -1,0 +1,74 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// PurgeArgs is the periodic clean-up of expired Idempotency-Keys (they
+// replay for 24 hours; after that they are only dead weight).
+type PurgeArgs struct{}
+
+// Kind is the River job kind.
+func (PurgeArgs) Kind() string { return "purge" }
+
+// InsertOpts keeps one purge per period: the periodic enqueuer runs on the
+// leader, and a new leader may enqueue again at once.
+func (PurgeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: PurgeInterval}}
+}
+
+// QueueMaintenance holds housekeeping jobs, apart from the queues whose
+// depth operators watch.
+const QueueMaintenance = "maintenance"
+
+// PurgeInterval: hourly keeps the table within about a day and an hour of
+// keys, with deletes small enough to go unnoticed.
+const PurgeInterval = time.Hour
+
+// purgeBatch bounds one delete, so a large backlog is purged in short
+// transactions.
+const purgeBatch = 5000
+
+// PurgeStore is what the purge needs from storage.
+type PurgeStore interface {
+	IdempotencyKeyPurge(ctx context.Context, batch int) (int64, error)
+}
+
+// PurgeWorker deletes expired Idempotency-Keys.
+type PurgeWorker struct {
+	river.WorkerDefaults[PurgeArgs]
+	Store  PurgeStore
+	Logger *slog.Logger
+}
+
+// Work deletes expired keys in batches until none are left.
+func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+	var total int64
+	for {
+		n, err := w.Store.IdempotencyKeyPurge(ctx, purgeBatch)
+		if err != nil {
+			return fmt.Errorf("error purging idempotency keys: %w", err)
+		}
+		total += n
+		if n < purgeBatch {
+			break
+		}
+	}
+	if total > 0 {
+		w.Logger.InfoContext(ctx, "purged expired idempotency keys", "deleted", total)
+	}
+	return river.RecordOutput(ctx, map[string]int64{"idempotency_keys_deleted": total})
+}
+
+// PeriodicJobs are the jobs every worker registers; River's leader enqueues
+// them.
+func PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(PurgeInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true})}
+}
