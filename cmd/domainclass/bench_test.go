@@ -384,11 +384,7 @@ type drainResult struct {
 // concurrent jobs share domains), starts a worker, and measures how fast the
 // model calls drain them.
 func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct int) drainResult {
-	e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
-		a := llmtest.Answer(true, 4, "x")
-		a.Delay = latency
-		return a
-	}, map[string]string{
+	e := newE2E(t, llmtest.Steady(true, 4, "x", latency), map[string]string{
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(perMinute),
 		"LOG_LEVEL": "error", "CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})

@@ -106,11 +106,7 @@ func drillWorkerKilled(t *testing.T, s *drillSet) {
 		pool    = 600
 		latency = 100 * time.Millisecond
 	)
-	fake := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
-		a := llmtest.Answer(true, 4, "Makes packaged food.")
-		a.Delay = latency
-		return a
-	})
+	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", latency))
 	settings := map[string]string{"JOB_TIMEOUT": "10s", "RESCUE_STUCK_AFTER": "10s", "CLAIM_WAIT": "3s"}
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
 	d.start(RoleAPI)
@@ -210,11 +206,8 @@ func drillPostgresRestart(t *testing.T, s *drillSet, crash bool) {
 		latency = 100 * time.Millisecond
 	)
 	cluster := dbtest.NewCluster(t)
-	fake := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
-		a := llmtest.Answer(false, 5, "Sells software.")
-		a.Delay = latency // so that jobs are running when Postgres stops
-		return a
-	})
+	// A slow model, so that jobs are running when Postgres stops.
+	fake := llmtest.New(t, llmtest.Steady(false, 5, "Sells software.", latency))
 	d := newDeployment(t, s.bin, fake, cluster.URL, "", nil)
 	out, err := d.run("migrate")
 	require.NoError(t, err, "domainclass migrate: %s", out)
@@ -672,11 +665,7 @@ func drillThreeWorkers(t *testing.T, s *drillSet) {
 		pool    = 40
 		latency = 200 * time.Millisecond
 	)
-	fake := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
-		a := llmtest.Answer(true, 4, "Makes cosmetics.")
-		a.Delay = latency
-		return a
-	})
+	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes cosmetics.", latency))
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), map[string]string{"CLASSIFY_WORKERS": "4"})
 	d.start(RoleAPI)
 	for range 3 {

@@ -50,6 +50,16 @@ func Answer(isCPG bool, confidence int, reasoning string) Reply {
 	return Reply{Content: string(b), PromptTokens: 120, CompletionTokens: 25}
 }
 
+// Steady answers every request with the same verdict after a fixed latency:
+// a model of known speed, for benchmarks and drills.
+func Steady(isCPG bool, confidence int, reasoning string, latency time.Duration) func(Request) Reply {
+	return func(Request) Reply {
+		a := Answer(isCPG, confidence, reasoning)
+		a.Delay = latency
+		return a
+	}
+}
+
 // Status is an API error reply.
 func Status(status int, header map[string]string) Reply {
 	return Reply{Status: status, Header: header}
