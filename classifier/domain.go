@@ -231,8 +231,14 @@ func isAllDigits(s string) bool {
 
 // DomainInput pairs what a caller sent with its normalized domain.
 type DomainInput struct {
-	Input  string `json:"input"`
-	Domain string `json:"domain"`
+	Input  string
+	Domain string
+}
+
+// ItemError says why one input was rejected.
+type ItemError struct {
+	Input  string
+	Reason string
 }
 
 // NormalizeDomains normalizes every input, keeps distinct domains in

@@ -39,64 +39,7 @@ func (j *Job) Done() int {
 	return n
 }
 
-// JobReport is a job as callers see it, from GET /domains/classify/{id} and
-// in webhook deliveries.
-type JobReport struct {
-	JobID       string         `json:"job_id"`
-	Classifier  string         `json:"classifier"`
-	Status      Status         `json:"status"`
-	Error       string         `json:"error,omitempty"`
-	CreatedAt   time.Time      `json:"created_at"`
-	CompletedAt *time.Time     `json:"completed_at"`
-	Progress    Progress       `json:"progress"`
-	Results     []ResultReport `json:"results"`
-}
-
-// Progress counts a job's final domains.
-type Progress struct {
-	Total int `json:"total"`
-	Done  int `json:"done"`
-}
-
-// ResultReport is one domain's answer as callers see it.
-type ResultReport struct {
-	Domain       string     `json:"domain"`
-	Status       Status     `json:"status"`
-	IsCPG        *bool      `json:"is_cpg,omitempty"`
-	Confidence   *int       `json:"confidence,omitempty"`
-	Reasoning    string     `json:"reasoning,omitempty"`
-	Source       Source     `json:"source,omitempty"`
-	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
-	Error        string     `json:"error,omitempty"`
-}
-
-// Report returns the job as callers see it.
-func (j *Job) Report() JobReport {
-	rep := JobReport{
-		JobID:      j.ID.String(),
-		Classifier: j.Classifier,
-		Status:     j.Status,
-		Error:      j.Error,
-		CreatedAt:  j.CreatedAt.UTC(),
-		Progress:   Progress{Total: len(j.Domains), Done: j.Done()},
-		Results:    make([]ResultReport, len(j.Domains)),
-	}
-	if j.CompletedAt != nil {
-		t := j.CompletedAt.UTC()
-		rep.CompletedAt = &t
-	}
-	for i, d := range j.Domains {
-		r := d.Result
-		rr := ResultReport{Domain: r.Domain, Status: r.Status, Source: r.Source, Error: r.Error}
-		if r.Status == StatusCompleted {
-			answer, confidence := r.Answer, r.Confidence
-			rr.IsCPG, rr.Confidence, rr.Reasoning = &answer, &confidence, r.Reasoning
-		}
-		if !r.ClassifiedAt.IsZero() {
-			t := r.ClassifiedAt.UTC()
-			rr.ClassifiedAt = &t
-		}
-		rep.Results[i] = rr
-	}
-	return rep
+// Ended reports whether the job has ended, COMPLETED or FAILED.
+func (j *Job) Ended() bool {
+	return j.Status == StatusCompleted || j.Status == StatusFailed
 }

@@ -13,8 +13,9 @@ type ResultStore interface {
 	// KnownCompany returns the name of a known company for the domain, and
 	// whether there is one.
 	KnownCompany(ctx context.Context, classifier, domain string) (string, bool, error)
-	// ResultGet returns the last COMPLETED answer for the domain, or nil.
-	ResultGet(ctx context.Context, classifier, domain string) (*Result, error)
+	// ResultGet returns the last COMPLETED answer for the domain, and
+	// whether there is one.
+	ResultGet(ctx context.Context, classifier, domain string) (Result, bool, error)
 	// ClaimAcquire takes the right to ask the model about a domain until ttl
 	// passes. It reports false when another owner holds a live claim.
 	ClaimAcquire(ctx context.Context, classifier, domain, owner string, ttl time.Duration) (bool, error)
@@ -59,6 +60,13 @@ type Evidence struct {
 	Sources  []string
 }
 
+// DefaultClaimWait: a job whose domain another job is asking the model
+// about waits up to 30 s for that answer (≈10 model calls' time) before it
+// gives the domain back (ErrBusy, and the job snoozes); the wait holds no
+// model slot. A reviewed setting: change it in a reviewed commit, or per
+// deployment through the environment.
+const DefaultClaimWait = 30 * time.Second
+
 // ErrNoLLM is the reason of every domain that needed the model while none
 // is configured. It is never replaced by a made-up answer.
 const ErrNoLLM = "no LLM configured"
@@ -99,7 +107,7 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 		cfg.ClaimTTL = 5 * time.Minute
 	}
 	if cfg.ClaimWait <= 0 {
-		cfg.ClaimWait = 30 * time.Second
+		cfg.ClaimWait = DefaultClaimWait
 	}
 	if cfg.ClaimPoll <= 0 {
 		cfg.ClaimPoll = 200 * time.Millisecond
@@ -173,14 +181,13 @@ func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner st
 
 // cached returns a fresh cached answer, or nil.
 func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string) (*Result, error) {
-	r, err := p.cfg.Store.ResultGet(ctx, c.Name, domain)
+	hit, ok, err := p.cfg.Store.ResultGet(ctx, c.Name, domain)
 	if err != nil {
 		return nil, fmt.Errorf("error reading cached result for %s: %w", domain, err)
 	}
-	if !p.cfg.Freshness.Fresh(r, p.cfg.Now()) {
+	if !ok || !p.cfg.Freshness.Fresh(&hit, p.cfg.Now()) {
 		return nil, nil
 	}
-	hit := *r
 	hit.Source = SourceCache
 	hit.Usage = nil
 	return &hit, nil

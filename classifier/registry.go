@@ -60,7 +60,7 @@ func (c *Classifier) Prompt(version string) (*Prompt, error) {
 			return &c.Prompts[i], nil
 		}
 	}
-	return nil, Errorf(EINVALID, "classifier %q has no prompt version %q (have %s)", c.Name, version, strings.Join(c.PromptVersions(), ", "))
+	return nil, fmt.Errorf("classifier %q has no prompt version %q (have %s)", c.Name, version, strings.Join(c.PromptVersions(), ", "))
 }
 
 // PromptVersions lists the classifier's prompt versions in file order.
@@ -142,17 +142,24 @@ func DefaultRegistry() *Registry {
 	return r
 }
 
-// Get returns the classifier with the given name. It returns an EINVALID
-// *Error that lists the valid names when there is none.
+// Get returns the classifier with the given name, or an
+// *UnknownClassifierError that lists the valid names.
 func (r *Registry) Get(name string) (*Classifier, error) {
 	if c, ok := r.byName[name]; ok {
 		return c, nil
 	}
-	return nil, &Error{
-		Code:    EINVALID,
-		Type:    "unknown-classifier",
-		Message: fmt.Sprintf("unknown classifier %q; valid classifiers: %s", name, strings.Join(r.Names(), ", ")),
-	}
+	return nil, &UnknownClassifierError{Name: name, Valid: r.Names()}
+}
+
+// UnknownClassifierError is the error of a classifier name that is not in
+// the registry.
+type UnknownClassifierError struct {
+	Name  string
+	Valid []string // the registry's names, sorted
+}
+
+func (e *UnknownClassifierError) Error() string {
+	return fmt.Sprintf("unknown classifier %q; valid classifiers: %s", e.Name, strings.Join(e.Valid, ", "))
 }
 
 // Names returns the classifier names, sorted.

@@ -29,10 +29,12 @@ func TestDefaultRegistry(t *testing.T) {
 	require.Contains(t, without, "No web evidence is available")
 
 	_, err = r.Get("b2b")
-	require.Equal(t, EINVALID, ErrorCode(err))
-	require.Equal(t, `unknown classifier "b2b"; valid classifiers: cpg`, ErrorMessage(err))
+	var unknown *UnknownClassifierError
+	require.ErrorAs(t, err, &unknown)
+	require.Equal(t, []string{"cpg"}, unknown.Valid)
+	require.Equal(t, `unknown classifier "b2b"; valid classifiers: cpg`, err.Error())
 	_, err = c.Prompt("v999")
-	require.Equal(t, EINVALID, ErrorCode(err))
+	require.ErrorContains(t, err, `classifier "cpg" has no prompt version "v999" (have v1, v2)`)
 }
 
 func TestNewRegistry_RejectsBadDefinitions(t *testing.T) {

@@ -61,31 +61,6 @@ func (r Result) Final() bool {
 	return r.Status == StatusCompleted || r.Status == StatusFailed
 }
 
-// Freshness says how long a cached answer may be reused, by confidence.
-// A zero duration means never.
-type Freshness struct {
-	High   time.Duration // confidence 4-5
-	Medium time.Duration // confidence 2-3
-	Low    time.Duration // confidence 1
-}
-
-// Fresh reports whether r may be served again at now.
-func (f Freshness) Fresh(r *Result, now time.Time) bool {
-	if r == nil || r.Status != StatusCompleted {
-		return false
-	}
-	var ttl time.Duration
-	switch {
-	case r.Confidence >= 4:
-		ttl = f.High
-	case r.Confidence >= 2:
-		ttl = f.Medium
-	default:
-		ttl = f.Low
-	}
-	return ttl > 0 && now.Sub(r.ClassifiedAt) < ttl
-}
-
 // ErrBusy is returned when another worker is already asking the model about
 // a domain and did not finish within the wait. The domain is not failed: the
 // job comes back for it shortly, and by then the answer is usually cached.

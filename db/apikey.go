@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/domainclass/domainclass/classifier"
 )
 
 // APIKey is a caller's key as stored: never the key itself.
@@ -20,72 +18,52 @@ type APIKey struct {
 	RevokedAt        *time.Time
 }
 
-// APIKeyCreate stores a new key's hash under name. It returns ECONFLICT when
-// the name is taken (revoked keys keep their names).
-func (db *DB) APIKeyCreate(ctx context.Context, k APIKey, hash []byte) error {
-	_, err := db.Pool.Exec(ctx, `
+// APIKeyInsert stores a new key's hash under k.Name. It returns ErrConflict
+// when the name is taken (revoked keys keep their names).
+func APIKeyInsert(ctx context.Context, exec DBTX, k APIKey, hash []byte) error {
+	_, err := exec.Exec(ctx, `
 		INSERT INTO api_key (name, key_hash, key_prefix, rate_per_minute, max_queued_domains)
 		VALUES ($1, $2, $3, NULLIF($4, 0), NULLIF($5, 0))`,
 		k.Name, hash, k.Prefix, k.RatePerMinute, k.MaxQueuedDomains)
-	if classifier.ErrorCode(translate(err)) == classifier.ECONFLICT {
-		return classifier.Errorf(classifier.ECONFLICT, "an API key named %q already exists", k.Name)
-	}
 	return translate(err)
 }
 
-// APIKeyByHash returns the key with this hash, revoked or not, or ENOTFOUND.
-func (db *DB) APIKeyByHash(ctx context.Context, hash []byte) (*APIKey, error) {
-	rows, err := db.Pool.Query(ctx, apiKeySelect+` WHERE key_hash = $1`, hash)
+// APIKeyGetByHash returns the key with this hash, revoked or not, or
+// ErrNotFound.
+func APIKeyGetByHash(ctx context.Context, exec DBTX, hash []byte) (*APIKey, error) {
+	rows, err := exec.Query(ctx, apiKeySelect+` WHERE key_hash = $1`, hash)
 	if err != nil {
 		return nil, translate(err)
 	}
 	k, err := pgx.CollectExactlyOneRow(rows, scanAPIKey)
-	if err != nil {
-		return nil, translate(err)
-	}
-	return k, nil
+	return k, translate(err)
 }
 
 // APIKeyList returns every key, oldest first.
-func (db *DB) APIKeyList(ctx context.Context) ([]*APIKey, error) {
-	rows, err := db.Pool.Query(ctx, apiKeySelect+` ORDER BY created_at, name`)
-	if err != nil {
-		return nil, translate(err)
-	}
-	keys, err := pgx.CollectRows(rows, scanAPIKey)
-	return keys, translate(err)
+func APIKeyList(ctx context.Context, exec DBTX) ([]*APIKey, error) {
+	rows, err := exec.Query(ctx, apiKeySelect+` ORDER BY created_at, name`)
+	return collect(rows, err, scanAPIKey)
 }
 
-// APIKeyRevoke revokes the key named name. It returns ENOTFOUND for an
+// APIKeyRevoke revokes the key named name. It returns ErrNotFound for an
 // unknown name; revoking twice is not an error.
-func (db *DB) APIKeyRevoke(ctx context.Context, name string) error {
-	tag, err := db.Pool.Exec(ctx, `UPDATE api_key SET revoked_at = coalesce(revoked_at, now()) WHERE name = $1`, name)
-	if err != nil {
-		return translate(err)
-	}
-	if tag.RowsAffected() == 0 {
-		return classifier.Errorf(classifier.ENOTFOUND, "no API key named %q", name)
-	}
-	return nil
+func APIKeyRevoke(ctx context.Context, exec DBTX, name string) error {
+	tag, err := exec.Exec(ctx, `UPDATE api_key SET revoked_at = coalesce(revoked_at, now()) WHERE name = $1`, name)
+	return rowsAffected(tag.RowsAffected(), err)
 }
 
-// APIKeySetLimits overrides a key's limits; 0 restores the default.
-func (db *DB) APIKeySetLimits(ctx context.Context, name string, ratePerMinute, maxQueuedDomains int) error {
-	tag, err := db.Pool.Exec(ctx, `
+// APIKeySetLimits overrides a key's limits; 0 restores the default. It
+// returns ErrNotFound for an unknown name.
+func APIKeySetLimits(ctx context.Context, exec DBTX, name string, ratePerMinute, maxQueuedDomains int) error {
+	tag, err := exec.Exec(ctx, `
 		UPDATE api_key SET rate_per_minute = NULLIF($2, 0), max_queued_domains = NULLIF($3, 0) WHERE name = $1`,
 		name, ratePerMinute, maxQueuedDomains)
-	if err != nil {
-		return translate(err)
-	}
-	if tag.RowsAffected() == 0 {
-		return classifier.Errorf(classifier.ENOTFOUND, "no API key named %q", name)
-	}
-	return nil
+	return rowsAffected(tag.RowsAffected(), err)
 }
 
 // APIKeyTouch records that the key was used now.
-func (db *DB) APIKeyTouch(ctx context.Context, name string) error {
-	_, err := db.Pool.Exec(ctx, `UPDATE api_key SET last_used_at = now() WHERE name = $1`, name)
+func APIKeyTouch(ctx context.Context, exec DBTX, name string) error {
+	_, err := exec.Exec(ctx, `UPDATE api_key SET last_used_at = now() WHERE name = $1`, name)
 	return translate(err)
 }
 
@@ -98,4 +76,15 @@ func scanAPIKey(row pgx.CollectableRow) (*APIKey, error) {
 	k := new(APIKey)
 	err := row.Scan(&k.Name, &k.Prefix, &k.RatePerMinute, &k.MaxQueuedDomains, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
 	return k, err
+}
+
+// rowsAffected turns an update of no row into ErrNotFound.
+func rowsAffected(n int64, err error) error {
+	if err != nil {
+		return translate(err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
 }

@@ -1,6 +1,10 @@
 // Package db owns Postgres: the pool, migrations (River's and ours), every
-// query of the application, and the translation of driver errors into
-// classifier.Error codes.
+// query of the application, and the translation of driver errors.
+//
+// Every query is a function that takes its executor (DBTX: the pool, or a
+// transaction) as an argument, so one query runs alone or inside a
+// transaction that its caller owns: the accept handler and the workers begin,
+// write their steps in order (ours and River's) and commit.
 package db
 
 import (
@@ -15,8 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/domainclass/domainclass/classifier"
 )
 
 // Config configures the pool.
@@ -38,9 +40,10 @@ type Config struct {
 	Tracer pgx.QueryTracer
 	// ForceCustomPlans plans every execution for its actual values. Worker
 	// pools want it: a generic plan that River's fetch query cached while
-	// river_job was nearly empty can keep scanning the whole table once it is
-	// large (notes/river.md). The API does not: replanning its insert CTEs on
-	// every accept cost a third of its throughput (docs/BENCHMARKS.md).
+	// river_job was nearly empty was seen to keep scanning the whole table
+	// once it grew (3 of 7 benchmark runs stuck at 1–2k jobs/s; none with
+	// custom plans). The API does not: replanning its insert CTEs on every
+	// accept cost a third of its throughput (docs/BENCHMARKS.md).
 	ForceCustomPlans bool
 }
 
@@ -58,14 +61,25 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// DB is the application's handle on Postgres.
+// DB is the application's handle on Postgres: the pool and the schema it
+// works in.
 type DB struct {
 	Pool   *pgxpool.Pool
 	Schema string
 }
 
+// DBTX runs queries: the pool, or a transaction the caller owns. Both
+// *pgxpool.Pool and pgx.Tx are one.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
 // Open connects a pool. It does not wait for Postgres to be up: the first
-// query does, and fails with EUNAVAILABLE while it is not.
+// query does, and fails with ErrUnavailable while it is not.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg = cfg.WithDefaults()
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
@@ -95,61 +109,98 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 // Close closes the pool.
 func (db *DB) Close() { db.Pool.Close() }
 
-// Ping reports whether Postgres answers, as an EUNAVAILABLE error if not.
+// Ping reports whether Postgres answers: ErrUnavailable if not.
 func (db *DB) Ping(ctx context.Context) error {
 	return translate(db.Pool.Ping(ctx))
 }
 
-// WithTx runs fn in a transaction and commits when it returns nil. Any error
-// rolls everything back, River's inserts included.
-func (db *DB) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		return translate(err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return translate(err)
-	}
+// Beginner starts transactions: the pool, or a transaction (which then
+// starts a savepoint).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Executor runs queries and begins transactions: the pool, or a
+// transaction (tests run a worker inside one; its transactions become
+// savepoints). It is not safe for concurrent use when it is a transaction.
+type Executor interface {
+	DBTX
+	Beginner
+}
+
+// Begin starts a transaction. The caller writes its steps in it, then calls
+// Commit; a deferred Rollback ends it on every other path.
+func Begin(ctx context.Context, b Beginner) (pgx.Tx, error) {
+	tx, err := b.Begin(ctx)
+	return tx, translate(err)
+}
+
+// Commit commits tx.
+func Commit(ctx context.Context, tx pgx.Tx) error {
 	return translate(tx.Commit(ctx))
 }
 
-// ErrUnavailable is the message callers see while Postgres is unreachable.
-const ErrUnavailable = "The database is unavailable; try again shortly."
+// rollbackTimeout bounds a rollback: it must run even when the caller's
+// context is done (a request cancelled, a job timed out), and it must not
+// hang on a dead server.
+const rollbackTimeout = 5 * time.Second
 
-// translate maps driver errors to classifier.Error codes, in one place:
-// no rows → ENOTFOUND, unique violation → ECONFLICT, an unreachable or
-// restarting server → EUNAVAILABLE. Errors that already carry a code and
-// anything else pass through unchanged.
+// Rollback ends tx unless it was committed, with a context of its own, so
+// that a cancelled request or job still gives its connection back at once.
+// River's inserts in tx are rolled back with it.
+func Rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(rctx)
+}
+
+// The errors of every query, after translate. Compare with errors.Is; the
+// driver's error stays in the chain.
+var (
+	// ErrNotFound: no such row.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique constraint refused the write.
+	ErrConflict = errors.New("already exists")
+	// ErrUnavailable: Postgres could not be reached or is starting up or
+	// shutting down; try again shortly.
+	ErrUnavailable = errors.New("the database is unavailable")
+)
+
+// Translate maps an error of a query run outside this package (River's
+// client runs its own) as this package's queries are mapped: to
+// ErrNotFound, ErrConflict or ErrUnavailable, or unchanged.
+func Translate(err error) error { return translate(err) }
+
+// translate maps driver errors to ErrNotFound, ErrConflict and
+// ErrUnavailable, in one place. Anything else passes through unchanged.
 func translate(err error) error {
-	var appErr *classifier.Error
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &appErr):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict), errors.Is(err, ErrUnavailable):
 		return err
 	case errors.Is(err, pgx.ErrNoRows):
-		return &classifier.Error{Code: classifier.ENOTFOUND, Message: "Not found.", Err: err}
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.As(err, &pgErr):
 		switch {
-		case pgErr.Code == "23505":
-			return &classifier.Error{Code: classifier.ECONFLICT, Message: "Already exists.", Err: err}
+		case pgErr.Code == "23505": // unique_violation
+			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, starting up
 			pgErr.Code == "53300": // too many connections
-			return unavailable(err)
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return err
-	case Unreachable(err):
-		return unavailable(err)
+	case unreachable(err):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
 
-// Unreachable reports whether err means Postgres could not be reached (as
+// unreachable reports whether err means Postgres could not be reached (as
 // opposed to an error in a query).
-func Unreachable(err error) bool {
+func unreachable(err error) bool {
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	return errors.As(err, &connErr) ||
@@ -161,10 +212,6 @@ func Unreachable(err error) bool {
 		strings.Contains(err.Error(), "closed pool")
 }
 
-func unavailable(err error) error {
-	return &classifier.Error{Code: classifier.EUNAVAILABLE, Message: ErrUnavailable, Err: err}
-}
-
 // redactParseError keeps a bad DATABASE_URL's password out of the message:
 // pgx's parse errors can quote the whole string.
 func redactParseError(err error) error {
@@ -174,3 +221,22 @@ func redactParseError(err error) error {
 	}
 	return err
 }
+
+// collect reads every row with scan, translating errors.
+func collect[T any](rows pgx.Rows, err error, scan pgx.RowToFunc[T]) ([]T, error) {
+	if err != nil {
+		return nil, translate(err)
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	return out, translate(err)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

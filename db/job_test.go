@@ -2,7 +2,9 @@ package db_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -13,32 +15,147 @@ import (
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
+func domains(ds ...string) []classifier.DomainInput {
+	var out []classifier.DomainInput
+	for _, d := range ds {
+		out = append(out, classifier.DomainInput{Input: d, Domain: d})
+	}
+	return out
+}
+
+func insertJob(t *testing.T, tx pgx.Tx, caller string, max int, ds ...string) (uuid.UUID, error) {
+	t.Helper()
+	id := uuid.New()
+	return id, db.JobInsert(context.Background(), tx, db.JobInsertParams{
+		ID: id, Caller: caller, Classifier: "cpg", Domains: domains(ds...), RiverJobID: 1, MaxQueuedDomains: max,
+	})
+}
+
+func TestJobInsert_QueuedDomainsLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+
+	id, err := insertJob(t, tx, "a", 3, "a.com", "b.com")
+	require.NoError(t, err)
+	_, err = insertJob(t, tx, "a", 3, "c.com", "d.com")
+	var full *db.QueueFullError
+	require.ErrorAs(t, err, &full, "2 queued + 2 new > 3")
+	require.Equal(t, db.QueueFullError{Queued: 2, Limit: 3}, *full)
+	_, err = insertJob(t, tx, "b", 3, "c.com", "d.com")
+	require.NoError(t, err, "another caller's queue is its own")
+
+	// A domain answered leaves the queue.
+	require.NoError(t, db.JobDomainFinish(ctx, tx, id, 0, classifier.Result{Domain: "a.com", Classifier: "cpg",
+		Status: classifier.StatusCompleted, Answer: true, Confidence: 5, Source: classifier.SourceKnown, ClassifiedAt: time.Now()}, "o"))
+	_, err = insertJob(t, tx, "a", 3, "c.com", "d.com")
+	require.NoError(t, err)
+}
+
+func TestJobGet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	id, err := insertJob(t, tx, "a", 0, "a.com", "b.com")
+	require.NoError(t, err)
+
+	j, err := db.JobGetOfCaller(ctx, tx, id, "a")
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusPending, j.Status)
+	require.Len(t, j.Domains, 2)
+	require.Equal(t, "b.com", j.Domains[1].Result.Domain)
+
+	_, err = db.JobGetOfCaller(ctx, tx, id, "b")
+	require.ErrorIs(t, err, db.ErrNotFound, "another caller's job")
+	_, err = db.JobGet(ctx, tx, uuid.New())
+	require.ErrorIs(t, err, db.ErrNotFound)
+}
+
+func TestJobComplete_EndsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	id := uuid.New()
+	require.NoError(t, db.JobInsert(ctx, tx, db.JobInsertParams{ID: id, Caller: "a", Classifier: "cpg",
+		Domains: domains("a.com"), CallbackURL: "https://example.com/hook", RiverJobID: 1}))
+
+	end, ended, err := db.JobComplete(ctx, tx, id)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Equal(t, classifier.StatusCompleted, end.Status)
+	require.Equal(t, "https://example.com/hook", end.CallbackURL)
+	require.False(t, end.CompletedAt.IsZero())
+
+	_, ended, err = db.JobComplete(ctx, tx, id)
+	require.NoError(t, err)
+	require.False(t, ended, "a redelivered job ends nothing twice")
+	_, ended, err = db.JobFail(ctx, tx, id, "too late")
+	require.NoError(t, err)
+	require.False(t, ended, "a COMPLETED job is not failed afterwards")
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	_, err := db.IdempotencyKeyGet(ctx, tx, "c", "k")
+	require.ErrorIs(t, err, db.ErrNotFound)
+
+	id, err := insertJob(t, tx, "c", 0, "a.com")
+	require.NoError(t, err)
+	require.NoError(t, db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: "c", Key: "k", Fingerprint: []byte("f"),
+		JobID: id, Response: []byte("{}")}))
+	k, err := db.IdempotencyKeyGet(ctx, tx, "c", "k")
+	require.NoError(t, err)
+	require.Equal(t, id, k.JobID)
+	_, err = db.IdempotencyKeyGet(ctx, tx, "other", "k")
+	require.ErrorIs(t, err, db.ErrNotFound, "keys are per caller")
+
+	locked, err := db.IdempotencyKeyLock(ctx, tx, "c", "k")
+	require.NoError(t, err)
+	require.True(t, locked)
+}
+
 func TestIdempotencyKeyPurge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := dbtest.New(t)
-	var riverID int64
-	enqueue := func(context.Context, pgx.Tx, uuid.UUID) (int64, error) { riverID++; return riverID, nil }
+	tx := dbtest.TestTx(t)
 	for _, key := range []string{"fresh", "old-1", "old-2", "old-3"} {
-		_, err := d.JobCreate(ctx, db.JobCreateParams{ID: uuid.New(), Caller: "c", Classifier: "cpg",
-			Domains: []classifier.DomainInput{{Input: "a.com", Domain: "a.com"}}, IdempotencyKey: key,
-			Fingerprint: []byte(key), Response: []byte("{}")}, enqueue)
+		id, err := insertJob(t, tx, "c", 0, "a.com")
 		require.NoError(t, err)
+		require.NoError(t, db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: "c", Key: key,
+			Fingerprint: []byte(key), JobID: id, Response: []byte("{}")}))
 	}
-	_, err := d.Pool.Exec(ctx, `UPDATE idempotency_key SET created_at = now() - interval '25 hours' WHERE key LIKE 'old-%'`)
+	_, err := tx.Exec(ctx, `UPDATE idempotency_key SET created_at = now() - interval '25 hours' WHERE key LIKE 'old-%'`)
 	require.NoError(t, err)
 
-	n, err := d.IdempotencyKeyPurge(ctx, 2)
+	n, err := db.IdempotencyKeyPurge(ctx, tx, 2)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "one batch at most")
-	n, err = d.IdempotencyKeyPurge(ctx, 2)
+	n, err = db.IdempotencyKeyPurge(ctx, tx, 2)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 
-	var left []string
-	rows, err := d.Pool.Query(ctx, `SELECT key FROM idempotency_key`)
+	rows, err := tx.Query(ctx, `SELECT key FROM idempotency_key`)
 	require.NoError(t, err)
-	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"fresh"}, left, "keys younger than 24 hours stay")
+}
+
+func TestTranslate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	require.ErrorIs(t, db.APIKeyRevoke(ctx, tx, "nobody"), db.ErrNotFound)
+	require.NoError(t, db.APIKeyInsert(ctx, tx, db.APIKey{Name: "a", Prefix: "dc_x"}, []byte("h1")))
+	err := db.APIKeyInsert(ctx, tx, db.APIKey{Name: "a", Prefix: "dc_y"}, []byte("h2"))
+	require.ErrorIs(t, err, db.ErrConflict, "a unique violation")
+
+	down, err := db.Open(ctx, db.Config{URL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable"})
+	require.NoError(t, err)
+	defer down.Close()
+	err = down.Ping(ctx)
+	require.ErrorIs(t, err, db.ErrUnavailable)
+	require.False(t, errors.Is(err, db.ErrNotFound))
 }

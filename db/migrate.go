@@ -2,7 +2,9 @@ package db
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -70,6 +72,29 @@ func Migrate(ctx context.Context, db *DB, logger *slog.Logger) (*MigrateResult, 
 		res.App = append(res.App, r.Source.Path)
 	}
 	return res, nil
+}
+
+// MigrationsFingerprint identifies the migrations this binary applies,
+// River's and ours, so that a schema migrated earlier can be known to be
+// current (the test kit reuses schemas across runs).
+func MigrationsFingerprint() (string, error) {
+	h := sha256.New()
+	migrator, err := rivermigrate.New(riverpgxv5.New(nil), nil)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range migrator.AllVersions() {
+		fmt.Fprintf(h, "river %d %s\n", m.Version, m.SQLUp)
+	}
+	err = fs.WalkDir(migrationFS, "migrations", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := migrationFS.ReadFile(path)
+		fmt.Fprintf(h, "app %s %s\n", path, b)
+		return err
+	})
+	return hex.EncodeToString(h.Sum(nil))[:16], err
 }
 
 // migrationLockKey is the advisory lock that serializes migrations of one

@@ -144,7 +144,7 @@ func (r *Report) Markdown() string {
 		hits += s.CacheHits
 	}
 	w("This run made %d model %s and took %d %s from the cache (%s, %s).\n\n",
-		calls, plural(calls, "call", "calls"), hits, plural(hits, "answer", "answers"),
+		calls, Plural(calls, "call", "calls"), hits, Plural(hits, "answer", "answers"),
 		r.Started.Format(time.RFC3339), r.Finished.Sub(r.Started).Round(time.Millisecond))
 	w("Gate: %s.\n\n", r.Gate)
 
@@ -240,7 +240,7 @@ func (r *Report) kindTable(b *strings.Builder) {
 }
 
 func missSection(b *strings.Builder, title string, ms []Miss, repeat int) {
-	fmt.Fprintf(b, "%s: %d %s", title, len(ms), plural(len(ms), "domain", "domains"))
+	fmt.Fprintf(b, "%s: %d %s", title, len(ms), Plural(len(ms), "domain", "domains"))
 	if len(ms) == 0 {
 		b.WriteString(".\n\n")
 		return
@@ -303,7 +303,8 @@ func times(n int) string {
 	return fmt.Sprintf("%d times (--repeat)", n)
 }
 
-func plural(n int, one, many string) string {
+// Plural returns one when n is 1, else many.
+func Plural(n int, one, many string) string {
 	if n == 1 {
 		return one
 	}

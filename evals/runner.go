@@ -116,7 +116,7 @@ func (c Config) Validate() error {
 			return errors.New("a candidate has no model")
 		}
 		if _, err := c.Classifier.Prompt(cand.Prompt); err != nil {
-			return errors.New(classifier.ErrorMessage(err))
+			return err
 		}
 		if _, ok := c.Searchers[cand.Search]; !ok {
 			return fmt.Errorf("search provider %q is not configured", cand.Search)

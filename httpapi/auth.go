@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -24,15 +24,9 @@ type Caller struct {
 	MaxQueuedDomains int
 }
 
-// Limits are the per-caller defaults (the reviewed settings).
-type Limits struct {
-	RatePerMinute    int
-	MaxQueuedDomains int
-}
-
-// Authenticator says who is calling. It returns an EUNAUTHORIZED error for
-// a missing, malformed, unknown or revoked credential, and EUNAVAILABLE when
-// it cannot tell (the database is down).
+// Authenticator says who is calling. It returns a 401 problem for a
+// missing, malformed, unknown or revoked credential, and db.ErrUnavailable
+// when it cannot tell (the database is down).
 type Authenticator interface {
 	Authenticate(r *http.Request) (Caller, error)
 }
@@ -79,17 +73,11 @@ func HashAPIKey(key string) []byte {
 	return h[:]
 }
 
-// KeyStore is what API-key auth needs from storage.
-type KeyStore interface {
-	APIKeyByHash(ctx context.Context, hash []byte) (*db.APIKey, error)
-	APIKeyTouch(ctx context.Context, name string) error
-}
-
 // APIKeyAuth checks "Authorization: Bearer dc_…" against the stored hashes.
 // Lookups are cached for a short TTL (a revoked key stops working within
 // it); last_used_at is written at most once a minute per key.
 type APIKeyAuth struct {
-	store    KeyStore
+	db       db.DBTX
 	ttl      time.Duration
 	defaults Limits
 	logger   *slog.Logger
@@ -107,9 +95,11 @@ type cachedKey struct {
 // maxCachedKeys bounds the cache; only valid keys are cached.
 const maxCachedKeys = 10_000
 
-// NewAPIKeyAuth returns API-key auth over store.
-func NewAPIKeyAuth(store KeyStore, ttl time.Duration, defaults Limits, logger *slog.Logger) *APIKeyAuth {
-	return &APIKeyAuth{store: store, ttl: ttl, defaults: defaults, logger: logger,
+// NewAPIKeyAuth returns API-key auth over exec (the pool): a key's lookup
+// is reused for ttl (DefaultAuthCacheTTL), and callers get defaults' limits
+// unless their key overrides them.
+func NewAPIKeyAuth(exec db.DBTX, ttl time.Duration, defaults Limits, logger *slog.Logger) *APIKeyAuth {
+	return &APIKeyAuth{db: exec, ttl: ttl, defaults: defaults, logger: logger,
 		cache: map[[sha256.Size]byte]cachedKey{}, touched: map[string]time.Time{}}
 }
 
@@ -131,12 +121,11 @@ func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
 	entry, hit := a.cache[sum]
 	a.mu.Unlock()
 	if !hit || now.After(entry.expires) {
-		k, err := a.store.APIKeyByHash(r.Context(), sum[:])
-		switch classifier.ErrorCode(err) {
-		case "":
-		case classifier.ENOTFOUND:
+		k, err := db.APIKeyGetByHash(r.Context(), a.db, sum[:])
+		switch {
+		case errors.Is(err, db.ErrNotFound):
 			return Caller{}, errUnauthorized("The API key is not valid (unknown or revoked).")
-		default:
+		case err != nil:
 			return Caller{}, err
 		}
 		entry = cachedKey{key: k, expires: now.Add(a.ttl)}
@@ -174,14 +163,14 @@ func (a *APIKeyAuth) touch(name string, now time.Time) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := a.store.APIKeyTouch(ctx, name); err != nil {
+		if err := db.APIKeyTouch(ctx, a.db, name); err != nil {
 			a.logger.Warn("error recording API key use", "api_key", name, "error", err)
 		}
 	}()
 }
 
 func errUnauthorized(msg string) error {
-	return &classifier.Error{Code: classifier.EUNAUTHORIZED, Message: msg}
+	return &problem{status: http.StatusUnauthorized, slug: "unauthorized", detail: msg}
 }
 
 func cmpOr(a, b int) int {
@@ -197,7 +186,7 @@ const callerKey = "domainclass.caller"
 func (s *Server) requireCaller(c *gin.Context) {
 	caller, err := s.cfg.Auth.Authenticate(c.Request)
 	if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
 	c.Set(callerKey, caller)

@@ -20,7 +20,7 @@ func TestAPIKeys(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
 		revoked := createKey(t, b.db, "gone", db.APIKey{})
-		require.NoError(t, b.db.APIKeyRevoke(context.Background(), "gone"))
+		require.NoError(t, db.APIKeyRevoke(context.Background(), b.db.Pool, "gone"))
 		unknown, _ := httpapi.NewAPIKey()
 
 		routes := []struct{ method, path, body string }{
@@ -53,7 +53,7 @@ func TestAPIKeys(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{authTTL: 100 * time.Millisecond})
 		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`).status)
-		require.NoError(t, b.db.APIKeyRevoke(context.Background(), "team-a"))
+		require.NoError(t, db.APIKeyRevoke(context.Background(), b.db.Pool, "team-a"))
 		require.Eventually(t, func() bool {
 			return b.do(t, "GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", "").status == http.StatusUnauthorized
 		}, 5*time.Second, 20*time.Millisecond)
@@ -64,7 +64,7 @@ func TestAPIKeys(t *testing.T) {
 		b := setup(t, setupOpts{})
 		b.do(t, "GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", "")
 		require.Eventually(t, func() bool {
-			keys, err := b.db.APIKeyList(context.Background())
+			keys, err := db.APIKeyList(context.Background(), b.db.Pool)
 			require.NoError(t, err)
 			return keys[0].Name == "team-a" && keys[0].LastUsedAt != nil && keys[1].LastUsedAt == nil
 		}, 5*time.Second, 20*time.Millisecond)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db"
 )
 
 func TestClassifyCreate_CallbackURL(t *testing.T) {
@@ -20,7 +22,7 @@ func TestClassifyCreate_CallbackURL(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
 		var a accepted
 		require.NoError(t, json.Unmarshal(r.body, &a))
-		job, err := b.db.JobGet(context.Background(), uuid.MustParse(a.JobID), nil)
+		job, err := db.JobGet(context.Background(), b.db.Pool, uuid.MustParse(a.JobID))
 		require.NoError(t, err)
 		return job.CallbackURL
 	}

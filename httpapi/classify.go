@@ -14,11 +14,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -27,105 +29,176 @@ type classifyRequest struct {
 	Domains    []string `json:"domains"`
 }
 
-type acceptedResponse struct {
-	JobID      string                   `json:"job_id"`
-	Status     classifier.Status        `json:"status"`
-	StatusURL  string                   `json:"status_url"`
-	Classifier string                   `json:"classifier"`
-	Domains    []classifier.DomainInput `json:"domains"`
-}
-
 // classifyCreate handles POST /domains/classify: it validates the request,
-// writes the job and its River job in one transaction, and answers 202 with
-// the status URL. Nothing is written on any other answer.
+// then writes the job and its River job in one transaction, and answers 202
+// with the status URL. Nothing is written on any other answer.
 func (s *Server) classifyCreate(c *gin.Context) {
 	caller := callerOf(c)
-
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
+	req, err := readClassifyRequest(c)
 	if err != nil {
-		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			writeProblem(c, http.StatusRequestEntityTooLarge, "body-too-large",
-				fmt.Sprintf("The request body is larger than %d bytes.", MaxBodyBytes), nil)
-			return
-		}
-		writeProblem(c, http.StatusBadRequest, "invalid-json", "The request body could not be read.", nil)
+		s.writeError(c, err)
 		return
 	}
-	req, err := decodeClassifyRequest(body)
-	if err != nil {
-		writeProblem(c, http.StatusBadRequest, "invalid-json", err.Error(), nil)
-		return
-	}
-
 	name := classifier.DefaultClassifier
 	if req.Classifier != nil {
 		name = *req.Classifier
 	}
 	cls, err := s.cfg.Registry.Get(name)
 	if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
 	domains, err := validateDomains(req.Domains)
 	if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
 	idemKey, err := idempotencyKey(c.GetHeader("Idempotency-Key"))
 	if err != nil {
-		writeProblem(c, http.StatusBadRequest, "invalid-idempotency-key", err.Error(), nil)
+		s.writeError(c, err)
 		return
 	}
 	callbackURL, err := s.callbackURL(c.GetHeader("X-Callback-URL"))
 	if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
-
 	id, err := uuid.NewV7()
 	if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
-	statusURL := "/domains/classify/" + id.String()
-	resp, _ := json.Marshal(acceptedResponse{
-		JobID: id.String(), Status: classifier.StatusPending, StatusURL: statusURL,
-		Classifier: cls.Name, Domains: domains,
-	})
-
-	// The rate limit counts new jobs only: it is asked after the replay
-	// check, and its token is handed back if the job is not written.
-	var reservation *rate.Reservation
-	admit := func() error {
-		r, ok, wait := s.limiter.reserve(caller.Name, caller.RatePerMinute)
-		if !ok {
-			return &classifier.Error{Code: classifier.ETOOMANY, Type: "rate-limited", RetryAfter: wait,
-				Message: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
-		}
-		reservation = r
-		return nil
-	}
+	accepted := wire.Accepted{JobID: id.String(), Status: classifier.StatusPending, StatusURL: statusURL(id),
+		Classifier: cls.Name, Domains: wire.DomainInputs(domains)}
+	resp, _ := json.Marshal(accepted)
 
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
-	res, err := s.cfg.Store.JobCreate(ctx, db.JobCreateParams{
-		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains, CallbackURL: callbackURL,
-		IdempotencyKey: idemKey, Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL), Response: resp,
-		MaxQueuedDomains: caller.MaxQueuedDomains, Admit: admit,
-	}, jobs.EnqueueClassify(s.cfg.Inserter))
-	if err != nil && reservation != nil {
-		reservation.Cancel() // the job was not written
-	}
+	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
 	if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
-	if res.Replayed {
-		resp, statusURL = res.Response, "/domains/classify/"+res.JobID.String()
-		c.Header("Idempotent-Replayed", "true")
+	defer db.Rollback(ctx, tx)
+
+	// 1. An Idempotency-Key already used replays its first answer.
+	var key *db.IdempotencyKey
+	if idemKey != "" {
+		key = &db.IdempotencyKey{Caller: caller.Name, Key: idemKey, JobID: id, Response: resp,
+			Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL)}
+		prior, err := s.idempotencyReplay(ctx, tx, *key)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if prior != nil {
+			c.Header("Idempotent-Replayed", "true")
+			c.Header("Location", statusURL(prior.JobID))
+			c.Data(http.StatusAccepted, "application/json", prior.Response)
+			return
+		}
 	}
-	c.Header("Location", statusURL)
+
+	// 2. The caller's rate: new jobs only (asked after the replay check),
+	// and the token goes back if the job is not written.
+	reservation, err := s.admit(caller)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			reservation.Cancel()
+		}
+	}()
+
+	// 3. River's job, then ours with its id (one statement that also checks
+	// the caller's queued domains), then the key; all or nothing.
+	riverJob, err := s.cfg.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
+	if err != nil {
+		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", err))
+		return
+	}
+	if err := db.JobInsert(ctx, tx, db.JobInsertParams{
+		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains, CallbackURL: callbackURL,
+		RiverJobID: riverJob.Job.ID, MaxQueuedDomains: caller.MaxQueuedDomains,
+	}); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if key != nil {
+		if err := db.IdempotencyKeyInsert(ctx, tx, *key); err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	committed = true
+
+	c.Header("Location", accepted.StatusURL)
 	c.Data(http.StatusAccepted, "application/json", resp)
+}
+
+func statusURL(id uuid.UUID) string { return "/domains/classify/" + id.String() }
+
+// readClassifyRequest reads the body: at most MaxBodyBytes of one JSON
+// object with the right types.
+func readClassifyRequest(c *gin.Context) (classifyRequest, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			return classifyRequest{}, &problem{status: http.StatusRequestEntityTooLarge, slug: "body-too-large",
+				detail: fmt.Sprintf("The request body is larger than %d bytes.", MaxBodyBytes)}
+		}
+		return classifyRequest{}, invalidJSON("The request body could not be read.")
+	}
+	return decodeClassifyRequest(body)
+}
+
+func invalidJSON(detail string) error {
+	return &problem{status: http.StatusBadRequest, slug: "invalid-json", detail: detail}
+}
+
+// idempotencyReplay takes the lock of the request's key for the rest of
+// tx and returns the key's first use when it is a replay of the same
+// request, nil for a key not used yet (or expired), a 409 problem while a
+// request with the key is in flight, and a 422 problem when the key was
+// used with another request.
+func (s *Server) idempotencyReplay(ctx context.Context, tx pgx.Tx, k db.IdempotencyKey) (*db.IdempotencyKey, error) {
+	locked, err := db.IdempotencyKeyLock(ctx, tx, k.Caller, k.Key)
+	if err != nil {
+		return nil, err
+	}
+	if !locked {
+		return nil, &problem{status: http.StatusConflict, slug: "idempotency-key-in-flight",
+			detail: "A request with this Idempotency-Key is still being processed; retry later."}
+	}
+	prior, err := db.IdempotencyKeyGet(ctx, tx, k.Caller, k.Key)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !bytes.Equal(prior.Fingerprint, k.Fingerprint):
+		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "idempotency-key-reused",
+			detail: "This Idempotency-Key was already used with a different request."}
+	}
+	return prior, nil
+}
+
+// admit takes one of the caller's jobs-per-minute, or returns a 429
+// problem saying when the next one is due.
+func (s *Server) admit(caller Caller) (*rate.Reservation, error) {
+	r, ok, wait := s.limiter.reserve(caller.Name, caller.RatePerMinute)
+	if !ok {
+		return nil, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
+			detail: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
+	}
+	return r, nil
 }
 
 // decodeClassifyRequest reads the body as one JSON object with the right
@@ -134,21 +207,21 @@ func decodeClassifyRequest(body []byte) (classifyRequest, error) {
 	var req classifyRequest
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return req, errors.New("The request body is empty; send a JSON object such as {\"domains\": [\"example.com\"]}.")
+		return req, invalidJSON("The request body is empty; send a JSON object such as {\"domains\": [\"example.com\"]}.")
 	}
 	if trimmed[0] != '{' {
-		return req, errors.New("The request body must be a JSON object.")
+		return req, invalidJSON("The request body must be a JSON object.")
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return req, fmt.Errorf("The field %q has the wrong type: want %s.", typeErr.Field, wantType(typeErr.Field))
+			return req, invalidJSON(fmt.Sprintf("The field %q has the wrong type: want %s.", typeErr.Field, wantType(typeErr.Field)))
 		}
-		return req, fmt.Errorf("The request body is not valid JSON: %v.", err)
+		return req, invalidJSON(fmt.Sprintf("The request body is not valid JSON: %v.", err))
 	}
 	if dec.More() {
-		return req, errors.New("The request body has data after the JSON object.")
+		return req, invalidJSON("The request body has data after the JSON object.")
 	}
 	return req, nil
 }
@@ -164,20 +237,21 @@ func wantType(field string) string {
 }
 
 // validateDomains normalizes the inputs and returns the distinct domains, or
-// an EINVALID error listing every input that was rejected.
+// a 422 problem listing every input that was rejected.
 func validateDomains(inputs []string) ([]classifier.DomainInput, error) {
 	if len(inputs) == 0 {
-		return nil, &classifier.Error{Code: classifier.EINVALID, Type: "no-domains",
-			Message: "The request has no domains; send at least one in \"domains\"."}
+		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "no-domains",
+			detail: "The request has no domains; send at least one in \"domains\"."}
 	}
 	domains, bad := classifier.NormalizeDomains(inputs)
 	if len(bad) > 0 {
-		return nil, &classifier.Error{Code: classifier.EINVALID, Type: "invalid-domains", Items: bad,
-			Message: fmt.Sprintf("%d of %d domains could not be read; see errors.", len(bad), len(inputs))}
+		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "invalid-domains", items: bad,
+			detail: fmt.Sprintf("%d of %d domains could not be read; see errors.", len(bad), len(inputs))}
 	}
-	if len(domains) > MaxDomains {
-		return nil, &classifier.Error{Code: classifier.EINVALID, Type: "too-many-domains",
-			Message: fmt.Sprintf("The request has %d distinct domains; the limit is %d per job. Split it into several requests.", len(domains), MaxDomains)}
+	if len(domains) > wire.MaxDomainsPerJob {
+		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "too-many-domains",
+			detail: fmt.Sprintf("The request has %d distinct domains; the limit is %d per job. Split it into several requests.",
+				len(domains), wire.MaxDomainsPerJob)}
 	}
 	return domains, nil
 }
@@ -192,12 +266,15 @@ func idempotencyKey(h string) (string, error) {
 	if len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"' {
 		h = h[1 : len(h)-1]
 	}
+	invalid := func(detail string) error {
+		return &problem{status: http.StatusBadRequest, slug: "invalid-idempotency-key", detail: detail}
+	}
 	if h == "" || len(h) > 255 {
-		return "", errors.New("The Idempotency-Key must be 1 to 255 characters.")
+		return "", invalid("The Idempotency-Key must be 1 to 255 characters.")
 	}
 	for i := 0; i < len(h); i++ {
 		if h[i] < 0x20 || h[i] > 0x7e || h[i] == '"' || h[i] == '\\' {
-			return "", errors.New("The Idempotency-Key must be printable ASCII without quotes or backslashes.")
+			return "", invalid("The Idempotency-Key must be printable ASCII without quotes or backslashes.")
 		}
 	}
 	return h, nil
@@ -211,19 +288,19 @@ const MaxCallbackURLBytes = 2048
 // without credentials, whose host is not a literal private, loopback,
 // link-local or metadata address, nor localhost, unless those are allowed.
 // Names are checked again when a delivery connects. It returns an EINVALID
-// error (webhooks-not-configured or invalid-callback-url) otherwise.
+// problem (webhooks-not-configured or invalid-callback-url) otherwise.
 func (s *Server) callbackURL(h string) (string, error) {
 	h = strings.TrimSpace(h)
 	if h == "" {
 		return "", nil
 	}
 	if !s.cfg.Webhooks {
-		return "", &classifier.Error{Code: classifier.EINVALID, Type: "webhooks-not-configured",
-			Message: "This service has no WEBHOOK_SECRET, so it cannot sign callbacks; leave out X-Callback-URL and poll the status URL."}
+		return "", &problem{status: http.StatusUnprocessableEntity, slug: "webhooks-not-configured",
+			detail: "This service has no WEBHOOK_SECRET, so it cannot sign callbacks; leave out X-Callback-URL and poll the status URL."}
 	}
 	invalid := func(format string, args ...any) error {
-		return &classifier.Error{Code: classifier.EINVALID, Type: "invalid-callback-url",
-			Message: "X-Callback-URL " + fmt.Sprintf(format, args...)}
+		return &problem{status: http.StatusUnprocessableEntity, slug: "invalid-callback-url",
+			detail: "X-Callback-URL " + fmt.Sprintf(format, args...)}
 	}
 	if len(h) > MaxCallbackURLBytes {
 		return "", invalid("is longer than %d characters.", MaxCallbackURLBytes)
@@ -262,17 +339,16 @@ func (s *Server) classifyGet(c *gin.Context) {
 		writeProblem(c, http.StatusBadRequest, "invalid-job-id", "The job id must be a UUID.", nil)
 		return
 	}
-	caller := callerOf(c).Name
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
-	job, err := s.cfg.Store.JobGet(ctx, id, &caller)
-	if classifier.ErrorCode(err) == classifier.ENOTFOUND {
+	job, err := db.JobGetOfCaller(ctx, s.cfg.DB.Pool, id, callerOf(c).Name)
+	if errors.Is(err, db.ErrNotFound) {
 		writeProblem(c, http.StatusNotFound, "not-found", "No job with this id.", nil)
 		return
 	} else if err != nil {
-		writeError(c, s.cfg.Logger, err)
+		s.writeError(c, err)
 		return
 	}
-	body, _ := json.Marshal(job.Report())
+	body, _ := json.Marshal(wire.NewJobReport(job))
 	c.Data(http.StatusOK, "application/json", body)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -38,7 +39,7 @@ type testBundle struct {
 
 type setupOpts struct {
 	inserter func(*jobs.Client) httpapi.Inserter
-	store    httpapi.Store
+	db       *db.DB // the API's database, when not the test's own (Postgres down)
 	limits   httpapi.Limits
 	authTTL  time.Duration
 	metrics  bool
@@ -52,7 +53,7 @@ func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
 	t.Helper()
 	key, hash := httpapi.NewAPIKey()
 	override.Name, override.Prefix = name, key[:8]
-	require.NoError(t, d.APIKeyCreate(context.Background(), override, hash))
+	require.NoError(t, db.APIKeyInsert(context.Background(), d.Pool, override, hash))
 	return key
 }
 
@@ -67,9 +68,9 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.inserter != nil {
 		inserter = opts.inserter(b.client)
 	}
-	var store httpapi.Store = b.db
-	if opts.store != nil {
-		store = opts.store
+	apiDB := b.db
+	if opts.db != nil {
+		apiDB = opts.db
 	}
 	b.keyA = createKey(t, b.db, "team-a", db.APIKey{})
 	b.keyB = createKey(t, b.db, "team-b", db.APIKey{})
@@ -85,8 +86,8 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
 		Metrics: metrics, MetricsHandler: metricsHandler,
-		Store: store, Inserter: inserter, Registry: classifier.DefaultRegistry(),
-		Auth:     httpapi.NewAPIKeyAuth(b.db, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
+		DB: apiDB, River: inserter, Registry: classifier.DefaultRegistry(),
+		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
 	}).Handler())
@@ -136,11 +137,11 @@ func (b *testBundle) counts(t *testing.T) map[string]int {
 
 var nothing = map[string]int{"classify_job": 0, "classify_job_domain": 0, "idempotency_key": 0, "river_job": 0}
 
-func requireProblem(t *testing.T, r response, status int, slug string) httpapi.Problem {
+func requireProblem(t *testing.T, r response, status int, slug string) wire.Problem {
 	t.Helper()
 	require.Equal(t, status, r.status, "body: %s", r.body)
 	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
-	var p httpapi.Problem
+	var p wire.Problem
 	require.NoError(t, json.Unmarshal(r.body, &p))
 	require.Equal(t, "/problems/"+slug, p.Type)
 	require.Equal(t, status, p.Status)
@@ -182,7 +183,7 @@ func TestClassifyCreate(t *testing.T) {
 		require.Equal(t, "acme.io", a.Domains[1].Domain)
 
 		require.Equal(t, map[string]int{"classify_job": 1, "classify_job_domain": 0, "idempotency_key": 0, "river_job": 1}, b.counts(t))
-		job, err := b.db.JobGet(context.Background(), uuid.MustParse(a.JobID), nil)
+		job, err := db.JobGet(context.Background(), b.db.Pool, uuid.MustParse(a.JobID))
 		require.NoError(t, err)
 		require.Len(t, job.Domains, 2, "the job carries its domains")
 		require.Equal(t, "https://www.Example.com/about", job.Domains[0].Input)
@@ -219,7 +220,7 @@ func TestClassifyCreate(t *testing.T) {
 		status           int
 		headers          []string
 		detail           string
-		items            []classifier.ItemError
+		items            []wire.ItemError
 	}{
 		{name: "EmptyBody", body: ``, status: 400, slug: "invalid-json"},
 		{name: "NotJSON", body: `domains=acme.com`, status: 400, slug: "invalid-json"},
@@ -238,7 +239,7 @@ func TestClassifyCreate(t *testing.T) {
 		{name: "NoDomainsField", body: `{"classifier": "cpg"}`, status: 422, slug: "no-domains"},
 		{name: "EmptyDomains", body: `{"domains": []}`, status: 422, slug: "no-domains"},
 		{name: "InvalidDomainsAllListed", body: `{"domains": ["acme.com", "10.0.0.1", "", "localhost", "*.x.com", "a.zz"]}`,
-			status: 422, slug: "invalid-domains", items: []classifier.ItemError{
+			status: 422, slug: "invalid-domains", items: []wire.ItemError{
 				{Input: "10.0.0.1", Reason: classifier.ReasonIPAddress},
 				{Input: "", Reason: classifier.ReasonEmpty},
 				{Input: "localhost", Reason: classifier.ReasonLocalhost},
@@ -378,7 +379,7 @@ func TestPostgresDown(t *testing.T) {
 	down, err := db.Open(context.Background(), db.Config{URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable", ln)})
 	require.NoError(t, err)
 	t.Cleanup(down.Close)
-	b := setup(t, setupOpts{store: down})
+	b := setup(t, setupOpts{db: down})
 
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/domains/classify", `{"domains": ["acme.com"]}`},

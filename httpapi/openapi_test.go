@@ -161,12 +161,13 @@ func TestOpenAPI(t *testing.T) {
 	call(b.url, "GET", jobPath, "", "Authorization", auth)
 	jobID := uuid.MustParse(strings.TrimPrefix(jobPath, "/domains/classify/"))
 	now := time.Now()
-	require.NoError(t, b.db.JobDomainFinish(ctx, jobID, 0, classifier.Result{Domain: "acme.com", Classifier: "cpg",
+	require.NoError(t, db.JobDomainFinish(ctx, b.db.Pool, jobID, 0, classifier.Result{Domain: "acme.com", Classifier: "cpg",
 		Status: classifier.StatusCompleted, Answer: true, Confidence: 5, Reasoning: "Snacks.", Source: classifier.SourceLLM, ClassifiedAt: now}, "o"))
 	call(b.url, "GET", jobPath, "", "Authorization", auth)
-	require.NoError(t, b.db.JobDomainFinish(ctx, jobID, 1, classifier.Result{Domain: "beta.com", Classifier: "cpg",
+	require.NoError(t, db.JobDomainFinish(ctx, b.db.Pool, jobID, 1, classifier.Result{Domain: "beta.com", Classifier: "cpg",
 		Status: classifier.StatusFailed, Error: "no LLM configured", ClassifiedAt: now}, "o"))
-	require.NoError(t, b.db.JobComplete(ctx, jobID, nil))
+	_, _, err := db.JobComplete(ctx, b.db.Pool, jobID)
+	require.NoError(t, err)
 	call(b.url, "GET", jobPath, "", "Authorization", auth)
 	call(b.url, "GET", "/domains/classify/not-a-uuid", "", "Authorization", auth)
 	call(b.url, "GET", jobPath, "")
@@ -192,7 +193,7 @@ func TestOpenAPI(t *testing.T) {
 
 	// Internal errors: River's table is gone.
 	broken := setup(t, setupOpts{})
-	_, err := broken.db.Pool.Exec(ctx, "DROP TABLE river_job CASCADE")
+	_, err = broken.db.Pool.Exec(ctx, "DROP TABLE river_job CASCADE")
 	require.NoError(t, err)
 	require.Equal(t, 500, call(broken.url, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+broken.keyA).StatusCode)
 	require.Equal(t, 500, call(broken.url, "GET", "/domains/classify/"+uuid.NewString(), "", "Authorization", "Bearer "+broken.keyA).StatusCode)
@@ -203,7 +204,7 @@ func TestOpenAPI(t *testing.T) {
 	down, err := db.Open(ctx, db.Config{URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable", port)})
 	require.NoError(t, err)
 	t.Cleanup(down.Close)
-	unavailable := setup(t, setupOpts{store: down})
+	unavailable := setup(t, setupOpts{db: down})
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/domains/classify", `{"domains": ["a.com"]}`},
 		{"GET", "/domains/classify/" + uuid.NewString(), ""},

@@ -3,26 +3,20 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
-// Problem is an RFC 9457 problem details document.
-type Problem struct {
-	Type   string                 `json:"type"`
-	Title  string                 `json:"title"`
-	Status int                    `json:"status"`
-	Detail string                 `json:"detail,omitempty"`
-	Errors []classifier.ItemError `json:"errors,omitempty"`
-}
-
 // problemTypes are the problem types this API returns: slug → title. Each
-// is documented at /problems/{slug} (README, "Errors").
+// is documented at /problems/{slug} and in docs/api.md, "Errors".
 var problemTypes = map[string]string{
 	"invalid-json":              "Request body is not valid JSON",
 	"body-too-large":            "Request body too large",
@@ -43,66 +37,74 @@ var problemTypes = map[string]string{
 	"too-many-queued":           "Too many domains queued",
 	"unavailable":               "Service unavailable",
 	"internal":                  "Internal error",
-	"validation":                "Invalid request",
 }
 
-// codeStatus maps classifier error codes to HTTP statuses, in one place.
-var codeStatus = map[string]int{
-	classifier.EINVALID:      http.StatusUnprocessableEntity,
-	classifier.ENOTFOUND:     http.StatusNotFound,
-	classifier.ECONFLICT:     http.StatusConflict,
-	classifier.EUNAUTHORIZED: http.StatusUnauthorized,
-	classifier.EUNAVAILABLE:  http.StatusServiceUnavailable,
-	classifier.ETOOMANY:      http.StatusTooManyRequests,
-	classifier.EINTERNAL:     http.StatusInternalServerError,
+// problem is an error as the caller sees it: a status, a problem type, a
+// sentence saying what to do, the rejected inputs, and when to try again.
+type problem struct {
+	status     int
+	slug       string
+	detail     string
+	items      []classifier.ItemError
+	retryAfter time.Duration
 }
 
-var codeSlug = map[string]string{
-	classifier.EINVALID:      "validation",
-	classifier.ENOTFOUND:     "not-found",
-	classifier.ECONFLICT:     "idempotency-key-in-flight",
-	classifier.EUNAUTHORIZED: "unauthorized",
-	classifier.EUNAVAILABLE:  "unavailable",
-	classifier.ETOOMANY:      "rate-limited",
-	classifier.EINTERNAL:     "internal",
-}
+func (p *problem) Error() string { return fmt.Sprintf("%d %s: %s", p.status, p.slug, p.detail) }
 
 // unavailableRetryAfter is what a 503 tells clients: Postgres restarts in
 // seconds, and the pool reconnects on the next request.
-const unavailableRetryAfter = 2
+const unavailableRetryAfter = 2 * time.Second
 
-// writeError writes err as a problem. Internal errors are logged here, once,
-// and shown as "Internal error."; their details never reach the caller.
-func writeError(c *gin.Context, logger *slog.Logger, err error) {
-	code := classifier.ErrorCode(err)
-	status, ok := codeStatus[code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
-	var appErr *classifier.Error
-	slug := codeSlug[code]
-	var items []classifier.ItemError
-	if errors.As(err, &appErr) {
-		if appErr.Type != "" {
-			slug = appErr.Type
+// queuedRetryAfter is the Retry-After of a refusal for too many queued
+// domains: jobs of ten domains finish in seconds, so look again soon.
+const queuedRetryAfter = 10 * time.Second
+
+// problemOf maps an error from any layer to what the caller sees, in one
+// place. ok is false for an error nobody expected (a bug, an unexpected
+// failure): it becomes a 500 whose details stay in the log.
+func problemOf(err error) (p *problem, ok bool) {
+	var (
+		queueFull *db.QueueFullError
+		unknown   *classifier.UnknownClassifierError
+	)
+	switch {
+	case errors.As(err, &p):
+		return p, true
+	case errors.Is(err, db.ErrUnavailable):
+		return &problem{status: http.StatusServiceUnavailable, slug: "unavailable",
+			detail: "The database is unavailable; try again shortly.", retryAfter: unavailableRetryAfter}, true
+	case errors.As(err, &queueFull):
+		atLeast := ""
+		if queueFull.Queued == queueFull.Limit {
+			atLeast = "at least "
 		}
-		items = appErr.Items
+		return &problem{status: http.StatusTooManyRequests, slug: "too-many-queued", retryAfter: queuedRetryAfter,
+			detail: fmt.Sprintf("You have %s%d domains queued and not yet answered; the limit is %d. "+
+				"Wait for your jobs to finish, then send more.", atLeast, queueFull.Queued, queueFull.Limit)}, true
+	case errors.As(err, &unknown):
+		return &problem{status: http.StatusUnprocessableEntity, slug: "unknown-classifier", detail: unknown.Error()}, true
 	}
-	switch code {
-	case classifier.EINTERNAL, "":
-		logger.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,
+	return &problem{status: http.StatusInternalServerError, slug: "internal", detail: "Internal error."}, false
+}
+
+// writeError answers with err's problem. Unexpected errors are logged here,
+// once, and shown as "Internal error."; their details never reach the
+// caller.
+func (s *Server) writeError(c *gin.Context, err error) {
+	p, ok := problemOf(err)
+	switch {
+	case !ok:
+		s.cfg.Logger.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,
 			"route", c.FullPath(), "error", err)
-		slug = "internal"
-	case classifier.EUNAVAILABLE:
-		logger.WarnContext(c.Request.Context(), "dependency unavailable", "route", c.FullPath(), "error", err)
-		c.Header("Retry-After", strconv.Itoa(unavailableRetryAfter))
-	case classifier.EUNAUTHORIZED:
+	case p.status == http.StatusServiceUnavailable:
+		s.cfg.Logger.WarnContext(c.Request.Context(), "dependency unavailable", "route", c.FullPath(), "error", err)
+	case p.status == http.StatusUnauthorized:
 		c.Header("WWW-Authenticate", `Bearer realm="domainclass"`)
 	}
-	if appErr != nil && appErr.RetryAfter > 0 {
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(appErr.RetryAfter)))
+	if p.retryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(p.retryAfter)))
 	}
-	writeProblem(c, status, slug, classifier.ErrorMessage(err), items)
+	writeProblem(c, p.status, p.slug, p.detail, p.items)
 }
 
 // writeProblem writes an application/problem+json response and aborts.
@@ -111,7 +113,8 @@ func writeProblem(c *gin.Context, status int, slug, detail string, items []class
 	if !ok {
 		title = http.StatusText(status)
 	}
-	body, _ := json.Marshal(Problem{Type: "/problems/" + slug, Title: title, Status: status, Detail: detail, Errors: items})
+	body, _ := json.Marshal(wire.Problem{Type: "/problems/" + slug, Title: title, Status: status, Detail: detail,
+		Errors: wire.ItemErrors(items)})
 	c.Abort()
 	c.Data(status, "application/problem+json", body)
 }
@@ -124,5 +127,6 @@ func problemDoc(c *gin.Context) {
 		writeProblem(c, http.StatusNotFound, "not-found", "No such problem type.", nil)
 		return
 	}
-	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(title+"\n\nSee the README, section \"Errors\", for when this is returned and what to do.\n"))
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(title+
+		"\n\nSee docs/api.md, section \"Errors\", for when this is returned and what to do.\n"))
 }

@@ -34,7 +34,7 @@ func riverUIServer(t *testing.T, user, password string) string {
 	require.NoError(t, ui.Start(ctx))
 	reg := prometheus.NewRegistry()
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		Store: d, Inserter: client, Registry: classifier.DefaultRegistry(), Auth: httpapi.AuthOff{},
+		DB: d, River: client, Registry: classifier.DefaultRegistry(), Auth: httpapi.AuthOff{},
 		Metrics: httpapi.NewMetrics(reg), MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		RiverUI: ui, RiverUIUser: user, RiverUIPassword: password,
 	}).Handler())

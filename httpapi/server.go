@@ -10,28 +10,27 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/jobs"
 )
 
-// Store is what the API needs from storage.
-type Store interface {
-	JobCreate(ctx context.Context, p db.JobCreateParams, enqueue db.EnqueueFunc) (db.JobCreateResult, error)
-	JobGet(ctx context.Context, id uuid.UUID, caller *string) (*classifier.Job, error)
-	Ping(ctx context.Context) error
+// Inserter inserts River jobs inside the caller's transaction; an
+// insert-only River client is one.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
-
-// Inserter inserts River jobs inside a transaction; an insert-only River
-// client is one.
-type Inserter = jobs.Inserter
 
 // Config configures a Server.
 type Config struct {
-	Store    Store
-	Inserter Inserter
+	// DB is Postgres: handlers begin their transactions on its pool.
+	DB *db.DB
+	// River inserts the River jobs of accepted requests, in the
+	// request's transaction.
+	River    Inserter
 	Registry *classifier.Registry
 	Auth     Authenticator
 	Logger   *slog.Logger
@@ -64,9 +63,6 @@ type Server struct {
 
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 64 << 10
-
-// MaxDomains is the most distinct domains one job may hold.
-const MaxDomains = 10
 
 // New returns a server with its routes.
 func New(cfg Config) *Server {
@@ -125,8 +121,8 @@ func (s *Server) healthz(c *gin.Context) {
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
-	if err := s.cfg.Store.Ping(ctx); err != nil {
-		writeError(c, s.cfg.Logger, err)
+	if err := s.cfg.DB.Ping(ctx); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})

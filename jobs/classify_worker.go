@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,41 +33,12 @@ func (ClassifyArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueClassify, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// Inserter inserts River jobs inside a transaction (a River client).
-type Inserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-}
-
-// EnqueueClassify returns the db.EnqueueFunc that inserts a job's River job
-// inside the transaction that writes the job.
-func EnqueueClassify(ins Inserter) db.EnqueueFunc {
-	return func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) (int64, error) {
-		res, err := ins.InsertTx(ctx, tx, ClassifyArgs{JobID: jobID.String()}, nil)
-		if err != nil {
-			return 0, fmt.Errorf("error enqueueing classify job: %w", err)
-		}
-		return res.Job.ID, nil
-	}
-}
-
-// ClassifyStore is what the worker needs from storage.
-type ClassifyStore interface {
-	JobStart(ctx context.Context, id uuid.UUID) (*classifier.Job, error)
-	JobDomainFinish(ctx context.Context, jobID uuid.UUID, position int, r classifier.Result, owner string) error
-	JobComplete(ctx context.Context, id uuid.UUID, then db.JobEndFunc) error
-	JobFail(ctx context.Context, id uuid.UUID, reason string, then db.JobEndFunc) error
-}
-
 // ClassifyOutput is recorded on the River job (River UI shows it): what the
 // attempt did, counted by outcome and source.
 type ClassifyOutput struct {
 	Domains      int `json:"domains"`
 	AlreadyFinal int `json:"already_final"`
-	Known        int `json:"known"`
-	Cache        int `json:"cache"`
-	LLM          int `json:"llm"`
-	Failed       int `json:"failed"`
-	Pending      int `json:"pending"`
+	Counts
 }
 
 // ClassifyWorker works ClassifyArgs: it answers every domain of the job that
@@ -77,15 +47,13 @@ type ClassifyOutput struct {
 type ClassifyWorker struct {
 	river.WorkerDefaults[ClassifyArgs]
 
-	Store    ClassifyStore
+	// DB is the pool (in tests, a transaction with DomainConcurrency 1).
+	DB       db.Executor
 	Pipeline *classifier.Pipeline
 	Registry *classifier.Registry
 	Settings Settings
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: no metrics
-	// OnJobEnd, when set, runs in the transaction that ends the app job
-	// (COMPLETED or FAILED), for follow-up jobs such as webhooks.
-	OnJobEnd func(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) error
 }
 
 // Middleware cancels jobs whose args can never work (not JSON, or no valid
@@ -120,8 +88,9 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	id := uuid.MustParse(job.Args.JobID) // checked by Middleware
 	log := w.Logger.With("job_id", id.String(), "river_job_id", job.ID, "attempt", job.Attempt)
 
-	j, err := w.Store.JobStart(ctx, id)
-	if classifier.ErrorCode(err) == classifier.ENOTFOUND {
+	// 1. Load the job (and mark it RUNNING).
+	j, err := db.JobStart(ctx, w.DB, id)
+	if errors.Is(err, db.ErrNotFound) {
 		log.WarnContext(ctx, "classify job for an unknown job id, cancelling")
 		return river.JobCancel(fmt.Errorf("job %s does not exist", id))
 	} else if err != nil {
@@ -138,110 +107,34 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 		return river.JobCancel(fmt.Errorf("job %s: %w", id, err))
 	}
 
-	var pending []classifier.JobDomain
+	// 2. Answer every domain not final yet, storing each as it comes.
+	var pending []pendingDomain
 	for _, d := range j.Domains {
 		if d.Result.Final() {
 			out.AlreadyFinal++
 		} else {
-			pending = append(pending, d)
+			pending = append(pending, pendingDomain{Key: d.Position, Domain: d.Result.Domain})
 		}
 	}
 	log.InfoContext(ctx, "classify job started", "domains", out.Domains, "pending", len(pending))
-
-	owner := fmt.Sprintf("river:%d", job.ID)
-	var (
-		mu         sync.Mutex
-		firstErr   error
-		retryAfter time.Duration
-		throttled  bool
-		busy       bool
-		wg         sync.WaitGroup
-		slots      = make(chan struct{}, w.Settings.DomainConcurrency)
-	)
-	for _, d := range pending {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case slots <- struct{}{}:
-				defer func() { <-slots }()
-			case <-ctx.Done():
-				return
-			}
-			dlog := log.With("domain", d.Result.Domain)
-			r, err := w.Pipeline.Classify(ctx, c, d.Result.Domain, owner)
-			if err == nil {
-				err = w.Store.JobDomainFinish(ctx, id, d.Position, r, owner)
-			}
-
-			mu.Lock()
-			defer mu.Unlock()
-			if ra, ok := classifier.RetryAfter(err); ok {
-				throttled = true
-				retryAfter = max(retryAfter, ra)
-				dlog.WarnContext(ctx, "provider throttled; domain will be retried", "retry_after", ra.String())
-				return
-			}
-			switch {
-			case errors.Is(err, classifier.ErrBusy):
-				busy = true
-				dlog.InfoContext(ctx, "domain is being classified by another job; will look again")
-			case err != nil:
-				if firstErr == nil {
-					firstErr = err
-				}
-				dlog.WarnContext(ctx, "error classifying domain; will retry", "error", err)
-			case r.Status == classifier.StatusFailed:
-				w.Metrics.DomainResult(r)
-				out.Failed++
-				dlog.InfoContext(ctx, "domain failed", "reason", r.Error, "source", string(r.Source))
-			default:
-				w.Metrics.DomainResult(r)
-				switch r.Source {
-				case classifier.SourceKnown:
-					out.Known++
-				case classifier.SourceCache:
-					out.Cache++
-				case classifier.SourceLLM:
-					out.LLM++
-				}
-				dlog.InfoContext(ctx, "domain classified", "source", string(r.Source), "answer", r.Answer, "confidence", r.Confidence)
-			}
-		}()
-	}
-	wg.Wait()
-	out.Pending = len(pending) - out.Known - out.Cache - out.LLM - out.Failed
+	o := w.answerer().answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
+		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
+			return db.JobDomainFinish(ctx, w.DB, id, d.Key, r, owner)
+		})
+	out.Counts = o.Counts
 	if err := river.RecordOutput(ctx, out); err != nil {
 		return err
 	}
-
-	switch {
-	case errors.Is(ctx.Err(), context.Canceled):
-		// The client is stopping (soft stop): River puts the job back with
-		// its attempt restored; finished domains stay finished.
-		return ctx.Err()
-	case ctx.Err() != nil:
-		return w.retryOrFail(ctx, log, job, id, fmt.Errorf("job timed out: %w", ctx.Err()))
-	case firstErr != nil:
-		return w.retryOrFail(ctx, log, job, id, firstErr)
-	case throttled:
-		snooze := min(max(retryAfter, time.Second), w.Settings.MaxSnooze)
-		log.InfoContext(ctx, "snoozing job while the provider throttles", "snooze", snooze.String())
-		return river.JobSnooze(snooze)
-	case busy:
-		return river.JobSnooze(w.Settings.BusySnooze)
+	if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
+		if failed {
+			return w.retryOrFail(ctx, log, job, id, err)
+		}
+		return err
 	}
 
-	err = w.Store.JobComplete(ctx, id, func(ctx context.Context, tx pgx.Tx, ended bool) error {
-		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-			return fmt.Errorf("error completing River job: %w", err)
-		}
-		if ended && w.OnJobEnd != nil {
-			return w.OnJobEnd(ctx, tx, id)
-		}
-		return nil
-	})
-	if err != nil {
+	// 3. End: the app job and the River job complete together, with the
+	// webhook of this end, in one transaction.
+	if err := w.complete(ctx, job, id); err != nil {
 		return w.retryOrFail(ctx, log, job, id, fmt.Errorf("error completing job: %w", err))
 	}
 	w.Metrics.JobEnded(classifier.StatusCompleted)
@@ -249,27 +142,88 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	return nil
 }
 
+func (w *ClassifyWorker) answerer() answerer {
+	return answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics}
+}
+
+// complete marks the app job COMPLETED, completes its River job and, when
+// this is a new end with a callback URL, queues its webhook: all of it or
+// nothing.
+func (w *ClassifyWorker) complete(ctx context.Context, job *river.Job[ClassifyArgs], id uuid.UUID) error {
+	tx, err := db.Begin(ctx, w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	end, ended, err := db.JobComplete(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("error completing River job: %w", err)
+	}
+	if ended {
+		if err := enqueueWebhookTx(ctx, tx, id, end, w.Settings); err != nil {
+			return err
+		}
+	}
+	return db.Commit(ctx, tx)
+}
+
 // retryOrFail returns err so that River retries, and on the last attempt
-// first marks the app job FAILED with the error (River then discards the
-// job, and an operator can retry it from River UI or the CLI).
+// first marks the app job FAILED with the error and queues its webhook, in
+// one transaction (River then discards the job, and an operator can retry
+// it from River UI or the CLI).
 func (w *ClassifyWorker) retryOrFail(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyArgs], id uuid.UUID, err error) error {
 	if job.Attempt < job.MaxAttempts {
 		return err
 	}
 	reason := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
+	// The job's context may be done (it timed out): the end is written anyway.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	ferr := w.Store.JobFail(fctx, id, reason, func(ctx context.Context, tx pgx.Tx, ended bool) error {
-		if ended && w.OnJobEnd != nil {
-			return w.OnJobEnd(ctx, tx, id)
-		}
-		return nil
-	})
-	if ferr != nil {
+	if ferr := w.fail(fctx, id, reason); ferr != nil {
 		log.ErrorContext(ctx, "error marking job failed", "error", ferr)
 	} else {
 		w.Metrics.JobEnded(classifier.StatusFailed)
 		log.ErrorContext(ctx, "classify job failed; attempts exhausted", "error", err)
 	}
 	return err
+}
+
+func (w *ClassifyWorker) fail(ctx context.Context, id uuid.UUID, reason string) error {
+	tx, err := db.Begin(ctx, w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	end, ended, err := db.JobFail(ctx, tx, id, reason)
+	if err != nil {
+		return err
+	}
+	if ended {
+		if err := enqueueWebhookTx(ctx, tx, id, end, w.Settings); err != nil {
+			return err
+		}
+	}
+	return db.Commit(ctx, tx)
+}
+
+// enqueueWebhookTx queues the delivery of a job's end in tx, the
+// transaction that ended the job, when the job has a callback URL: the
+// delivery is queued if and only if the end commits, once per end. It
+// inserts through the River client of the running worker (from ctx).
+func enqueueWebhookTx(ctx context.Context, tx pgx.Tx, jobID uuid.UUID, end db.JobEnd, s Settings) error {
+	if end.CallbackURL == "" {
+		return nil
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err == nil {
+		_, err = client.InsertTx(ctx, tx, WebhookArgs{JobID: jobID.String(), EndedAt: end.CompletedAt},
+			&river.InsertOpts{MaxAttempts: s.WebhookMaxAttempts()})
+	}
+	if err != nil {
+		return fmt.Errorf("error enqueueing webhook of job %s: %w", jobID, err)
+	}
+	return nil
 }

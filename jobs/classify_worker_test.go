@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
@@ -32,19 +35,40 @@ type testBundle struct {
 type setupOpts struct {
 	noLLM    bool
 	settings func(*jobs.Settings)
-	// webhook, when set, adds the webhook worker (webhook_worker_test.go).
-	webhook *webhookOpts
+	webhook  *webhookOpts
 }
 
 func testSettings() jobs.Settings {
 	s := jobs.DefaultSettings()
 	s.JobTimeout = 20 * time.Second
 	s.RescueStuckAfter = time.Minute
-	s.ClaimWait = 10 * time.Second
 	s.BusySnooze = time.Second
 	return s
 }
 
+// newPipeline is the workers' pipeline on exec, against the fake model.
+func newPipeline(t *testing.T, exec db.DBTX, model *llmtest.Server, noLLM bool, settings jobs.Settings, logger *slog.Logger) *classifier.Pipeline {
+	t.Helper()
+	var completer classifier.Completer
+	if !noLLM {
+		c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		completer = llm.Limit(c, llm.DefaultMaxConcurrency, 60_000)
+	}
+	return classifier.NewPipeline(classifier.PipelineConfig{
+		Store: jobs.NewPipelineStore(exec), LLM: completer, Search: search.None{}, Model: "test-model",
+		Freshness: classifier.DefaultFreshness(), ClaimTTL: settings.ClaimTTL(), ClaimWait: 10 * time.Second,
+		ClaimPoll: 20 * time.Millisecond, Logger: logger,
+	})
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// setup starts a River client with the workers on a schema of the test's
+// own: for what needs River's whole machinery (retries, snoozes, rescues,
+// several jobs at once).
 func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupOpts) *testBundle {
 	t.Helper()
 	ctx := context.Background()
@@ -53,25 +77,20 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 	if opts.settings != nil {
 		opts.settings(&settings)
 	}
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	var completer classifier.Completer
-	if !opts.noLLM {
-		c, err := llm.New(llm.Config{BaseURL: b.llm.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		completer = llm.Limit(c, settings.LLMMaxConcurrency, 60_000)
+	if opts.webhook != nil {
+		testWebhookSettings(&settings)
+		if opts.webhook.settings != nil {
+			opts.webhook.settings(&settings)
+		}
 	}
-	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
-		Store: b.db, LLM: completer, Search: search.None{}, Model: "test-model",
-		Freshness: settings.Freshness(), ClaimTTL: settings.ClaimTTL(), ClaimWait: settings.ClaimWait,
-		ClaimPoll: 20 * time.Millisecond, Logger: logger,
-	})
+	logger := testLogger(t)
 	workers := river.NewWorkers()
 	cw := &jobs.ClassifyWorker{
-		Store: b.db, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
+		DB: b.db.Pool, Pipeline: newPipeline(t, b.db.Pool, b.llm, opts.noLLM, settings, logger),
+		Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
 	}
 	if opts.webhook != nil {
-		b.webhook = opts.webhook.register(t, b, workers, cw, settings, logger)
+		b.webhook = opts.webhook.register(t, b, workers, settings, logger)
 	}
 	river.AddWorker(workers, cw)
 	var err error
@@ -88,18 +107,43 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 	return b
 }
 
-// submit accepts a job the way the API does: job rows and River job in one
-// transaction.
-func (b *testBundle) submit(t *testing.T, domains ...string) uuid.UUID {
+// accept writes a job the way the API does: River's job, then ours, in
+// the caller's transaction.
+func accept(t *testing.T, tx pgx.Tx, ins *jobs.Client, callbackURL string, domains ...string) (uuid.UUID, *rivertype.JobRow) {
 	t.Helper()
+	ctx := context.Background()
 	inputs, bad := classifier.NormalizeDomains(domains)
 	require.Empty(t, bad)
 	id := uuid.New()
-	_, err := b.db.JobCreate(context.Background(), db.JobCreateParams{
-		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs,
-	}, jobs.EnqueueClassify(b.client))
+	res, err := ins.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
 	require.NoError(t, err)
+	require.NoError(t, db.JobInsert(ctx, tx, db.JobInsertParams{
+		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs, CallbackURL: callbackURL, RiverJobID: res.Job.ID,
+	}))
+	return id, res.Job
+}
+
+// submit accepts a job and commits it, so that the client's workers see it.
+func (b *testBundle) submit(t *testing.T, domains ...string) uuid.UUID {
+	return b.submitWithCallback(t, "", domains...)
+}
+
+func (b *testBundle) submitWithCallback(t *testing.T, callbackURL string, domains ...string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer db.Rollback(ctx, tx)
+	id, _ := accept(t, tx, b.client, callbackURL, domains...)
+	require.NoError(t, tx.Commit(ctx))
 	return id
+}
+
+func (b *testBundle) job(t *testing.T, id uuid.UUID) *classifier.Job {
+	t.Helper()
+	job, err := db.JobGet(context.Background(), b.db.Pool, id)
+	require.NoError(t, err)
+	return job
 }
 
 // waitJob polls until the job reaches status, or fails the test.
@@ -107,9 +151,7 @@ func (b *testBundle) waitJob(t *testing.T, id uuid.UUID, status classifier.Statu
 	t.Helper()
 	var job *classifier.Job
 	require.Eventually(t, func() bool {
-		var err error
-		job, err = b.db.JobGet(context.Background(), id, nil)
-		require.NoError(t, err)
+		job = b.job(t, id)
 		return job.Status == status
 	}, 30*time.Second, 20*time.Millisecond, "job %s never reached %s", id, status)
 	return job
@@ -147,19 +189,57 @@ func output(t *testing.T, row *rivertype.JobRow) jobs.ClassifyOutput {
 	return out
 }
 
+// txBundle works one job at a time inside a test transaction with River's
+// test worker: the real insert and work path, rolled back at the end.
+type txBundle struct {
+	tx     pgx.Tx
+	llm    *llmtest.Server
+	client *jobs.Client // pool-less, for inserts into tx
+	worker *rivertest.Worker[jobs.ClassifyArgs, pgx.Tx]
+}
+
+func setupTx(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupOpts) *txBundle {
+	t.Helper()
+	b := &txBundle{tx: dbtest.TestTx(t), llm: llmtest.New(t, handle)}
+	settings := testSettings()
+	settings.DomainConcurrency = 1 // a transaction is one connection
+	logger := testLogger(t)
+	driver := riverpgxv5.New(nil)
+	var err error
+	b.client, err = river.NewClient(driver, &river.Config{})
+	require.NoError(t, err)
+	b.worker = rivertest.NewWorker(t, driver, &river.Config{Logger: logger}, &jobs.ClassifyWorker{
+		DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, opts.noLLM, settings, logger),
+		Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
+	})
+	return b
+}
+
+// work accepts a job of domains and works it once.
+func (b *txBundle) work(t *testing.T, callbackURL string, domains ...string) (*classifier.Job, *rivertest.WorkResult) {
+	t.Helper()
+	ctx := context.Background()
+	id, row := accept(t, b.tx, b.client, callbackURL, domains...)
+	res, err := b.worker.WorkJob(ctx, t, b.tx, row)
+	require.NoError(t, err)
+	job, err := db.JobGet(ctx, b.tx, id)
+	require.NoError(t, err)
+	return job, res
+}
+
 func TestClassifyWorker_Work(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
 	t.Run("AnswersFromTheModelAndStoresResults", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, byDomain(map[string]llmtest.Reply{
+		b := setupTx(t, byDomain(map[string]llmtest.Reply{
 			"acme.com":   llmtest.Answer(true, 5, "Makes chips."),
 			"crm.io":     llmtest.Answer(false, 4, "Sells software."),
 			"maybe.shop": llmtest.Answer(true, 2, "Possibly a DTC brand."),
 		}), setupOpts{})
-		id := b.submit(t, "acme.com", "crm.io", "maybe.shop")
-		job := b.waitJob(t, id, classifier.StatusCompleted)
+		job, res := b.work(t, "", "acme.com", "crm.io", "maybe.shop")
+		require.Equal(t, classifier.StatusCompleted, job.Status)
 
 		acme := resultOf(job, "acme.com")
 		require.Equal(t, classifier.StatusCompleted, acme.Status)
@@ -171,23 +251,34 @@ func TestClassifyWorker_Work(t *testing.T) {
 		require.Equal(t, 2, resultOf(job, "maybe.shop").Confidence)
 		require.NotNil(t, job.CompletedAt)
 
-		shared, err := b.db.ResultGet(ctx, "cpg", "crm.io")
+		shared, err := db.ResultGet(ctx, b.tx, "cpg", "crm.io")
 		require.NoError(t, err)
 		require.Equal(t, "Sells software.", shared.Reasoning)
 		require.Equal(t, "test-model", shared.Model)
 		require.Equal(t, "v1", shared.PromptVersion)
 
-		row := b.riverJob(t, job)
-		require.Equal(t, rivertype.JobStateCompleted, row.State)
-		require.Equal(t, jobs.ClassifyOutput{Domains: 3, LLM: 3}, output(t, row))
+		require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+		require.Equal(t, jobs.ClassifyOutput{Domains: 3, Counts: jobs.Counts{LLM: 3}}, output(t, res.Job))
+		rivertest.RequireNotInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.WebhookArgs{}, nil)
+	})
+
+	t.Run("CompletingQueuesTheWebhookInTheSameTransaction", func(t *testing.T) {
+		t.Parallel()
+		b := setupTx(t, byDomain(nil), setupOpts{})
+		job, _ := b.work(t, "https://example.com/hooks", "acme.com")
+		require.Equal(t, classifier.StatusCompleted, job.Status)
+		hook := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.WebhookArgs{},
+			&rivertest.RequireInsertedOpts{Queue: jobs.QueueWebhook, MaxAttempts: testSettings().WebhookMaxAttempts()})
+		require.Equal(t, job.ID.String(), hook.Args.JobID)
+		require.True(t, job.CompletedAt.Equal(hook.Args.EndedAt), "the delivery names this end")
 	})
 
 	t.Run("KnownCompanyNeedsNoModel", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, byDomain(nil), setupOpts{})
-		_, _, err := b.db.KnownImport(ctx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		b := setupTx(t, byDomain(nil), setupOpts{})
+		_, _, err := db.KnownCompanyImport(ctx, b.tx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
 		require.NoError(t, err)
-		job := b.waitJob(t, b.submit(t, "www.unilever.com"), classifier.StatusCompleted)
+		job, _ := b.work(t, "", "www.unilever.com")
 		r := resultOf(job, "unilever.com")
 		require.Equal(t, classifier.SourceKnown, r.Source)
 		require.True(t, r.Answer)
@@ -197,47 +288,84 @@ func TestClassifyWorker_Work(t *testing.T) {
 
 	t.Run("ResubmitIsServedFromCache", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, byDomain(nil), setupOpts{})
-		first := b.waitJob(t, b.submit(t, "acme.com"), classifier.StatusCompleted)
-		second := b.waitJob(t, b.submit(t, "https://www.acme.com/"), classifier.StatusCompleted)
+		b := setupTx(t, byDomain(nil), setupOpts{})
+		first, _ := b.work(t, "", "acme.com")
+		second, res := b.work(t, "", "https://www.acme.com/")
 		require.Equal(t, classifier.SourceLLM, resultOf(first, "acme.com").Source)
 		cached := resultOf(second, "acme.com")
 		require.Equal(t, classifier.SourceCache, cached.Source)
 		require.Equal(t, resultOf(first, "acme.com").Reasoning, cached.Reasoning)
 		require.Equal(t, 1, b.llm.Calls("acme.com"))
-		require.Equal(t, jobs.ClassifyOutput{Domains: 1, Cache: 1}, output(t, b.riverJob(t, second)))
+		require.Equal(t, jobs.ClassifyOutput{Domains: 1, Counts: jobs.Counts{Cache: 1}}, output(t, res.Job))
 	})
 
 	t.Run("LowConfidenceAndFailedAreAskedAgain", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, byDomain(map[string]llmtest.Reply{
+		b := setupTx(t, byDomain(map[string]llmtest.Reply{
 			"low.com": llmtest.Answer(true, 1, "No idea."),
 			"bad.com": {Content: "I would say yes."},
 		}), setupOpts{})
-		first := b.waitJob(t, b.submit(t, "low.com", "bad.com"), classifier.StatusCompleted)
+		first, _ := b.work(t, "", "low.com", "bad.com")
 		require.Equal(t, classifier.StatusFailed, resultOf(first, "bad.com").Status)
-		b.waitJob(t, b.submit(t, "low.com", "bad.com"), classifier.StatusCompleted)
+		b.work(t, "", "low.com", "bad.com")
 		require.Equal(t, 2, b.llm.Calls("low.com"))
 		require.Equal(t, 2, b.llm.Calls("bad.com"))
 	})
 
 	t.Run("UnreadableOutputFailsOnlyThatDomain", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, byDomain(map[string]llmtest.Reply{
+		b := setupTx(t, byDomain(map[string]llmtest.Reply{
 			"vague.com": {Content: `{"is_cpg": "maybe", "confidence": 3, "reasoning": "Unclear."}`},
 		}), setupOpts{})
-		job := b.waitJob(t, b.submit(t, "vague.com", "fine.com"), classifier.StatusCompleted)
+		job, res := b.work(t, "", "vague.com", "fine.com")
+		require.Equal(t, classifier.StatusCompleted, job.Status)
 		vague := resultOf(job, "vague.com")
 		require.Equal(t, classifier.StatusFailed, vague.Status)
 		require.Equal(t, classifier.SourceLLM, vague.Source)
 		require.Equal(t, `unreadable model output: is_cpg is not a clear yes or no: "maybe"`, vague.Error)
 		require.Equal(t, classifier.StatusCompleted, resultOf(job, "fine.com").Status)
-		require.Equal(t, jobs.ClassifyOutput{Domains: 2, LLM: 1, Failed: 1}, output(t, b.riverJob(t, job)))
+		require.Equal(t, jobs.ClassifyOutput{Domains: 2, Counts: jobs.Counts{LLM: 1, Failed: 1}}, output(t, res.Job))
 
-		cached, err := b.db.ResultGet(ctx, "cpg", "vague.com")
-		require.NoError(t, err)
-		require.Nil(t, cached, "a FAILED answer never counts as cached")
+		_, err := db.ResultGet(ctx, b.tx, "cpg", "vague.com")
+		require.ErrorIs(t, err, db.ErrNotFound, "a FAILED answer never counts as cached")
 	})
+
+	t.Run("UnknownJobIsCancelledAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupTx(t, byDomain(nil), setupOpts{})
+		res, err := b.worker.Work(ctx, t, b.tx, jobs.ClassifyArgs{JobID: uuid.NewString()}, nil)
+		require.NoError(t, err)
+		require.Equal(t, rivertype.JobStateCancelled, res.Job.State)
+		require.Equal(t, 1, res.Job.Attempt, "cancelled on the first attempt, no retry loop")
+	})
+
+	t.Run("WithoutAnLLMKnownAndCachedAreAnsweredOthersFail", func(t *testing.T) {
+		t.Parallel()
+		b := setupTx(t, byDomain(nil), setupOpts{noLLM: true})
+		_, _, err := db.KnownCompanyImport(ctx, b.tx, "cpg", []db.KnownCompanyRow{{Domain: "known.com", Name: "Known Co"}})
+		require.NoError(t, err)
+		seed, _ := accept(t, b.tx, b.client, "", "cached.com")
+		require.NoError(t, db.JobDomainFinish(ctx, b.tx, seed, 0, classifier.Result{
+			Domain: "cached.com", Classifier: "cpg", Status: classifier.StatusCompleted, Answer: true,
+			Confidence: 4, Reasoning: "Soap.", Source: classifier.SourceLLM, ClassifiedAt: time.Now(),
+		}, "seed"))
+
+		job, _ := b.work(t, "", "known.com", "cached.com", "new.com")
+		require.Equal(t, classifier.StatusCompleted, job.Status)
+		require.Equal(t, classifier.SourceKnown, resultOf(job, "known.com").Source)
+		require.Equal(t, classifier.SourceCache, resultOf(job, "cached.com").Source)
+		require.Equal(t, "Soap.", resultOf(job, "cached.com").Reasoning)
+		require.Equal(t, classifier.StatusFailed, resultOf(job, "new.com").Status)
+		require.Equal(t, "no LLM configured", resultOf(job, "new.com").Error)
+		require.Zero(t, b.llm.Total())
+	})
+}
+
+// TestClassifyWorker_WithRiver runs the workers in a started River client:
+// retries, snoozes, cancels and jobs running side by side.
+func TestClassifyWorker_WithRiver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
 
 	t.Run("RedeliveredJobSkipsFinalDomains", func(t *testing.T) {
 		t.Parallel()
@@ -253,7 +381,7 @@ func TestClassifyWorker_Work(t *testing.T) {
 		row := b.riverJob(t, job)
 		require.Equal(t, 2, row.Attempt)
 		require.Len(t, row.Errors, 1)
-		require.Equal(t, jobs.ClassifyOutput{Domains: 2, AlreadyFinal: 1, LLM: 1}, output(t, row))
+		require.Equal(t, jobs.ClassifyOutput{Domains: 2, AlreadyFinal: 1, Counts: jobs.Counts{LLM: 1}}, output(t, row))
 	})
 
 	t.Run("ConcurrentJobsSharingADomainPayOnce", func(t *testing.T) {
@@ -270,9 +398,8 @@ func TestClassifyWorker_Work(t *testing.T) {
 		second := b.submit(t, "two.com", "shared.com")
 		// Hold the model until both jobs are running, so both want shared.com.
 		require.Eventually(t, func() bool {
-			j1, _ := b.db.JobGet(ctx, first, nil)
-			j2, _ := b.db.JobGet(ctx, second, nil)
-			return j1.Status == classifier.StatusRunning && j2.Status == classifier.StatusRunning && b.llm.Calls("shared.com") == 1
+			return b.job(t, first).Status == classifier.StatusRunning && b.job(t, second).Status == classifier.StatusRunning &&
+				b.llm.Calls("shared.com") == 1
 		}, 10*time.Second, 10*time.Millisecond)
 		close(release)
 		j1 := b.waitJob(t, first, classifier.StatusCompleted)
@@ -316,14 +443,6 @@ func TestClassifyWorker_Work(t *testing.T) {
 		require.Equal(t, classifier.StatusPending, resultOf(job, "acme.com").Status)
 	})
 
-	t.Run("UnknownJobIsCancelledAtOnce", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, byDomain(nil), setupOpts{})
-		res, err := b.client.Insert(ctx, jobs.ClassifyArgs{JobID: uuid.NewString()}, nil)
-		require.NoError(t, err)
-		requireCancelled(t, b, res.Job.ID)
-	})
-
 	t.Run("MalformedArgsAreCancelledAtOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, byDomain(nil), setupOpts{})
@@ -351,26 +470,6 @@ func TestClassifyWorker_Work(t *testing.T) {
 		close(release)
 		b.waitJob(t, id, classifier.StatusCompleted)
 		require.Zero(t, inTx, "a transaction was open while the model was thinking")
-	})
-
-	t.Run("WithoutAnLLMKnownAndCachedAreAnsweredOthersFail", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, byDomain(nil), setupOpts{noLLM: true})
-		_, _, err := b.db.KnownImport(ctx, "cpg", []db.KnownCompanyRow{{Domain: "known.com", Name: "Known Co"}})
-		require.NoError(t, err)
-		seed := b.submit(t, "cached.com")
-		require.NoError(t, b.db.JobDomainFinish(ctx, seed, 0, classifier.Result{
-			Domain: "cached.com", Classifier: "cpg", Status: classifier.StatusCompleted, Answer: true,
-			Confidence: 4, Reasoning: "Soap.", Source: classifier.SourceLLM, ClassifiedAt: time.Now(),
-		}, "seed"))
-
-		job := b.waitJob(t, b.submit(t, "known.com", "cached.com", "new.com"), classifier.StatusCompleted)
-		require.Equal(t, classifier.SourceKnown, resultOf(job, "known.com").Source)
-		require.Equal(t, classifier.SourceCache, resultOf(job, "cached.com").Source)
-		require.Equal(t, "Soap.", resultOf(job, "cached.com").Reasoning)
-		require.Equal(t, classifier.StatusFailed, resultOf(job, "new.com").Status)
-		require.Equal(t, "no LLM configured", resultOf(job, "new.com").Error)
-		require.Zero(t, b.llm.Total())
 	})
 }
 

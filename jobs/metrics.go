@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 )
 
-// Metrics are the worker-side Prometheus metrics (DESIGN §8). A nil
+// Metrics are the worker-side Prometheus metrics. A nil
 // *Metrics records nothing.
 type Metrics struct {
 	domainResults     *prometheus.CounterVec
@@ -97,20 +98,11 @@ func (m *Metrics) ObserveLLMRequest(status string, d time.Duration, promptTokens
 	m.llmTokens.WithLabelValues("completion").Add(float64(completionTokens))
 }
 
-// QueueStatser reads River job counts.
-type QueueStatser interface {
-	QueueStats(ctx context.Context) ([]db.QueueStat, error)
-}
-
-// riverStates are reported for every queue, zero included, so that a series
-// does not vanish when its count drops to nothing.
-var riverStates = []string{"available", "scheduled", "pending", "running", "retryable", "completed", "cancelled", "discarded"}
-
 // QueueCollector exports domainclass_queue_jobs{queue,state} and
 // domainclass_queue_oldest_available_age_seconds{queue} from one query,
 // run at most once per interval whatever the number of scrapes.
 type QueueCollector struct {
-	stats    QueueStatser
+	db       db.DBTX
 	interval time.Duration
 	queues   []string
 	logger   *slog.Logger
@@ -123,11 +115,11 @@ type QueueCollector struct {
 	queries int
 }
 
-// NewQueueCollector returns a collector over stats for the given queues
+// NewQueueCollector returns a collector over exec (the pool) for the given queues
 // (others appear once they have jobs).
-func NewQueueCollector(stats QueueStatser, interval time.Duration, logger *slog.Logger, queues ...string) *QueueCollector {
+func NewQueueCollector(exec db.DBTX, interval time.Duration, logger *slog.Logger, queues ...string) *QueueCollector {
 	return &QueueCollector{
-		stats: stats, interval: interval, queues: queues, logger: logger,
+		db: exec, interval: interval, queues: queues, logger: logger,
 		jobs: prometheus.NewDesc("domainclass_queue_jobs",
 			"River jobs by queue and state (refreshed at most every few seconds).", []string{"queue", "state"}, nil),
 		oldest: prometheus.NewDesc("domainclass_queue_oldest_available_age_seconds",
@@ -156,8 +148,10 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 		oldest[s.Queue] = max(oldest[s.Queue], s.OldestDueSeconds)
 	}
 	for q := range queues {
-		for _, state := range riverStates {
-			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[[2]string{q, state}]), q, state)
+		// Every state, zero included, so that a series does not vanish when
+		// its count drops to nothing.
+		for _, state := range rivertype.JobStates() {
+			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[[2]string{q, string(state)}]), q, string(state))
 		}
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest[q], q)
 	}
@@ -179,7 +173,7 @@ func (c *QueueCollector) refresh() []db.QueueStat {
 	ctx, cancel := context.WithTimeout(context.Background(), db.QueueStatsTimeout)
 	defer cancel()
 	c.queries++
-	stats, err := c.stats.QueueStats(ctx)
+	stats, err := db.QueueStats(ctx, c.db)
 	if err != nil {
 		// Keep serving the last numbers; try again at the next interval.
 		c.logger.Warn("error reading queue stats", "error", err)

@@ -84,7 +84,7 @@ func TestQueueCollector(t *testing.T) {
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()
-	collector := jobs.NewQueueCollector(d, time.Hour, slog.New(slog.DiscardHandler), jobs.QueueClassify, "webhook")
+	collector := jobs.NewQueueCollector(d.Pool, time.Hour, slog.New(slog.DiscardHandler), jobs.QueueClassify, "webhook")
 	reg.MustRegister(collector)
 
 	before := counter.n.Load()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/domainclass/domainclass/db"
 )
 
 // PurgeArgs is the periodic clean-up of expired Idempotency-Keys (they
@@ -34,15 +36,10 @@ const PurgeInterval = time.Hour
 // transactions.
 const purgeBatch = 5000
 
-// PurgeStore is what the purge needs from storage.
-type PurgeStore interface {
-	IdempotencyKeyPurge(ctx context.Context, batch int) (int64, error)
-}
-
 // PurgeWorker deletes expired Idempotency-Keys.
 type PurgeWorker struct {
 	river.WorkerDefaults[PurgeArgs]
-	Store  PurgeStore
+	DB     db.DBTX
 	Logger *slog.Logger
 }
 
@@ -50,7 +47,7 @@ type PurgeWorker struct {
 func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
 	var total int64
 	for {
-		n, err := w.Store.IdempotencyKeyPurge(ctx, purgeBatch)
+		n, err := db.IdempotencyKeyPurge(ctx, w.DB, purgeBatch)
 		if err != nil {
 			return fmt.Errorf("error purging idempotency keys: %w", err)
 		}

@@ -15,17 +15,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi/wire"
 )
-
-// WebhookEventType is the "type" of every delivery.
-const WebhookEventType = "classification.completed"
 
 // Outcomes of one delivery attempt, reported to WebhookWorker.OnDelivery
 // (the outcome label of domainclass_webhook_deliveries_total).
@@ -82,25 +77,11 @@ func (a WebhookArgs) WebhookID() string {
 	return "msg_" + a.JobID + "_" + strconv.FormatInt(a.EndedAt.UnixMicro(), 10)
 }
 
-// WebhookPayload is the body of a delivery: the job exactly as GET
-// /domains/classify/{id} shows it, plus the event type and the time of the
-// event (when the job ended).
-type WebhookPayload struct {
-	Type      string    `json:"type"`
-	Timestamp time.Time `json:"timestamp"`
-	classifier.JobReport
-}
-
 // WebhookOutput is recorded on the River job (River UI shows it).
 type WebhookOutput struct {
 	WebhookID  string `json:"webhook_id"`
 	StatusCode int    `json:"status_code,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
-}
-
-// WebhookStore is what the webhook worker needs from storage.
-type WebhookStore interface {
-	JobGet(ctx context.Context, id uuid.UUID, caller *string) (*classifier.Job, error)
 }
 
 // WebhookClient returns the HTTP client of deliveries: the guarded dialer
@@ -118,7 +99,7 @@ func WebhookClient(allowPrivate bool, timeout time.Duration) *http.Client {
 type WebhookWorker struct {
 	river.WorkerDefaults[WebhookArgs]
 
-	Store WebhookStore
+	DB db.DBTX
 	// Client sends the requests; use WebhookClient.
 	Client *http.Client
 	// Key signs deliveries (ParseWebhookSecret of WEBHOOK_SECRET). Without
@@ -179,9 +160,9 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err != nil {
 		return w.skip(ctx, log, fmt.Errorf("malformed args: job_id %q is not a UUID", job.Args.JobID))
 	}
-	j, err := w.Store.JobGet(ctx, id, nil)
+	j, err := db.JobGet(ctx, w.DB, id)
 	switch {
-	case classifier.ErrorCode(err) == classifier.ENOTFOUND:
+	case errors.Is(err, db.ErrNotFound):
 		return w.skip(ctx, log, fmt.Errorf("job %s does not exist", id))
 	case err != nil:
 		return w.fail(ctx, log, job, fmt.Errorf("error loading job %s: %w", id, err))
@@ -200,7 +181,8 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return w.fail(ctx, log, job, errors.New("WEBHOOK_SECRET is not set in this worker, so deliveries cannot be signed"))
 	}
 
-	body, err := json.Marshal(WebhookPayload{Type: WebhookEventType, Timestamp: j.CompletedAt.UTC(), JobReport: j.Report()})
+	body, err := json.Marshal(wire.WebhookPayload{Type: wire.EventClassificationCompleted, Timestamp: j.CompletedAt.UTC(),
+		JobReport: wire.NewJobReport(j)})
 	if err != nil {
 		return w.fail(ctx, log, job, fmt.Errorf("error encoding the report: %w", err))
 	}
@@ -246,7 +228,7 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		w.report(WebhookGone)
 		return river.JobCancel(fmt.Errorf("%s answered 410 Gone: the receiver asked for no more deliveries", dest))
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
-		if after, ok := llm.ParseRetryAfter(resp.Header, time.Now()); ok && snoozes(job) < w.Settings.WebhookMaxThrottles {
+		if after, ok := netguard.ParseRetryAfter(resp.Header, time.Now()); ok && snoozes(job) < w.Settings.WebhookMaxThrottles {
 			after = min(after, w.Settings.MaxSnooze)
 			log.InfoContext(ctx, "webhook receiver throttled; waiting as asked", "retry_after", after.String())
 			w.report(WebhookThrottled)
@@ -315,34 +297,4 @@ func excerpt(b []byte) string {
 		return fmt.Sprintf(": %q…", b[:limit])
 	}
 	return fmt.Sprintf(": %q", b)
-}
-
-// WebhookEnqueuer queues the delivery of a job end.
-type WebhookEnqueuer struct {
-	Settings Settings
-}
-
-// OnJobEnd is a ClassifyWorker.OnJobEnd. It runs inside the transaction
-// that ends the job (which runs only when the job really ended, once per
-// end), and inserts the WebhookArgs of this end when the job has a callback
-// URL: the delivery is queued if and only if the end commits. It inserts
-// through the River client of the running worker (from ctx). An error rolls
-// the end back.
-func (e WebhookEnqueuer) OnJobEnd(ctx context.Context, tx pgx.Tx, jobID uuid.UUID) error {
-	end, err := db.JobEndGetTx(ctx, tx, jobID)
-	if err != nil {
-		return fmt.Errorf("error reading the end of job %s: %w", jobID, err)
-	}
-	if end.CallbackURL == "" {
-		return nil
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return fmt.Errorf("error enqueueing webhook of job %s: %w", jobID, err)
-	}
-	if _, err := client.InsertTx(ctx, tx, WebhookArgs{JobID: jobID.String(), EndedAt: end.CompletedAt},
-		&river.InsertOpts{MaxAttempts: e.Settings.WebhookMaxAttempts()}); err != nil {
-		return fmt.Errorf("error enqueueing webhook of job %s: %w", jobID, err)
-	}
-	return nil
 }

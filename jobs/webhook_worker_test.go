@@ -26,7 +26,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
-	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -67,19 +67,14 @@ func testWebhookSettings(s *jobs.Settings) {
 	s.WebhookTimeout = 5 * time.Second
 }
 
-func (o *webhookOpts) register(t *testing.T, b *testBundle, workers *river.Workers, cw *jobs.ClassifyWorker,
+func (o *webhookOpts) register(t *testing.T, b *testBundle, workers *river.Workers,
 	settings jobs.Settings, logger *slog.Logger) *webhookBundle {
 	t.Helper()
-	testWebhookSettings(&settings)
-	if o.settings != nil {
-		o.settings(&settings)
-	}
 	wb := &webhookBundle{secret: newSecret(t)}
 	key, err := jobs.ParseWebhookSecret(wb.secret)
 	require.NoError(t, err)
-	cw.OnJobEnd = jobs.WebhookEnqueuer{Settings: settings}.OnJobEnd
 	river.AddWorker(workers, &jobs.WebhookWorker{
-		Store: b.db, Client: jobs.WebhookClient(!o.refusePrivate, settings.WebhookTimeout), Key: key,
+		DB: b.db.Pool, Client: jobs.WebhookClient(!o.refusePrivate, settings.WebhookTimeout), Key: key,
 		UserAgent: "domainclass/test", Settings: settings, Logger: logger,
 		OnDelivery: func(outcome string) {
 			wb.mu.Lock()
@@ -144,19 +139,6 @@ func answerStatuses(statuses ...int) func(int, http.ResponseWriter, *http.Reques
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-}
-
-// submitWithCallback accepts a job with a callback URL, the way the API does.
-func (b *testBundle) submitWithCallback(t *testing.T, callbackURL string, domains ...string) uuid.UUID {
-	t.Helper()
-	inputs, bad := classifier.NormalizeDomains(domains)
-	require.Empty(t, bad)
-	id := uuid.New()
-	_, err := b.db.JobCreate(context.Background(), db.JobCreateParams{
-		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs, CallbackURL: callbackURL,
-	}, jobs.EnqueueClassify(b.client))
-	require.NoError(t, err)
-	return id
 }
 
 // webhookJobs lists the River webhook jobs.
@@ -236,7 +218,7 @@ func TestWebhookWorker_Work(t *testing.T) {
 		require.Equal(t, job.CompletedAt.UTC().Format(time.RFC3339Nano), payload["timestamp"])
 		delete(payload, "type")
 		delete(payload, "timestamp")
-		report, err := json.Marshal(job.Report())
+		report, err := json.Marshal(wire.NewJobReport(job))
 		require.NoError(t, err)
 		var want map[string]any
 		require.NoError(t, json.Unmarshal(report, &want))

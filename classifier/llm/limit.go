@@ -10,6 +10,22 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 )
 
+// The reviewed bounds on model calls, per worker process. Sizes come from
+// Little's law, L = λ·W: the calls in flight equal the arrival rate times
+// the time each takes. A fresh domain costs about W = 2–3 s (search ≈ 0.5–1
+// s + model ≈ 1.5 s), so 8 calls in flight serve λ ≈ 3 domains/s (≈ 190 a
+// minute), under the rate limit. Change one in a reviewed commit, or per
+// deployment through the environment.
+const (
+	// DefaultMaxConcurrency: 8 calls in flight saturate a small-tier
+	// provider account without queueing hundreds of requests on its side; a
+	// burst of 500 jobs still means 8.
+	DefaultMaxConcurrency = 8
+	// DefaultRatePerMinute: 300 leaves 40% headroom under a 500 RPM tier
+	// and caps spend if latency drops (8 slots at 0.5 s would be 960/min).
+	DefaultRatePerMinute = 300
+)
+
 // Limited bounds the calls of a Completer for the whole process: at most
 // concurrency in flight, started no faster than perMinute.
 type Limited struct {

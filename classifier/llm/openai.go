@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
+
 	"sync"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/netguard"
 )
 
 // Response formats, strictest first. "auto" starts with json_schema and
@@ -29,12 +30,18 @@ const (
 	FormatNone       = "none"
 )
 
+// DefaultTimeout bounds one model call: small models answer in 1–3 s,
+// reasoning models in tens of seconds; beyond 60 s the call is given up
+// and retried. A reviewed setting: change it in a reviewed commit, or per
+// deployment through the environment.
+const DefaultTimeout = 60 * time.Second
+
 // Config configures a Client.
 type Config struct {
 	// BaseURL of the API including /v1; "" is OpenAI's.
 	BaseURL string
 	APIKey  string
-	// Timeout bounds one request.
+	// Timeout bounds one request; 0 is DefaultTimeout.
 	Timeout time.Duration
 	// MaxRetries is the SDK's own retries per call. It is 0 by default:
 	// River owns retries (with backoff, attempts and a FAILED end), and a
@@ -74,7 +81,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("unknown LLM response format %q (want auto, json_schema, json_object or none)", cfg.ResponseFormat)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 60 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.DefaultRetryAfter <= 0 {
 		cfg.DefaultRetryAfter = 10 * time.Second
@@ -213,29 +220,10 @@ func (c *Client) retryAfter(resp *http.Response) time.Duration {
 	if resp == nil {
 		return c.cfg.DefaultRetryAfter
 	}
-	if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
+	if d, ok := netguard.ParseRetryAfter(resp.Header, time.Now()); ok {
 		return d
 	}
 	return c.cfg.DefaultRetryAfter
-}
-
-// ParseRetryAfter reads Retry-After-Ms, then Retry-After as seconds or an
-// HTTP date. It reports false when neither is usable.
-func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); err == nil && ms >= 0 {
-		return time.Duration(ms * float64(time.Millisecond)), true
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second)), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 // RateLimitError is a 429 from the provider: not a failure of the domain.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/netguard"
 )
 
 // Brave asks the Brave Search API about the domain and keeps the top
@@ -66,7 +66,7 @@ func (b *Brave) Search(ctx context.Context, domain string) (classifier.Evidence,
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		after, ok := llm.ParseRetryAfter(resp.Header, time.Now())
+		after, ok := netguard.ParseRetryAfter(resp.Header, time.Now())
 		if !ok {
 			after = time.Second // Brave's plans are per-second limits
 		}

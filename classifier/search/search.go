@@ -19,9 +19,16 @@ const (
 	ProviderBrave    = "brave"
 )
 
+// DefaultTimeout bounds one search or homepage fetch: evidence that takes
+// longer than 10 s is skipped rather than holding up the domain (and a
+// worker slot) for it. A reviewed setting: change it in a reviewed commit,
+// or per deployment through the environment.
+const DefaultTimeout = 10 * time.Second
+
 // Config selects and configures a provider.
 type Config struct {
-	Provider     string
+	Provider string
+	// Timeout bounds one search; 0 is DefaultTimeout.
 	Timeout      time.Duration
 	AllowPrivate bool // homepage: allow private addresses (tests, local)
 	BraveAPIKey  string
@@ -33,7 +40,7 @@ type Config struct {
 // provider name or a brave provider without a key.
 func New(cfg Config) (classifier.Searcher, error) {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	switch cfg.Provider {
 	case ProviderNone, "":
@@ -43,7 +50,7 @@ func New(cfg Config) (classifier.Searcher, error) {
 		return &Homepage{Client: d.Client(cfg.Timeout, 5), Timeout: cfg.Timeout, UserAgent: cfg.UserAgent}, nil
 	case ProviderBrave:
 		if cfg.BraveAPIKey == "" {
-			return nil, fmt.Errorf("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
+			return nil, fmt.Errorf("the brave search provider needs an API key")
 		}
 		return &Brave{BaseURL: cfg.BraveBaseURL, APIKey: cfg.BraveAPIKey, Timeout: cfg.Timeout,
 			Client: &http.Client{Timeout: cfg.Timeout}}, nil

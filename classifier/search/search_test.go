@@ -190,7 +190,7 @@ func TestNew(t *testing.T) {
 	_, err := search.New(search.Config{Provider: "google"})
 	require.EqualError(t, err, `unknown SEARCH_PROVIDER "google" (want none, homepage or brave)`)
 	_, err = search.New(search.Config{Provider: "brave"})
-	require.EqualError(t, err, "SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
+	require.EqualError(t, err, "the brave search provider needs an API key")
 	s, err := search.New(search.Config{Provider: "none"})
 	require.NoError(t, err)
 	ev, err := s.Search(context.Background(), "a.com")

@@ -1,106 +1,150 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"text/tabwriter"
 	"time"
 
-	"github.com/domainclass/domainclass/classifier"
+	"github.com/spf13/cobra"
+
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
 )
 
-const apikeyUsage = `Usage:
-  domainclass apikey create NAME [--rate-per-minute N] [--max-queued-domains N]
-  domainclass apikey list
-  domainclass apikey revoke NAME
-  domainclass apikey limits NAME [--rate-per-minute N] [--max-queued-domains N]   (0: the default)
-`
-
 var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// runAPIKey manages callers' API keys.
-func runAPIKey(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{`"apikey" needs a subcommand: create, list, revoke or limits`}
+// apikeyCommands manage callers' API keys: create, list, revoke, limits.
+func (c *cli) apikeyCommands() []*cobra.Command {
+	withLimits := func(cmd *cobra.Command, rate, queued *int) *cobra.Command {
+		cmd.Flags().IntVar(rate, "rate-per-minute", 0, "accepted jobs per minute for this key (0: the default)")
+		cmd.Flags().IntVar(queued, "max-queued-domains", 0, "domains queued and not yet answered for this key (0: the default)")
+		return cmd
 	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, apikeyUsage)
-		return nil
-	case "create", "list", "revoke", "limits":
-	default:
-		return &usageError{fmt.Sprintf("unknown apikey subcommand %q (want create, list, revoke or limits)", args[0])}
-	}
-	sub := args[0]
-	fs := newFlagSet("apikey "+sub, "apikey "+sub+" NAME", stdout)
-	rate := fs.Int("rate-per-minute", 0, "accepted jobs per minute for this key (0: the default)")
-	queued := fs.Int("max-queued-domains", 0, "domains queued and not yet answered for this key (0: the default)")
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	wantNames := map[string]int{"create": 1, "list": 0, "revoke": 1, "limits": 1}[sub]
-	if fs.NArg() != wantNames {
-		return &usageError{fmt.Sprintf("apikey %s takes %d name(s), got %d", sub, wantNames, fs.NArg())}
-	}
-	name := fs.Arg(0)
-	if wantNames == 1 && !keyName.MatchString(name) {
-		return &usageError{fmt.Sprintf("%q is not a valid key name: 1-64 letters, digits, dots, dashes or underscores", name)}
-	}
-	if *rate < 0 || *queued < 0 {
-		return &usageError{"limits must not be negative"}
+	var rate, queued int
+	create := withLimits(&cobra.Command{
+		Use:   "create NAME [--rate-per-minute N] [--max-queued-domains N]",
+		Short: "create a caller's key and print it once (only its hash is stored)",
+		Args:  keyNameArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkLimits(rate, queued); err != nil {
+				return err
+			}
+			return c.withDB(cmd, "apikey", func(d *db.DB, _ Config) error {
+				key, hash := httpapi.NewAPIKey()
+				err := db.APIKeyInsert(cmd.Context(), d.Pool, db.APIKey{Name: args[0], Prefix: key[:8], RatePerMinute: rate, MaxQueuedDomains: queued}, hash)
+				if errors.Is(err, db.ErrConflict) {
+					return fmt.Errorf("an API key named %q already exists", args[0])
+				} else if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stderr, "API key %q created. It is shown once, here; only its hash is stored:\n", args[0])
+				fmt.Fprintln(c.stdout, key)
+				return nil
+			})
+		},
+	}, &rate, &queued)
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "list keys: name, prefix, created, last used, revoked, limits",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.withDB(cmd, "apikey", func(d *db.DB, cfg Config) error {
+				keys, err := db.APIKeyList(cmd.Context(), d.Pool)
+				if err != nil {
+					return err
+				}
+				if len(keys) == 0 {
+					fmt.Fprintln(c.stdout, "no API keys; create one with: domainclass apikey create NAME")
+					return nil
+				}
+				tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tKEY\tCREATED\tLAST USED\tREVOKED\tJOBS/MIN\tMAX QUEUED")
+				for _, k := range keys {
+					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, stamp(&k.CreatedAt), stamp(k.LastUsedAt), stamp(k.RevokedAt),
+						limitText(k.RatePerMinute, cfg.Callers.RatePerMinute), limitText(k.MaxQueuedDomains, cfg.Callers.MaxQueuedDomains))
+				}
+				return tw.Flush()
+			})
+		},
 	}
 
-	cfg, err := LoadConfig(environ)
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "revoke a key (refused within AUTH_CACHE_TTL)",
+		Args:  keyNameArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.withDB(cmd, "apikey", func(d *db.DB, cfg Config) error {
+				if err := db.APIKeyRevoke(cmd.Context(), d.Pool, args[0]); err != nil {
+					return keyError(err, args[0])
+				}
+				fmt.Fprintf(c.stdout, "API key %q revoked; requests with it are refused within %s.\n", args[0], cfg.AuthCacheTTL)
+				return nil
+			})
+		},
+	}
+
+	var setRate, setQueued int
+	limits := withLimits(&cobra.Command{
+		Use:   "limits NAME [--rate-per-minute N] [--max-queued-domains N]",
+		Short: "set a key's limits (0: the default)",
+		Args:  keyNameArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkLimits(setRate, setQueued); err != nil {
+				return err
+			}
+			return c.withDB(cmd, "apikey", func(d *db.DB, cfg Config) error {
+				if err := db.APIKeySetLimits(cmd.Context(), d.Pool, args[0], setRate, setQueued); err != nil {
+					return keyError(err, args[0])
+				}
+				fmt.Fprintf(c.stdout, "API key %q: %s jobs a minute, %s queued domains.\n", args[0],
+					limitText(setRate, cfg.Callers.RatePerMinute), limitText(setQueued, cfg.Callers.MaxQueuedDomains))
+				return nil
+			})
+		},
+	}, &setRate, &setQueued)
+	return []*cobra.Command{create, list, revoke, limits}
+}
+
+// withDB reads the config, opens a small pool for command and runs fn.
+func (c *cli) withDB(cmd *cobra.Command, command string, fn func(*db.DB, Config) error) error {
+	cfg, err := c.config()
 	if err != nil {
 		return err
 	}
-	d, err := cfg.openDB(ctx, "apikey", 2)
+	d, err := cfg.openDB(cmd.Context(), command, 2)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	return fn(d, cfg)
+}
 
-	switch sub {
-	case "create":
-		key, hash := httpapi.NewAPIKey()
-		if err := d.APIKeyCreate(ctx, db.APIKey{Name: name, Prefix: key[:8], RatePerMinute: *rate, MaxQueuedDomains: *queued}, hash); err != nil {
-			return fmt.Errorf("%s", classifier.ErrorMessage(err))
-		}
-		fmt.Fprintf(stderr, "API key %q created. It is shown once, here; only its hash is stored:\n", name)
-		fmt.Fprintln(stdout, key)
-	case "revoke":
-		if err := d.APIKeyRevoke(ctx, name); err != nil {
-			return fmt.Errorf("%s", classifier.ErrorMessage(err))
-		}
-		fmt.Fprintf(stdout, "API key %q revoked; requests with it are refused within %s.\n", name, cfg.Settings.AuthCacheTTL)
-	case "limits":
-		if err := d.APIKeySetLimits(ctx, name, *rate, *queued); err != nil {
-			return fmt.Errorf("%s", classifier.ErrorMessage(err))
-		}
-		fmt.Fprintf(stdout, "API key %q: %s jobs a minute, %s queued domains.\n", name,
-			limitText(*rate, cfg.Settings.CallerRatePerMinute), limitText(*queued, cfg.Settings.CallerMaxQueuedDomains))
-	case "list":
-		keys, err := d.APIKeyList(ctx)
-		if err != nil {
-			return fmt.Errorf("%s", classifier.ErrorMessage(err))
-		}
-		if len(keys) == 0 {
-			fmt.Fprintln(stdout, "no API keys; create one with: domainclass apikey create NAME")
-			return nil
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tKEY\tCREATED\tLAST USED\tREVOKED\tJOBS/MIN\tMAX QUEUED")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, stamp(&k.CreatedAt), stamp(k.LastUsedAt), stamp(k.RevokedAt),
-				limitText(k.RatePerMinute, cfg.Settings.CallerRatePerMinute), limitText(k.MaxQueuedDomains, cfg.Settings.CallerMaxQueuedDomains))
-		}
-		return tw.Flush()
+// keyNameArg takes exactly one valid key name.
+func keyNameArg(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usagef("%s takes 1 name, got %d", cmd.CommandPath(), len(args))
+	}
+	if !keyName.MatchString(args[0]) {
+		return usagef("%q is not a valid key name: 1-64 letters, digits, dots, dashes or underscores", args[0])
 	}
 	return nil
+}
+
+func checkLimits(rate, queued int) error {
+	if rate < 0 || queued < 0 {
+		return usagef("limits must not be negative")
+	}
+	return nil
+}
+
+func keyError(err error, name string) error {
+	if errors.Is(err, db.ErrNotFound) {
+		return fmt.Errorf("no API key named %q", name)
+	}
+	return err
 }
 
 func stamp(t *time.Time) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
-	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/jobs"
@@ -81,7 +79,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	cfg := m.Config
 	maxConns := cfg.DBMaxConns
 	if maxConns == 0 {
-		maxConns = int32(cfg.Settings.ClassifyWorkers + 10)
+		maxConns = int32(cfg.Queue.ClassifyWorkers + 10)
 	}
 	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker()}); err != nil {
@@ -90,7 +88,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.Metrics = prometheus.NewRegistry()
 	m.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.QueueCollector = jobs.NewQueueCollector(m.DB, cfg.Settings.QueueMetricsInterval, m.Logger, jobs.QueueClassify, jobs.QueueWebhook)
+	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, jobs.QueueClassify, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
 
 	var (
@@ -105,7 +103,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	if m.River, err = jobs.NewClient(m.DB.Pool, jobs.ClientConfig{
-		Settings: cfg.Settings, Logger: libraryLogger(m.Logger, cfg.LogLevel), Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
+		Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel), Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
 		PeriodicJobs: periodic,
 	}); err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
@@ -152,34 +150,26 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	cfg := m.Config
 	var completer classifier.Completer
 	if cfg.OpenAIAPIKey != "" {
-		c, err := llm.New(llm.Config{
-			BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Timeout: cfg.Settings.LLMTimeout,
-			ResponseFormat: cfg.LLMResponseFormat, Observer: m.jobMetrics,
-		})
+		c, err := cfg.newLLMClient(m.jobMetrics)
 		if err != nil {
 			return nil, err
 		}
-		completer = llm.Limit(c, cfg.Settings.LLMMaxConcurrency, cfg.Settings.LLMRatePerMinute)
+		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute)
 	} else {
 		m.Logger.Warn("OPENAI_API_KEY is not set: known and cached domains are answered, others fail with \"no LLM configured\"")
 	}
-	searcher, err := search.New(search.Config{
-		Provider: cfg.SearchProvider, Timeout: cfg.Settings.SearchTimeout, AllowPrivate: cfg.SearchAllowPrivate,
-		BraveAPIKey: cfg.BraveAPIKey, BraveBaseURL: cfg.BraveBaseURL, UserAgent: "domainclass/" + Version,
-	})
+	searcher, err := cfg.newSearcher(cfg.SearchProvider)
 	if err != nil {
 		return nil, err
 	}
 	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
-		Store: m.DB, LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
-		Freshness: cfg.Settings.Freshness(), ClaimTTL: cfg.Settings.ClaimTTL(), ClaimWait: cfg.Settings.ClaimWait,
-		Logger: m.Logger,
+		Store: jobs.NewPipelineStore(m.DB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
+		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
 	})
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
-		Store: m.DB, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Settings, Logger: m.Logger,
-		Metrics:  m.jobMetrics,
-		OnJobEnd: jobs.WebhookEnqueuer{Settings: cfg.Settings}.OnJobEnd,
+		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
+		Metrics: m.jobMetrics,
 	}); err != nil {
 		return nil, err
 	}
@@ -187,13 +177,13 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	// by an API that had one fail with an error saying so, and are retried.
 	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
 	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
-		Store: m.DB, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Settings.WebhookTimeout),
-		Key: webhookKey, UserAgent: "domainclass/" + Version, Settings: cfg.Settings, Logger: m.Logger,
+		DB: m.DB.Pool, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Queue.WebhookTimeout),
+		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{Store: m.DB, Logger: m.Logger}); err != nil {
+	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.DB.Pool, Logger: m.Logger}); err != nil {
 		return nil, err
 	}
 	return workers, nil
@@ -201,13 +191,12 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 
 func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg := m.Config
-	limits := httpapi.Limits{RatePerMinute: cfg.Settings.CallerRatePerMinute, MaxQueuedDomains: cfg.Settings.CallerMaxQueuedDomains}
-	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB, cfg.Settings.AuthCacheTTL, limits, m.Logger)
+	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB.Pool, cfg.AuthCacheTTL, cfg.Callers, m.Logger)
 	if cfg.Auth == "off" {
-		auth = httpapi.AuthOff{Limits: limits}
+		auth = httpapi.AuthOff{Limits: cfg.Callers}
 	}
 	api := httpapi.Config{
-		Store: m.DB, Inserter: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
+		DB: m.DB, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
@@ -316,10 +305,10 @@ func (m *Main) Close(ctx context.Context) error {
 
 // wait runs until ctx is done, then closes with a grace period a little
 // longer than the soft-stop timeout.
-func (m *Main) wait(ctx context.Context, stderr io.Writer) error {
+func (m *Main) wait(ctx context.Context) error {
 	<-ctx.Done()
 	m.Logger.Info("shutting down")
-	closeCtx, cancel := context.WithTimeout(context.Background(), m.Config.Settings.SoftStopTimeout+10*time.Second)
+	closeCtx, cancel := context.WithTimeout(context.Background(), m.Config.Queue.SoftStopTimeout+10*time.Second)
 	defer cancel()
 	return m.Close(closeCtx)
 }

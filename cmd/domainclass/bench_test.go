@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
@@ -37,9 +39,10 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// The benchmark harness: `go tool task bench`. It measures the bars of
-// DESIGN §10 on this machine, each against its comparison in the same run,
-// prints one table and rewrites the table in docs/BENCHMARKS.md.
+// The benchmark harness: `go tool task bench`. It measures the service's
+// bars on this machine (accept, drain, cached, memory), each against its
+// comparison in the same run, prints one table and rewrites the table in
+// docs/BENCHMARKS.md.
 //
 // Knobs (environment): BENCH_SECONDS (accept load per step, default 5),
 // BENCH_LLM_LATENCY (default 200ms), BENCH_LLM_CONCURRENCY (default 16),
@@ -218,7 +221,7 @@ func benchAccept(t *testing.T) []benchRow {
 	keys := make([]string, 1000)
 	for i := range keys {
 		key, hash := httpapi.NewAPIKey()
-		require.NoError(t, api.DB.APIKeyCreate(ctx, db.APIKey{Name: fmt.Sprintf("caller-%04d", i), Prefix: key[:8],
+		require.NoError(t, db.APIKeyInsert(ctx, api.DB.Pool, db.APIKey{Name: fmt.Sprintf("caller-%04d", i), Prefix: key[:8],
 			RatePerMinute: 1_000_000}, hash))
 		keys[i] = key
 	}
@@ -233,7 +236,7 @@ func benchAccept(t *testing.T) []benchRow {
 	r := gin.New()
 	r.POST("/floor", func(c *gin.Context) {
 		body, _ := io.ReadAll(c.Request.Body)
-		err := floorDB.WithTx(c.Request.Context(), func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(c.Request.Context(), floorDB.Pool, func(tx pgx.Tx) error {
 			_, err := tx.Exec(c.Request.Context(), `INSERT INTO bench_floor (id, body) VALUES ($1, $2)`, uuid.New(), string(body))
 			return err
 		})
@@ -255,7 +258,7 @@ func benchAccept(t *testing.T) []benchRow {
 	require.NoError(t, err)
 	r.POST("/river", func(c *gin.Context) {
 		_, _ = io.ReadAll(c.Request.Body)
-		err := riverDB.WithTx(c.Request.Context(), func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(c.Request.Context(), riverDB.Pool, func(tx pgx.Tx) error {
 			_, err := riverOnly.InsertTx(c.Request.Context(), tx, jobs.ClassifyArgs{JobID: uuid.NewString()}, &river.InsertOpts{Queue: "bench_river_only"})
 			return err
 		})
@@ -417,16 +420,22 @@ func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct i
 	return drainResult{perSecond: float64(distinct) / end.Sub(first).Seconds(), maxPerSecond: maxWin, calls: e.llm.Total()}
 }
 
-// createJob writes a job the way the API does (job rows and River job in
+// createJob writes a job the way the API does (River's job, then ours, in
 // one transaction), without going through HTTP.
 func createJob(t *testing.T, api *Main, domains []string) uuid.UUID {
 	t.Helper()
+	ctx := context.Background()
 	id := uuid.New()
 	normalized, bad := classifier.NormalizeDomains(domains)
 	require.Empty(t, bad)
-	_, err := api.DB.JobCreate(context.Background(), db.JobCreateParams{ID: id, Caller: "bench", Classifier: "cpg", Domains: normalized},
-		jobs.EnqueueClassify(api.River))
+	tx, err := api.DB.Pool.Begin(ctx)
 	require.NoError(t, err)
+	defer db.Rollback(ctx, tx)
+	res, err := api.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.JobInsert(ctx, tx, db.JobInsertParams{ID: id, Caller: "bench", Classifier: "cpg",
+		Domains: normalized, RiverJobID: res.Job.ID}))
+	require.NoError(t, tx.Commit(ctx))
 	return id
 }
 
@@ -535,7 +544,7 @@ func benchMemory(t *testing.T) []benchRow {
 	require.NoError(t, build.Run())
 
 	var sizes []int
-	for _, s := range strings.Split(cmpStr(os.Getenv("BENCH_MEMORY_SIZES"), "1000,10000,100000"), ",") {
+	for _, s := range strings.Split(cmp.Or(os.Getenv("BENCH_MEMORY_SIZES"), "1000,10000,100000"), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		require.NoError(t, err)
 		sizes = append(sizes, n)
@@ -552,7 +561,7 @@ func benchMemory(t *testing.T) []benchRow {
 		cmd := exec.Command(bin, "worker")
 		cmd.Env = append(os.Environ(), e.environ()...)
 		require.NoError(t, cmd.Start())
-		c := jobs.DefaultSettings().LLMMaxConcurrency
+		c := llm.DefaultMaxConcurrency
 		deadline := time.Now().Add(time.Minute)
 		for e.llm.Total() < min(n, c) {
 			require.True(t, time.Now().Before(deadline), "the worker never filled its model slots")

@@ -6,113 +6,217 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
-	"github.com/caarlos0/env/v11"
-
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/jobs"
 )
 
 // DefaultDatabaseURL is the private cluster that `go tool task up` starts.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslmode=disable"
 
-// Config is every setting of the binary, read once from the environment
-// (DESIGN §7). Secrets are only ever passed on, never printed.
+// Config is every setting of the binary, read once from the environment.
+// Secrets are only ever passed on, never printed. The reviewed settings
+// keep their defaults, and the reasons for them, beside the code that uses
+// them; environment names only this package knows (see environment).
 type Config struct {
-	DatabaseURL    string `env:"DATABASE_URL"`
-	DatabaseSchema string `env:"DATABASE_SCHEMA"` // holds all tables; "" = search_path
-	DBMaxConns     int32  `env:"DB_MAX_CONNS"`
+	DatabaseURL    string
+	DatabaseSchema string // holds all tables; "" = search_path
+	DBMaxConns     int32  // 0: ClassifyWorkers + 10
 
-	HTTPAddr   string `env:"HTTP_ADDR"`
-	WorkerAddr string `env:"WORKER_ADDR"`
+	HTTPAddr   string
+	WorkerAddr string
 
-	OpenAIAPIKey      string `env:"OPENAI_API_KEY"`
-	OpenAIBaseURL     string `env:"OPENAI_BASE_URL"`
-	OpenAIModel       string `env:"OPENAI_MODEL"`
-	LLMResponseFormat string `env:"LLM_RESPONSE_FORMAT"`
+	OpenAIAPIKey      string
+	OpenAIBaseURL     string
+	OpenAIModel       string
+	LLMResponseFormat string
+	LLMMaxConcurrency int
+	LLMRatePerMinute  int
+	LLMTimeout        time.Duration
 
-	SearchProvider     string `env:"SEARCH_PROVIDER"`
-	SearchAllowPrivate bool   `env:"SEARCH_ALLOW_PRIVATE"`
-	BraveAPIKey        string `env:"BRAVE_API_KEY"`
-	BraveBaseURL       string `env:"BRAVE_BASE_URL"`
+	SearchProvider     string
+	SearchAllowPrivate bool
+	SearchTimeout      time.Duration
+	BraveAPIKey        string
+	BraveBaseURL       string
 
-	WebhookSecret        string `env:"WEBHOOK_SECRET"`
-	CallbackAllowPrivate bool   `env:"CALLBACK_ALLOW_PRIVATE"`
+	WebhookSecret        string
+	CallbackAllowPrivate bool
 
-	Auth            string `env:"AUTH"`
-	RiverUIUser     string `env:"RIVERUI_USER"`
-	RiverUIPassword string `env:"RIVERUI_PASSWORD"`
+	Auth            string
+	AuthCacheTTL    time.Duration
+	RiverUIUser     string
+	RiverUIPassword string
 
-	LogFormat string `env:"LOG_FORMAT"`
-	LogLevel  string `env:"LOG_LEVEL"`
+	LogFormat string
+	LogLevel  string
 
-	Settings jobs.Settings
+	Queue     jobs.Settings
+	Callers   httpapi.Limits
+	Freshness classifier.Freshness
+	ClaimWait time.Duration
 }
 
-// DefaultConfig returns the defaults of DESIGN §7 and the reviewed settings.
+// DefaultConfig returns the defaults: the binary's own, and each package's
+// reviewed settings.
 func DefaultConfig() Config {
 	return Config{
-		DatabaseURL:    DefaultDatabaseURL,
-		HTTPAddr:       "127.0.0.1:8080",
-		WorkerAddr:     "127.0.0.1:8081",
-		OpenAIModel:    "gpt-5.4-mini",
-		SearchProvider: "homepage",
-		Auth:           "on",
-		LogFormat:      "json",
-		LogLevel:       "info",
-		Settings:       jobs.DefaultSettings(),
+		DatabaseURL:       DefaultDatabaseURL,
+		HTTPAddr:          "127.0.0.1:8080",
+		WorkerAddr:        "127.0.0.1:8081",
+		OpenAIModel:       "gpt-5.4-mini",
+		LLMMaxConcurrency: llm.DefaultMaxConcurrency,
+		LLMRatePerMinute:  llm.DefaultRatePerMinute,
+		LLMTimeout:        llm.DefaultTimeout,
+		SearchProvider:    search.ProviderHomepage,
+		SearchTimeout:     search.DefaultTimeout,
+		Auth:              "on",
+		AuthCacheTTL:      httpapi.DefaultAuthCacheTTL,
+		LogFormat:         "json",
+		LogLevel:          "info",
+		Queue:             jobs.DefaultSettings(),
+		Callers:           httpapi.DefaultLimits(),
+		Freshness:         classifier.DefaultFreshness(),
+		ClaimWait:         classifier.DefaultClaimWait,
+	}
+}
+
+// envVar binds one environment variable to the setting it overrides.
+// Field is the setting's name in its owner's validation messages, so that
+// an error names the variable the operator set.
+type envVar struct {
+	Name    string
+	Setting any // a pointer: *string, *bool, *int, *int32, *time.Duration, *[]time.Duration
+	Field   string
+}
+
+// environment is the one table of environment variables: each one, and the
+// setting it overrides. The defaults and their reasons are with the owners:
+// jobs/settings.go (queues, attempts, timeouts, webhooks), httpapi/limits.go
+// (callers), classifier/freshness.go (cache), classifier/pipeline.go
+// (CLAIM_WAIT), classifier/llm (model bounds and timeout) and
+// classifier/search (search timeout).
+func (c *Config) environment() []envVar {
+	q := &c.Queue
+	return []envVar{
+		{"DATABASE_URL", &c.DatabaseURL, ""},
+		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
+		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
+		{"HTTP_ADDR", &c.HTTPAddr, ""},
+		{"WORKER_ADDR", &c.WorkerAddr, ""},
+
+		{"OPENAI_API_KEY", &c.OpenAIAPIKey, ""},
+		{"OPENAI_BASE_URL", &c.OpenAIBaseURL, ""},
+		{"OPENAI_MODEL", &c.OpenAIModel, ""},
+		{"LLM_RESPONSE_FORMAT", &c.LLMResponseFormat, ""},
+		{"LLM_MAX_CONCURRENCY", &c.LLMMaxConcurrency, ""},
+		{"LLM_RATE_PER_MINUTE", &c.LLMRatePerMinute, ""},
+		{"LLM_TIMEOUT", &c.LLMTimeout, ""},
+
+		{"SEARCH_PROVIDER", &c.SearchProvider, ""},
+		{"SEARCH_ALLOW_PRIVATE", &c.SearchAllowPrivate, ""},
+		{"SEARCH_TIMEOUT", &c.SearchTimeout, ""},
+		{"BRAVE_API_KEY", &c.BraveAPIKey, ""},
+		{"BRAVE_BASE_URL", &c.BraveBaseURL, ""},
+
+		{"WEBHOOK_SECRET", &c.WebhookSecret, ""},
+		{"CALLBACK_ALLOW_PRIVATE", &c.CallbackAllowPrivate, ""},
+		{"AUTH", &c.Auth, ""},
+		{"AUTH_CACHE_TTL", &c.AuthCacheTTL, ""},
+		{"RIVERUI_USER", &c.RiverUIUser, ""},
+		{"RIVERUI_PASSWORD", &c.RiverUIPassword, ""},
+		{"LOG_FORMAT", &c.LogFormat, ""},
+		{"LOG_LEVEL", &c.LogLevel, ""},
+
+		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
+		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
+
+		{"CACHE_TTL_HIGH", &c.Freshness.High, "High"},
+		{"CACHE_TTL_MEDIUM", &c.Freshness.Medium, "Medium"},
+		{"CACHE_TTL_LOW", &c.Freshness.Low, "Low"},
+		{"CLAIM_WAIT", &c.ClaimWait, ""},
+
+		{"CLASSIFY_WORKERS", &q.ClassifyWorkers, "ClassifyWorkers"},
+		{"DOMAIN_CONCURRENCY", &q.DomainConcurrency, "DomainConcurrency"},
+		{"JOB_MAX_ATTEMPTS", &q.MaxAttempts, "MaxAttempts"},
+		{"JOB_TIMEOUT", &q.JobTimeout, "JobTimeout"},
+		{"RESCUE_STUCK_AFTER", &q.RescueStuckAfter, "RescueStuckAfter"},
+		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
+		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
+		{"RETENTION_CANCELLED", &q.CancelledRetention, "CancelledRetention"},
+		{"RETENTION_DISCARDED", &q.DiscardedRetention, "DiscardedRetention"},
+		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
+		{"MAX_SNOOZE", &q.MaxSnooze, "MaxSnooze"},
+		{"QUEUE_METRICS_INTERVAL", &q.QueueMetricsInterval, "QueueMetricsInterval"},
+		{"WEBHOOK_WORKERS", &q.WebhookWorkers, "WebhookWorkers"},
+		{"WEBHOOK_TIMEOUT", &q.WebhookTimeout, "WebhookTimeout"},
+		{"WEBHOOK_RETRY_SCHEDULE", &q.WebhookRetrySchedule, "WebhookRetrySchedule"},
+		{"WEBHOOK_MAX_THROTTLES", &q.WebhookMaxThrottles, "WebhookMaxThrottles"},
 	}
 }
 
 // LoadConfig reads the environment over the defaults. It returns one clear
-// error for a value that cannot be read.
+// error, naming the variable, for a value that cannot be read or is out of
+// range.
 func LoadConfig(environ []string) (Config, error) {
 	cfg := DefaultConfig()
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: envMap(environ)}); err != nil {
-		return cfg, configError(err)
+	env := envMap(environ)
+	var errs []string
+	for _, v := range cfg.environment() {
+		if s, ok := env[v.Name]; ok {
+			if err := setFromEnv(v.Setting, s); err != nil {
+				errs = append(errs, fmt.Sprintf("invalid %s: %v", v.Name, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return cfg, errors.New(strings.Join(errs, "; "))
 	}
 	return cfg, cfg.Validate()
 }
 
-// configError names the environment variables that could not be read,
-// instead of the Go fields behind them.
-func configError(err error) error {
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return fmt.Errorf("invalid configuration: %w", err)
-	}
-	names := envNames(reflect.TypeFor[Config]())
-	var msgs []string
-	for _, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) {
-			msgs = append(msgs, fmt.Sprintf("invalid %s: %v", names[pe.Name], pe.Err))
-			continue
-		}
-		msgs = append(msgs, e.Error())
-	}
-	return errors.New(strings.Join(msgs, "; "))
-}
-
-// envNames maps field names (of nested structs too) to their env tags.
-func envNames(t reflect.Type) map[string]string {
-	out := map[string]string{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" {
-			for k, v := range envNames(f.Type) {
-				out[k] = v
+// setFromEnv parses s into the setting p points at.
+func setFromEnv(p any, s string) error {
+	var err error
+	switch p := p.(type) {
+	case *string:
+		*p = s
+	case *bool:
+		*p, err = strconv.ParseBool(s)
+	case *int:
+		*p, err = strconv.Atoi(s)
+	case *int32:
+		var n int64
+		n, err = strconv.ParseInt(s, 10, 32)
+		*p = int32(n)
+	case *time.Duration:
+		*p, err = time.ParseDuration(s)
+	case *[]time.Duration: // comma-separated: 0s,5s,5m
+		var ds []time.Duration
+		for _, f := range strings.Split(s, ",") {
+			d, perr := time.ParseDuration(strings.TrimSpace(f))
+			if perr != nil {
+				return perr
 			}
-			continue
+			ds = append(ds, d)
 		}
-		out[f.Name] = f.Tag.Get("env")
+		*p = ds
+	default:
+		panic(fmt.Sprintf("setting of unsupported type %T", p))
 	}
-	return out
+	return err
 }
 
-// Validate checks the values env parsing cannot.
+// Validate checks the values parsing cannot: the binary's own, and each
+// owner's settings (their messages name the environment variables).
 func (c Config) Validate() error {
 	switch c.Auth {
 	case "on", "off":
@@ -127,15 +231,41 @@ func (c Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
-	if (c.RiverUIUser == "") != (c.RiverUIPassword == "") {
+	switch {
+	case (c.RiverUIUser == "") != (c.RiverUIPassword == ""):
 		return errors.New("set both RIVERUI_USER and RIVERUI_PASSWORD, or neither")
+	case c.SearchProvider == search.ProviderBrave && c.BraveAPIKey == "":
+		return errors.New("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
+	case c.LLMMaxConcurrency < 1 || c.LLMRatePerMinute < 1:
+		return errors.New("LLM_MAX_CONCURRENCY and LLM_RATE_PER_MINUTE must be at least 1")
+	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0:
+		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT and CLAIM_WAIT must be positive")
+	case c.AuthCacheTTL < 0:
+		return errors.New("AUTH_CACHE_TTL must not be negative")
 	}
 	if c.WebhookSecret != "" {
 		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {
 			return fmt.Errorf("WEBHOOK_SECRET %v (make one with: echo whsec_$(openssl rand -base64 32))", err)
 		}
 	}
-	return c.Settings.Validate()
+	vars := c.environment()
+	for _, err := range []error{c.Queue.Validate(), c.Callers.Validate(), c.Freshness.Validate()} {
+		if err != nil {
+			return errors.New(envNames(err.Error(), vars))
+		}
+	}
+	return nil
+}
+
+// envNames rewrites the settings' field names in an owner's validation
+// message as the environment variables that set them.
+func envNames(msg string, vars []envVar) string {
+	for _, v := range vars {
+		if v.Field != "" {
+			msg = regexp.MustCompile(`\b`+v.Field+`\b`).ReplaceAllString(msg, v.Name)
+		}
+	}
+	return msg
 }
 
 // NewLogger returns the process logger: JSON (or text) on w.
@@ -160,4 +290,14 @@ func parseLevel(s string) (slog.Level, error) {
 func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db.DB, error) {
 	return db.Open(ctx, db.Config{URL: c.DatabaseURL, Schema: c.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + command})
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }

@@ -380,7 +380,7 @@ type llmOutcome struct {
 }
 
 // drillLLMFailures: every domain is scripted to meet one failure of the
-// model; each mode has its designed outcome (README "How a job runs").
+// model; each mode has its designed outcome (docs/operating.md, "How a job runs").
 func drillLLMFailures(t *testing.T, s *drillSet) {
 	const (
 		drill      = "LLM failure modes"

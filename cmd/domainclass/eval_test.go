@@ -109,7 +109,7 @@ func TestEval_UsageAndConfigErrors(t *testing.T) {
 		{[]string{"--data", data, "--min-accuracy", "95"}, "--min-accuracy must be between 0 and 1"},
 		{[]string{"--data", data, "--classifier", "b2b"}, `unknown classifier "b2b"`},
 		{[]string{"--data", data, "extra"}, "eval takes no arguments"},
-		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
 	} {
 		code, errOut := run(env, tc.args...)
 		require.Equal(t, 2, code, "%v: %s", tc.args, errOut)
@@ -127,7 +127,7 @@ func TestEval_UsageAndConfigErrors(t *testing.T) {
 
 	var out strings.Builder
 	require.Equal(t, 0, Run(context.Background(), []string{"eval", "--help"}, env, nil, &out, &out))
-	require.Contains(t, out.String(), "Usage: domainclass eval --data FILE.csv")
+	require.Contains(t, out.String(), "Usage:\n  domainclass eval --data FILE.csv")
 	require.Contains(t, out.String(), "gate: most false negatives allowed per candidate", "--help lists the flags")
 }
 

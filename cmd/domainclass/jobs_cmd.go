@@ -14,40 +14,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/spf13/cobra"
 
-	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
 )
 
-const jobsUsage = `Usage:
-  domainclass jobs list [--state STATE] [--kind KIND] [--limit N]
-  domainclass jobs retry ID... | --all-discarded [--kind KIND]
-
-IDs are River job ids (as in River UI) or app job ids (UUIDs).
-States: available, scheduled, pending, running, retryable, completed, cancelled, discarded.
-`
-
-// runJobs is the operators' replay tool over River's JobList and JobRetry.
-func runJobs(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{`"jobs" needs a subcommand: list or retry`}
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, jobsUsage)
-		return nil
-	case "list":
-		return runJobsList(ctx, args[1:], environ, stdout)
-	case "retry":
-		return runJobsRetry(ctx, args[1:], environ, stdout, stderr)
-	}
-	return &usageError{fmt.Sprintf("unknown jobs subcommand %q (want list or retry)", args[0])}
-}
+// The operators' replay tool over River's JobList and JobRetry. IDs are
+// River job ids (as in River UI) or app job ids (UUIDs).
 
 // riverClient opens the database and an insert-only River client.
-func riverClient(ctx context.Context, environ []string) (*db.DB, *jobs.Client, error) {
-	cfg, err := LoadConfig(environ)
+func (c *cli) riverClient(ctx context.Context) (*db.DB, *jobs.Client, error) {
+	cfg, err := c.config()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -57,133 +35,168 @@ func riverClient(ctx context.Context, environ []string) (*db.DB, *jobs.Client, e
 	}
 	if err := d.Ping(ctx); err != nil {
 		d.Close()
-		return nil, nil, fmt.Errorf("cannot reach the database: %s", classifier.ErrorMessage(err))
+		return nil, nil, fmt.Errorf("cannot reach the database: %w", err)
 	}
-	c, err := jobs.NewClient(d.Pool, jobs.ClientConfig{Settings: cfg.Settings, Schema: cfg.DatabaseSchema,
+	client, err := jobs.NewClient(d.Pool, jobs.ClientConfig{Settings: cfg.Queue, Schema: cfg.DatabaseSchema,
 		Logger: libraryLogger(cfg.NewLogger(io.Discard), "info")})
 	if err != nil {
 		d.Close()
 		return nil, nil, err
 	}
-	return d, c, nil
+	return d, client, nil
 }
 
-var riverStateNames = []string{"available", "scheduled", "pending", "running", "retryable", "completed", "cancelled", "discarded"}
-
-func runJobsList(ctx context.Context, args, environ []string, stdout io.Writer) error {
-	fs := newFlagSet("jobs list", "jobs list [--state STATE] [--kind KIND] [--limit N]", stdout)
-	state := fs.String("state", "", "only jobs in this state ("+strings.Join(riverStateNames, ", ")+")")
-	kind := fs.String("kind", "", "only jobs of this kind (classify, webhook)")
-	limit := fs.Int("limit", 50, "at most this many jobs, newest first")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func stateNames() []string {
+	var names []string
+	for _, s := range rivertype.JobStates() {
+		names = append(names, string(s))
 	}
-	if *state != "" && !slices.Contains(riverStateNames, *state) {
-		return &usageError{fmt.Sprintf("unknown state %q (want one of %s)", *state, strings.Join(riverStateNames, ", "))}
-	}
-	if *limit < 1 || *limit > 10_000 {
-		return &usageError{"--limit must be between 1 and 10000"}
-	}
-	d, client, err := riverClient(ctx, environ)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-
-	params := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(*limit)
-	if *state != "" {
-		params = params.States(rivertype.JobState(*state))
-	}
-	if *kind != "" {
-		params = params.Kinds(*kind)
-	}
-	res, err := client.JobList(ctx, params)
-	if err != nil {
-		return fmt.Errorf("error listing jobs: %s", classifier.ErrorMessage(err))
-	}
-	if len(res.Jobs) == 0 {
-		fmt.Fprintln(stdout, "no jobs")
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tATTEMPT\tQUEUE\tAPP JOB\tCREATED\tLAST ERROR")
-	for _, j := range res.Jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.State, j.Attempt, j.MaxAttempts, j.Queue,
-			appJobID(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), lastError(j))
-	}
-	return tw.Flush()
+	return names
 }
 
-func runJobsRetry(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jobs retry", "jobs retry ID... | --all-discarded [--kind KIND]", stdout)
-	all := fs.Bool("all-discarded", false, "retry every discarded job")
-	kind := fs.String("kind", "", "with --all-discarded: only jobs of this kind")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *all == (fs.NArg() > 0) {
-		return &usageError{"give job ids, or --all-discarded (not both)"}
-	}
-	d, client, err := riverClient(ctx, environ)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-
-	var ids []int64
-	if *all {
-		params := river.NewJobListParams().States(rivertype.JobStateDiscarded).OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(1000)
-		if *kind != "" {
-			params = params.Kinds(*kind)
-		}
-		for {
-			res, err := client.JobList(ctx, params)
-			if err != nil {
-				return fmt.Errorf("error listing discarded jobs: %s", classifier.ErrorMessage(err))
+func (c *cli) jobsListCommand() *cobra.Command {
+	var (
+		state, kind string
+		limit       int
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--state STATE] [--kind KIND] [--limit N]",
+		Short: "list River jobs, newest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if state != "" && !slices.Contains(stateNames(), state) {
+				return usagef("unknown state %q (want one of %s)", state, strings.Join(stateNames(), ", "))
 			}
-			for _, j := range res.Jobs {
-				ids = append(ids, j.ID)
+			if limit < 1 || limit > 10_000 {
+				return usagef("--limit must be between 1 and 10000")
 			}
-			if len(res.Jobs) < 1000 {
-				break
-			}
-			params = params.After(res.LastCursor)
-		}
-		if len(ids) == 0 {
-			fmt.Fprintln(stdout, "no discarded jobs")
-			return nil
-		}
-	} else {
-		for _, arg := range fs.Args() {
-			id, err := resolveJobID(ctx, d, arg)
+			d, client, err := c.riverClient(ctx)
 			if err != nil {
 				return err
 			}
-			ids = append(ids, id)
-		}
-	}
+			defer d.Close()
 
-	failed := 0
-	for _, id := range ids {
-		j, err := client.JobRetry(ctx, id)
-		switch {
-		case errors.Is(err, rivertype.ErrNotFound):
-			failed++
-			fmt.Fprintf(stderr, "job %d: not found\n", id)
-		case classifier.ErrorCode(err) == classifier.ECONFLICT || err != nil && strings.Contains(err.Error(), "23505"):
-			failed++
-			fmt.Fprintf(stderr, "job %d: an equivalent job is already queued; nothing to retry\n", id)
-		case err != nil:
-			failed++
-			fmt.Fprintf(stderr, "job %d: %s\n", id, oneLine(err))
-		default:
-			fmt.Fprintf(stdout, "retried job %d (%s %s): now %s, attempt %d of %d\n", j.ID, j.Kind, appJobID(j), j.State, j.Attempt, j.MaxAttempts)
+			params := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(limit)
+			if state != "" {
+				params = params.States(rivertype.JobState(state))
+			}
+			if kind != "" {
+				params = params.Kinds(kind)
+			}
+			res, err := client.JobList(ctx, params)
+			if err != nil {
+				return fmt.Errorf("error listing jobs: %w", err)
+			}
+			if len(res.Jobs) == 0 {
+				fmt.Fprintln(c.stdout, "no jobs")
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tKIND\tSTATE\tATTEMPT\tQUEUE\tAPP JOB\tCREATED\tLAST ERROR")
+			for _, j := range res.Jobs {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.State, j.Attempt, j.MaxAttempts, j.Queue,
+					appJobID(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), lastError(j))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only jobs in this state ("+strings.Join(stateNames(), ", ")+")")
+	cmd.Flags().StringVar(&kind, "kind", "", "only jobs of this kind (classify, webhook)")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs, newest first")
+	return cmd
+}
+
+func (c *cli) jobsRetryCommand() *cobra.Command {
+	var (
+		all  bool
+		kind string
+	)
+	cmd := &cobra.Command{
+		Use:   "retry ID... | --all-discarded [--kind KIND]",
+		Short: "retry River jobs (by River or app job id), or every discarded one",
+		Args: func(_ *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return usagef("give job ids, or --all-discarded (not both)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			d, client, err := c.riverClient(ctx)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			var ids []int64
+			if all {
+				if ids, err = discardedJobs(ctx, client, kind); err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					fmt.Fprintln(c.stdout, "no discarded jobs")
+					return nil
+				}
+			} else {
+				for _, arg := range args {
+					id, err := resolveJobID(ctx, d, arg)
+					if err != nil {
+						return err
+					}
+					ids = append(ids, id)
+				}
+			}
+
+			failed := 0
+			for _, id := range ids {
+				j, err := client.JobRetry(ctx, id)
+				switch {
+				case errors.Is(err, rivertype.ErrNotFound):
+					failed++
+					fmt.Fprintf(c.stderr, "job %d: not found\n", id)
+				case errors.Is(db.Translate(err), db.ErrConflict):
+					failed++
+					fmt.Fprintf(c.stderr, "job %d: an equivalent job is already queued; nothing to retry\n", id)
+				case err != nil:
+					failed++
+					fmt.Fprintf(c.stderr, "job %d: %s\n", id, oneLine(err))
+				default:
+					fmt.Fprintf(c.stdout, "retried job %d (%s %s): now %s, attempt %d of %d\n", j.ID, j.Kind, appJobID(j), j.State, j.Attempt, j.MaxAttempts)
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d jobs could not be retried", failed, len(ids))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all-discarded", false, "retry every discarded job")
+	cmd.Flags().StringVar(&kind, "kind", "", "with --all-discarded: only jobs of this kind")
+	return cmd
+}
+
+// discardedJobs lists every discarded job of kind ("" for any), oldest
+// first.
+func discardedJobs(ctx context.Context, client *jobs.Client, kind string) ([]int64, error) {
+	const page = 1000
+	params := river.NewJobListParams().States(rivertype.JobStateDiscarded).OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(page)
+	if kind != "" {
+		params = params.Kinds(kind)
+	}
+	var ids []int64
+	for {
+		res, err := client.JobList(ctx, params)
+		if err != nil {
+			return nil, fmt.Errorf("error listing discarded jobs: %w", err)
 		}
+		for _, j := range res.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if len(res.Jobs) < page {
+			return ids, nil
+		}
+		params = params.After(res.LastCursor)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d jobs could not be retried", failed, len(ids))
-	}
-	return nil
 }
 
 // resolveJobID reads a River job id, or an app job id (UUID) that it looks
@@ -194,11 +207,13 @@ func resolveJobID(ctx context.Context, d *db.DB, arg string) (int64, error) {
 	}
 	appID, err := uuid.Parse(arg)
 	if err != nil {
-		return 0, &usageError{fmt.Sprintf("%q is neither a River job id nor an app job id", arg)}
+		return 0, usagef("%q is neither a River job id nor an app job id", arg)
 	}
-	job, err := d.JobGet(ctx, appID, nil)
-	if err != nil {
-		return 0, fmt.Errorf("app job %s: %s", appID, classifier.ErrorMessage(err))
+	job, err := db.JobGet(ctx, d.Pool, appID)
+	if errors.Is(err, db.ErrNotFound) {
+		return 0, fmt.Errorf("app job %s: not found", appID)
+	} else if err != nil {
+		return 0, fmt.Errorf("app job %s: %w", appID, err)
 	}
 	if job.RiverJobID == 0 {
 		return 0, fmt.Errorf("app job %s has no River job", appID)

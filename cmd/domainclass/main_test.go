@@ -390,16 +390,22 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Contains(t, out, "Usage:")
 
 	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"jobs", "list"}, {"jobs", "retry"},
-		{"apikey", "create"}, {"submit"}, {"eval"}} {
+		{"apikey", "create"}, {"apikey", "limits"}, {"submit"}, {"eval"}, {"completion", "bash"}} {
 		code, out, _ := run(append(cmd, "--help"))
 		require.Equal(t, 0, code, cmd)
-		require.Contains(t, out, "Usage: domainclass "+strings.Join(cmd, " "), cmd)
-		if cmd[0] != "migrate" && cmd[0] != "api" {
-			require.Contains(t, out, "\n  -", "%v --help lists its flags", cmd)
-		}
+		require.Contains(t, out, "Usage:\n  domainclass "+strings.Join(cmd, " "), cmd)
+		require.Contains(t, out, "\n  -h, --help", "%v --help lists its flags", cmd)
 	}
+	code, out, _ = run([]string{"completion", "bash"})
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "bash completion", "shell completion comes with the CLI library")
 
-	code, _, errOut := run(nil)
+	// Flags go where people put them: after the name too.
+	code, _, errOut := run([]string{"apikey", "limits", "team-a", "--rate-per-minute", "600"}, "DATABASE_URL=postgres://u@127.0.0.1:1/x?connect_timeout=1")
+	require.Equal(t, 1, code, "the flags parse; only the database is missing: %s", errOut)
+	require.Contains(t, errOut, "the database is unavailable")
+
+	code, _, errOut = run(nil)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "no command given")
 
@@ -409,7 +415,11 @@ func TestRun_CommandLine(t *testing.T) {
 
 	code, _, errOut = run([]string{"migrate", "--bogus"})
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "flag provided but not defined: -bogus")
+	require.Contains(t, errOut, "unknown flag: --bogus")
+
+	code, _, errOut = run([]string{"apikey", "create"})
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "domainclass apikey create takes 1 name, got 0")
 
 	code, _, errOut = run([]string{"migrate"}, "JOB_TIMEOUT=soon")
 	require.Equal(t, 1, code)

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/csv"
@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -18,139 +17,118 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
+	"github.com/spf13/cobra"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
-// maxDomainsPerJob is the API's limit of distinct domains per job.
-const maxDomainsPerJob = 10
-
-// submitClient talks to a domainclass API as a caller would.
-type submitClient struct {
-	base   string
-	key    string
-	http   *http.Client
-	stderr io.Writer
+// submitOptions are the flags of `domainclass submit`.
+type submitOptions struct {
+	url, key, classifier, file string
+	wait, asJSON, asCSV        bool
+	poll                       time.Duration
 }
 
-type submitted struct {
-	ID      string
-	Domains int
-	Report  *classifier.JobReport
-}
-
-func runSubmit(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	env := envMap(environ)
-	fs := newFlagSet("submit", "submit [flags] DOMAIN... (or --file FILE)", stdout)
-	url := fs.String("url", cmpStr(env["DOMAINCLASS_URL"], "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
-	key := fs.String("api-key", env["DOMAINCLASS_API_KEY"], "your API key (DOMAINCLASS_API_KEY)")
-	cls := fs.String("classifier", classifier.DefaultClassifier, "the classifier to ask")
-	file := fs.String("file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column")
-	wait := fs.Bool("wait", false, "wait for the jobs to finish, showing progress, then print the results")
-	asJSON := fs.Bool("json", false, "with --wait: print the results as JSON")
-	asCSV := fs.Bool("csv", false, "with --wait: print the results as CSV")
-	poll := fs.Duration("poll", time.Second, "with --wait: how often to ask for progress")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *asJSON && *asCSV {
-		return &usageError{"choose --json or --csv, not both"}
-	}
-	if (*asJSON || *asCSV) && !*wait {
-		return &usageError{"--json and --csv print results, so they need --wait"}
-	}
-	if *poll < 100*time.Millisecond {
-		return &usageError{"--poll must be at least 100ms"}
-	}
-
-	inputs := fs.Args()
-	if *file != "" {
-		var r io.Reader = stdin
-		if *file != "-" {
-			f, err := os.Open(*file)
-			if err != nil {
-				return fmt.Errorf("cannot open %s: %w", *file, errors.Unwrap(err))
+func (c *cli) submitCommand() *cobra.Command {
+	env := envMap(c.environ)
+	o := submitOptions{}
+	cmd := &cobra.Command{
+		Use:   "submit [flags] DOMAIN... (or --file FILE)",
+		Short: "a client: submit domains (any number), wait, print results",
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case o.asJSON && o.asCSV:
+				return usagef("choose --json or --csv, not both")
+			case (o.asJSON || o.asCSV) && !o.wait:
+				return usagef("--json and --csv print results, so they need --wait")
+			case o.poll < 100*time.Millisecond:
+				return usagef("--poll must be at least 100ms")
+			case len(args) == 0 && o.file == "":
+				return usagef("no domains: give them as arguments or with --file")
 			}
-			defer f.Close()
-			r = f
-		}
-		more, err := readDomainList(r)
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return c.submit(cmd.Context(), o, args) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.url, "url", cmp.Or(env["DOMAINCLASS_URL"], "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
+	f.StringVar(&o.key, "api-key", env["DOMAINCLASS_API_KEY"], "your API key (DOMAINCLASS_API_KEY)")
+	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to ask")
+	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column")
+	f.BoolVar(&o.wait, "wait", false, "wait for the jobs to finish, showing progress, then print the results")
+	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the results as JSON")
+	f.BoolVar(&o.asCSV, "csv", false, "with --wait: print the results as CSV")
+	f.DurationVar(&o.poll, "poll", time.Second, "with --wait: how often to ask for progress")
+	return cmd
+}
+
+// submit checks every input first (nothing is sent if one would be
+// refused), sends the distinct domains in jobs of ten, and with --wait
+// polls until all have ended.
+func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) error {
+	if o.file != "" {
+		more, err := c.readDomainFile(o.file)
 		if err != nil {
 			return err
 		}
 		inputs = append(inputs, more...)
 	}
-	if len(inputs) == 0 {
-		return &usageError{"no domains: give them as arguments or with --file"}
-	}
-
-	// Check every input here first, so that nothing is submitted when any
-	// would be refused, and split the distinct domains into jobs of ten.
 	domains, bad := classifier.NormalizeDomains(inputs)
 	if len(bad) > 0 {
 		for _, b := range bad {
-			fmt.Fprintf(stderr, "  %q: %s\n", b.Input, b.Reason)
+			fmt.Fprintf(c.stderr, "  %q: %s\n", b.Input, b.Reason)
 		}
 		return fmt.Errorf("%d of %d domains cannot be classified (listed above); nothing was submitted", len(bad), len(inputs))
 	}
-	var chunks [][]string
-	for i := 0; i < len(domains); i += maxDomainsPerJob {
-		var chunk []string
-		for _, d := range domains[i:min(i+maxDomainsPerJob, len(domains))] {
-			chunk = append(chunk, d.Input)
-		}
-		chunks = append(chunks, chunk)
-	}
 
-	c := &submitClient{base: strings.TrimRight(*url, "/"), key: *key, http: &http.Client{Timeout: 30 * time.Second}, stderr: stderr}
+	api := client.New(o.url, o.key)
+	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", reason, wait) }
 	runID := make([]byte, 8)
 	_, _ = rand.Read(runID)
-	var jobs []*submitted
-	for i, chunk := range chunks {
-		id, err := c.create(ctx, *cls, chunk, fmt.Sprintf("submit-%x-%d", runID, i))
+	var ids []string
+	for i := 0; i < len(domains); i += wire.MaxDomainsPerJob {
+		var chunk []string
+		for _, d := range domains[i:min(i+wire.MaxDomainsPerJob, len(domains))] {
+			chunk = append(chunk, d.Input)
+		}
+		// One Idempotency-Key per job: a retry after a lost answer never
+		// makes a second job.
+		a, err := api.Classify(ctx, wire.ClassifyRequest{Classifier: o.classifier, Domains: chunk},
+			fmt.Sprintf("submit-%x-%d", runID, i/wire.MaxDomainsPerJob))
 		if err != nil {
-			printJobIDs(stderr, "submitted before the error", jobs)
+			printJobIDs(c.stderr, "submitted before the error", ids)
 			return err
 		}
-		jobs = append(jobs, &submitted{ID: id, Domains: len(chunk)})
-		fmt.Fprintf(stderr, "job %s: %d domains\n", id, len(chunk))
+		ids = append(ids, a.JobID)
+		fmt.Fprintf(c.stderr, "job %s: %d domains\n", a.JobID, len(chunk))
 	}
-	if !*wait {
-		for _, j := range jobs {
-			fmt.Fprintf(stdout, "%s\t%s/domains/classify/%s\n", j.ID, c.base, j.ID)
+	if !o.wait {
+		for _, id := range ids {
+			fmt.Fprintf(c.stdout, "%s\t%s/domains/classify/%s\n", id, api.BaseURL, id)
 		}
 		return nil
 	}
 
-	if err := c.waitAll(ctx, jobs, len(domains), *poll); err != nil {
+	progress := newProgress(c.stderr, len(domains), len(ids))
+	reports, err := api.Wait(ctx, ids, o.poll, progress.set)
+	progress.finish()
+	if err != nil {
 		if ctx.Err() != nil {
-			printJobIDs(stderr, "stopped waiting; the jobs go on", jobs)
+			printJobIDs(c.stderr, "stopped waiting; the jobs go on", ids)
 			return errors.New("interrupted; the jobs were not cancelled")
 		}
-		printJobIDs(stderr, "stopped waiting after an error; the jobs go on", jobs)
+		printJobIDs(c.stderr, "stopped waiting after an error; the jobs go on", ids)
 		return err
 	}
-
-	switch {
-	case *asJSON:
-		err := printJSON(stdout, jobs)
-		if err != nil {
-			return err
-		}
-	case *asCSV:
-		if err := printCSV(stdout, jobs); err != nil {
-			return err
-		}
-	default:
-		if err := printTable(stdout, jobs); err != nil {
-			return err
-		}
+	if err := printResults(c.stdout, reports, o); err != nil {
+		return err
 	}
 	var failed []string
-	for _, j := range jobs {
-		if j.Report.Status == classifier.StatusFailed {
-			failed = append(failed, fmt.Sprintf("job %s failed: %s", j.ID, j.Report.Error))
+	for _, r := range reports {
+		if r.Status == classifier.StatusFailed {
+			failed = append(failed, fmt.Sprintf("job %s failed: %s", r.JobID, r.Error))
 		}
 	}
 	if len(failed) > 0 {
@@ -159,133 +137,21 @@ func runSubmit(ctx context.Context, args, environ []string, stdin io.Reader, std
 	return nil
 }
 
-// create submits one job, retrying with the same Idempotency-Key when the
-// network fails or the service asks to wait (429, 503).
-func (c *submitClient) create(ctx context.Context, cls string, domains []string, idemKey string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"classifier": cls, "domains": domains})
-	deadline := time.Now().Add(5 * time.Minute)
-	for attempt := 1; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/domains/classify", bytes.NewReader(body))
+func (c *cli) readDomainFile(path string) ([]string, error) {
+	r := c.stdin
+	if path != "-" {
+		f, err := os.Open(path)
 		if err != nil {
-			return "", fmt.Errorf("invalid --url: %w", err)
+			return nil, fmt.Errorf("cannot open %s: %w", path, errors.Unwrap(err))
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", strconv.Quote(idemKey))
-		if c.key != "" {
-			req.Header.Set("Authorization", "Bearer "+c.key)
-		}
-		resp, err := c.http.Do(req)
-		var wait time.Duration
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			wait = time.Duration(attempt) * time.Second
-			fmt.Fprintf(c.stderr, "cannot reach %s (%v); retrying in %s\n", c.base, unwrapURLError(err), wait)
-		default:
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			switch resp.StatusCode {
-			case http.StatusAccepted:
-				var a struct {
-					JobID string `json:"job_id"`
-				}
-				if err := json.Unmarshal(b, &a); err != nil || a.JobID == "" {
-					return "", fmt.Errorf("unexpected 202 response: %.200s", b)
-				}
-				return a.JobID, nil
-			case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusConflict:
-				wait = retryAfter(resp.Header, time.Duration(attempt)*time.Second)
-				fmt.Fprintf(c.stderr, "%s: %s; retrying in %s\n", resp.Status, problemDetail(b), wait)
-			default:
-				return "", fmt.Errorf("%s: %s", resp.Status, problemDetail(b))
-			}
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return "", errors.New("gave up submitting after 5 minutes of retries")
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(wait):
-		}
+		defer f.Close()
+		r = f
 	}
+	return readDomainList(r)
 }
 
-// waitAll polls every unfinished job until all have ended, showing domains
-// done over total: a bar on a terminal, a line per change otherwise.
-func (c *submitClient) waitAll(ctx context.Context, jobs []*submitted, total int, every time.Duration) error {
-	progress := newProgress(c.stderr, total, len(jobs))
-	defer progress.finish()
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		done, ended := 0, 0
-		for _, j := range jobs {
-			if j.Report == nil || !jobEnded(j.Report) {
-				rep, err := c.get(ctx, j.ID)
-				if err != nil {
-					return err
-				}
-				j.Report = rep
-			}
-			done += j.Report.Progress.Done
-			if jobEnded(j.Report) {
-				ended++
-			}
-		}
-		progress.set(done, ended)
-		if ended == len(jobs) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
-	}
-}
-
-func (c *submitClient) get(ctx context.Context, id string) (*classifier.JobReport, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/domains/classify/"+id, nil)
-	if err != nil {
-		return nil, err
-	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	for attempt := 1; ; attempt++ {
-		resp, err := c.http.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				rep := new(classifier.JobReport)
-				if err := json.Unmarshal(b, rep); err != nil {
-					return nil, fmt.Errorf("unreadable job status: %w", err)
-				}
-				return rep, nil
-			}
-			if resp.StatusCode != http.StatusServiceUnavailable || attempt > 30 {
-				return nil, fmt.Errorf("job %s: %s: %s", id, resp.Status, problemDetail(b))
-			}
-		} else if ctx.Err() != nil || attempt > 30 {
-			return nil, unwrapURLError(err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func jobEnded(r *classifier.JobReport) bool {
-	return r.Status == classifier.StatusCompleted || r.Status == classifier.StatusFailed
-}
-
-// progress shows how far the jobs are.
+// progress shows how far the jobs are: a bar on a terminal, a line per
+// change otherwise.
 type progress struct {
 	w        io.Writer
 	bar      *progressbar.ProgressBar
@@ -297,7 +163,7 @@ type progress struct {
 
 func newProgress(w io.Writer, total, jobs int) *progress {
 	p := &progress{w: w, total: total, jobs: jobs, lastDone: -1}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if isTerminal(w) {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetDescription(fmt.Sprintf("classifying %d domains in %d jobs", total, jobs)),
@@ -310,7 +176,15 @@ func newProgress(w io.Writer, total, jobs int) *progress {
 	return p
 }
 
-func (p *progress) set(done, ended int) {
+// set shows the reports of one polling round.
+func (p *progress) set(reports []*wire.JobReport) {
+	done, ended := 0, 0
+	for _, r := range reports {
+		done += r.Progress.Done
+		if r.Ended() {
+			ended++
+		}
+	}
 	if p.bar != nil {
 		_ = p.bar.Set(done)
 		return
@@ -329,70 +203,63 @@ func (p *progress) finish() {
 
 type resultRow struct {
 	JobID string `json:"job_id"`
-	classifier.ResultReport
+	wire.ResultReport
 }
 
-func rows(jobs []*submitted) []resultRow {
-	var out []resultRow
-	for _, j := range jobs {
-		for _, r := range j.Report.Results {
-			out = append(out, resultRow{JobID: j.ID, ResultReport: r})
+func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error {
+	var rows []resultRow
+	for _, rep := range reports {
+		for _, r := range rep.Results {
+			rows = append(rows, resultRow{JobID: rep.JobID, ResultReport: r})
 		}
 	}
-	return out
-}
-
-func printTable(w io.Writer, jobs []*submitted) error {
+	switch {
+	case o.asJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case o.asCSV:
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"domain", "status", "is_cpg", "confidence", "source", "reasoning", "error", "job_id"})
+		for _, r := range rows {
+			answer, conf := answerText(r.ResultReport, strconv.FormatBool)
+			_ = cw.Write([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), r.Reasoning, r.Error, r.JobID})
+		}
+		cw.Flush()
+		return cw.Error()
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DOMAIN\tSTATUS\tCPG\tCONFIDENCE\tSOURCE\tREASONING")
-	for _, r := range rows(jobs) {
-		answer, conf, text := "-", "-", r.Reasoning
-		if r.IsCPG != nil {
-			answer = map[bool]string{true: "yes", false: "no"}[*r.IsCPG]
-		}
-		if r.Confidence != nil {
-			conf = strconv.Itoa(*r.Confidence)
-		}
+	yesNo := func(b bool) string { return map[bool]string{true: "yes", false: "no"}[b] }
+	for _, r := range rows {
+		answer, conf := answerText(r.ResultReport, yesNo)
+		text := r.Reasoning
 		if r.Status == classifier.StatusFailed {
 			text = "error: " + r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Domain, r.Status, answer, conf, cmpStr(string(r.Source), "-"), text)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Domain, r.Status, cmp.Or(answer, "-"), cmp.Or(conf, "-"),
+			cmp.Or(string(r.Source), "-"), text)
 	}
 	return tw.Flush()
 }
 
-func printJSON(w io.Writer, jobs []*submitted) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rows(jobs))
+// answerText is an answer's is_cpg (as answer says it) and confidence, "" for
+// none.
+func answerText(r wire.ResultReport, answer func(bool) string) (string, string) {
+	a, c := "", ""
+	if r.IsCPG != nil {
+		a = answer(*r.IsCPG)
+	}
+	if r.Confidence != nil {
+		c = strconv.Itoa(*r.Confidence)
+	}
+	return a, c
 }
 
-func printCSV(w io.Writer, jobs []*submitted) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"domain", "status", "is_cpg", "confidence", "source", "reasoning", "error", "job_id"})
-	for _, r := range rows(jobs) {
-		answer, conf := "", ""
-		if r.IsCPG != nil {
-			answer = strconv.FormatBool(*r.IsCPG)
-		}
-		if r.Confidence != nil {
-			conf = strconv.Itoa(*r.Confidence)
-		}
-		_ = cw.Write([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), r.Reasoning, r.Error, r.JobID})
+func printJobIDs(w io.Writer, what string, ids []string) {
+	if len(ids) > 0 {
+		fmt.Fprintf(w, "%s: %s\n", what, strings.Join(ids, " "))
 	}
-	cw.Flush()
-	return cw.Error()
-}
-
-func printJobIDs(w io.Writer, what string, jobs []*submitted) {
-	if len(jobs) == 0 {
-		return
-	}
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	fmt.Fprintf(w, "%s: %s\n", what, strings.Join(ids, " "))
 }
 
 // readDomainList reads one domain per line (blank lines and # comments
@@ -442,54 +309,4 @@ func readDomainList(r io.Reader) ([]string, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-func problemDetail(body []byte) string {
-	var p struct {
-		Title  string `json:"title"`
-		Detail string `json:"detail"`
-		Errors []struct {
-			Input  string `json:"input"`
-			Reason string `json:"reason"`
-		} `json:"errors"`
-	}
-	if json.Unmarshal(body, &p) != nil || (p.Title == "" && p.Detail == "") {
-		return strings.TrimSpace(fmt.Sprintf("%.200s", body))
-	}
-	msg := cmpStr(p.Detail, p.Title)
-	for _, e := range p.Errors {
-		msg += fmt.Sprintf("; %q: %s", e.Input, e.Reason)
-	}
-	return msg
-}
-
-func retryAfter(h http.Header, fallback time.Duration) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	return fallback
-}
-
-func unwrapURLError(err error) error {
-	if u := errors.Unwrap(err); u != nil {
-		return u
-	}
-	return err
-}
-
-func envMap(environ []string) map[string]string {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-func cmpStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/evals"
+)
+
+func (c *cli) knownImportCommand() *cobra.Command {
+	var classifierName string
+	cmd := &cobra.Command{
+		Use:   "import FILE.csv",
+		Short: "load known companies (header: domain,name; - for stdin): normalized, all rows or none",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("known import needs exactly one FILE.csv (or - for stdin)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if _, err := classifier.DefaultRegistry().Get(classifierName); err != nil {
+				return &usageError{err.Error()}
+			}
+			r := c.stdin
+			if path := args[0]; path != "-" {
+				f, err := os.Open(path)
+				if err != nil {
+					return fmt.Errorf("cannot open %s: %w", path, errors.Unwrap(err))
+				}
+				defer f.Close()
+				r = f
+			}
+			rows, dups, err := readKnownCSV(r)
+			if err != nil {
+				return err
+			}
+			cfg, err := c.config()
+			if err != nil {
+				return err
+			}
+			d, err := cfg.openDB(ctx, "known", 2)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			inserted, updated, err := db.KnownCompanyImport(ctx, d.Pool, classifierName, rows)
+			if err != nil {
+				return fmt.Errorf("import failed, nothing was written: %w", err)
+			}
+			fmt.Fprintf(c.stdout, "known import: %d %s for %s (%d new, %d updated", len(rows),
+				evals.Plural(len(rows), "company", "companies"), classifierName, inserted, updated)
+			if dups > 0 {
+				fmt.Fprintf(c.stdout, ", %d duplicate rows skipped", dups)
+			}
+			fmt.Fprintln(c.stdout, ")")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&classifierName, "classifier", classifier.DefaultClassifier, "the classifier these companies are a yes for")
+	return cmd
+}
+
+// readKnownCSV reads a CSV with a header naming "domain" and "name" columns
+// (in any order, other columns ignored). Every domain is normalized; the
+// first bad row stops the import before anything is written.
+func readKnownCSV(r io.Reader) (rows []db.KnownCompanyRow, dups int, err error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.TrimLeadingSpace = true
+	header, err := cr.Read()
+	if err == io.EOF {
+		return nil, 0, errors.New("the CSV file is empty; it needs a header line: domain,name")
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("cannot read the CSV header: %w", err)
+	}
+	domainCol, nameCol := -1, -1
+	for i, h := range header {
+		switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
+		case "domain":
+			domainCol = i
+		case "name":
+			nameCol = i
+		}
+	}
+	if domainCol < 0 || nameCol < 0 {
+		return nil, 0, fmt.Errorf("the CSV header must name the columns domain and name, got %q", strings.Join(header, ","))
+	}
+	seen := map[string]bool{}
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, 0, fmt.Errorf("cannot read the CSV: %w", err)
+		}
+		line, _ := cr.FieldPos(0)
+		if len(rec) <= max(domainCol, nameCol) {
+			return nil, 0, fmt.Errorf("line %d: expected a domain and a name", line)
+		}
+		domain, err := classifier.NormalizeDomain(rec[domainCol])
+		if err != nil {
+			return nil, 0, fmt.Errorf("line %d: %w", line, err)
+		}
+		name := strings.TrimSpace(rec[nameCol])
+		if name == "" {
+			return nil, 0, fmt.Errorf("line %d: %s has no name", line, domain)
+		}
+		if seen[domain] {
+			dups++
+			continue
+		}
+		seen[domain] = true
+		rows = append(rows, db.KnownCompanyRow{Domain: domain, Name: name})
+	}
+	if len(rows) == 0 {
+		return nil, 0, errors.New("the CSV file has a header but no companies")
+	}
+	return rows, dups, nil
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/search"
+)
+
+// The model and the search providers, built the same way for the workers
+// and for eval.
+
+// newLLMClient returns the OPENAI_* model client, without bounds.
+func (c Config) newLLMClient(observer llm.Observer) (*llm.Client, error) {
+	return llm.New(llm.Config{
+		BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Timeout: c.LLMTimeout,
+		ResponseFormat: c.LLMResponseFormat, Observer: observer,
+	})
+}
+
+// newSearcher returns the search provider called name (SEARCH_PROVIDER for
+// the workers; eval compares several).
+func (c Config) newSearcher(name string) (classifier.Searcher, error) {
+	return search.New(search.Config{
+		Provider: name, Timeout: c.SearchTimeout, AllowPrivate: c.SearchAllowPrivate,
+		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(),
+	})
+}
+
+func userAgent() string { return "domainclass/" + Version }

@@ -1,0 +1,164 @@
+// Package wire defines the JSON documents of the HTTP API and of its
+// webhooks: what callers send and what they get back. The handlers, the
+// webhook worker and the Go client (httpapi/client) all use these types, so
+// each shape is written once; /openapi.yaml describes the same documents
+// and a test holds the two together.
+package wire
+
+import (
+	"time"
+
+	"github.com/domainclass/domainclass/classifier"
+)
+
+// MaxDomainsPerJob is the most distinct domains (after normalization) one
+// POST /domains/classify may carry.
+const MaxDomainsPerJob = 10
+
+// ClassifyRequest is the body of POST /domains/classify.
+type ClassifyRequest struct {
+	// Classifier defaults to "cpg" when left out.
+	Classifier string   `json:"classifier,omitempty"`
+	Domains    []string `json:"domains"`
+}
+
+// Accepted is the 202 answer to POST /domains/classify.
+type Accepted struct {
+	JobID      string            `json:"job_id"`
+	Status     classifier.Status `json:"status"`
+	StatusURL  string            `json:"status_url"`
+	Classifier string            `json:"classifier"`
+	Domains    []DomainInput     `json:"domains"`
+}
+
+// DomainInput pairs an input with the domain it was read as.
+type DomainInput struct {
+	Input  string `json:"input"`
+	Domain string `json:"domain"`
+}
+
+// DomainInputs converts normalized inputs to their wire form.
+func DomainInputs(ds []classifier.DomainInput) []DomainInput {
+	out := make([]DomainInput, len(ds))
+	for i, d := range ds {
+		out[i] = DomainInput{Input: d.Input, Domain: d.Domain}
+	}
+	return out
+}
+
+// JobReport is a job as callers see it: the body of GET
+// /domains/classify/{id}, and of a webhook delivery (WebhookPayload).
+type JobReport struct {
+	JobID       string            `json:"job_id"`
+	Classifier  string            `json:"classifier"`
+	Status      classifier.Status `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	CompletedAt *time.Time        `json:"completed_at"`
+	Progress    Progress          `json:"progress"`
+	Results     []ResultReport    `json:"results"`
+}
+
+// Ended reports whether the job has ended, COMPLETED or FAILED.
+func (r *JobReport) Ended() bool {
+	return r.Status == classifier.StatusCompleted || r.Status == classifier.StatusFailed
+}
+
+// Progress counts a job's final domains.
+type Progress struct {
+	Total int `json:"total"`
+	Done  int `json:"done"`
+}
+
+// ResultReport is one domain's answer as callers see it.
+type ResultReport struct {
+	Domain       string            `json:"domain"`
+	Status       classifier.Status `json:"status"`
+	IsCPG        *bool             `json:"is_cpg,omitempty"`
+	Confidence   *int              `json:"confidence,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
+	Source       classifier.Source `json:"source,omitempty"`
+	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
+	Error        string            `json:"error,omitempty"`
+}
+
+// NewJobReport returns job j as callers see it.
+func NewJobReport(j *classifier.Job) JobReport {
+	rep := JobReport{
+		JobID:       j.ID.String(),
+		Classifier:  j.Classifier,
+		Status:      j.Status,
+		Error:       j.Error,
+		CreatedAt:   j.CreatedAt.UTC(),
+		CompletedAt: utc(j.CompletedAt),
+		Progress:    Progress{Total: len(j.Domains), Done: j.Done()},
+		Results:     make([]ResultReport, len(j.Domains)),
+	}
+	for i, d := range j.Domains {
+		rep.Results[i] = NewResultReport(d.Result)
+	}
+	return rep
+}
+
+// NewResultReport returns one answer as callers see it: the verdict only
+// when COMPLETED, the error only when FAILED.
+func NewResultReport(r classifier.Result) ResultReport {
+	rr := ResultReport{Domain: r.Domain, Status: r.Status, Source: r.Source, Error: r.Error}
+	if r.Status == classifier.StatusCompleted {
+		answer, confidence := r.Answer, r.Confidence
+		rr.IsCPG, rr.Confidence, rr.Reasoning = &answer, &confidence, r.Reasoning
+	}
+	if !r.ClassifiedAt.IsZero() {
+		rr.ClassifiedAt = utc(&r.ClassifiedAt)
+	}
+	return rr
+}
+
+// EventClassificationCompleted is the type of the webhook sent when a job
+// ends, COMPLETED or FAILED.
+const EventClassificationCompleted = "classification.completed"
+
+// WebhookPayload is the body of a webhook delivery: the job exactly as GET
+// /domains/classify/{id} shows it, plus the event type and the time of the
+// event (when the job ended).
+type WebhookPayload struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	JobReport
+}
+
+// Problem is an RFC 9457 problem details document, the body of every error
+// answer (Content-Type application/problem+json).
+type Problem struct {
+	Type   string      `json:"type"`
+	Title  string      `json:"title"`
+	Status int         `json:"status"`
+	Detail string      `json:"detail,omitempty"`
+	Errors []ItemError `json:"errors,omitempty"`
+}
+
+// ItemError says why one input was rejected.
+type ItemError struct {
+	Input  string `json:"input"`
+	Reason string `json:"reason"`
+}
+
+// ItemErrors converts rejected inputs to their wire form.
+func ItemErrors(items []classifier.ItemError) []ItemError {
+	if items == nil {
+		return nil
+	}
+	out := make([]ItemError, len(items))
+	for i, it := range items {
+		out[i] = ItemError{Input: it.Input, Reason: it.Reason}
+	}
+	return out
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -1,0 +1,205 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+)
+
+// pendingDomain is a domain still to answer and where its answer goes: a
+// job's position.
+type pendingDomain struct {
+	Key    int
+	Domain string
+}
+
+// storeFunc stores one final answer and releases owner's claim on its
+// domain, as one write.
+type storeFunc func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error
+
+// Counts are the answers of one attempt by where they came from; Pending
+// counts domains left for a later attempt.
+type Counts struct {
+	Known   int `json:"known"`
+	Cache   int `json:"cache"`
+	LLM     int `json:"llm"`
+	Failed  int `json:"failed"`
+	Pending int `json:"pending"`
+}
+
+// answerer answers domains through the pipeline, a bounded number at a
+// time, storing each answer as it comes.
+type answerer struct {
+	pipeline    *classifier.Pipeline
+	concurrency int
+	metrics     *Metrics
+}
+
+// outcome is what answering a set of domains came to.
+type outcome struct {
+	Counts
+	// err is the first transient error (a provider 5xx, Postgres): the
+	// attempt failed and River retries it.
+	err error
+	// throttled: the provider asked to wait retryAfter; busy: another
+	// worker is asking the model about a domain of ours.
+	throttled  bool
+	retryAfter time.Duration
+	busy       bool
+}
+
+// domainOutcome is one domain's answer, or why there is none yet.
+type domainOutcome struct {
+	tried  bool
+	result classifier.Result
+	err    error
+}
+
+// answer answers every pending domain the cheapest way (pipeline.Classify)
+// and stores each answer with store as it comes, so that a later attempt
+// skips it. One domain's error never stops the others; when ctx is done the
+// domains not started yet are left pending.
+func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Classifier, owner string,
+	pending []pendingDomain, store storeFunc) outcome {
+	got := make([]domainOutcome, len(pending))
+	var g errgroup.Group
+	g.SetLimit(a.concurrency)
+	for i, d := range pending {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil // stopping: leave it for the next attempt
+			}
+			r, err := a.pipeline.Classify(ctx, c, d.Domain, owner)
+			if err == nil {
+				err = store(ctx, d, r, owner)
+			}
+			got[i] = domainOutcome{tried: true, result: r, err: err}
+			if err == nil {
+				a.metrics.DomainResult(r) // as each is answered, not when all are
+			}
+			a.log(ctx, log.With("domain", d.Domain), r, err)
+			return nil
+		})
+	}
+	_ = g.Wait() // every func returns nil: errors are per domain, in got
+
+	var o outcome
+	for _, d := range got {
+		r, err := d.result, d.err
+		ra, throttled := classifier.RetryAfter(err)
+		switch {
+		case !d.tried:
+			o.Pending++
+		case throttled:
+			o.Pending++
+			o.throttled, o.retryAfter = true, max(o.retryAfter, ra)
+		case errors.Is(err, classifier.ErrBusy):
+			o.Pending++
+			o.busy = true
+		case err != nil:
+			o.Pending++
+			if o.err == nil {
+				o.err = err
+			}
+		default:
+			switch {
+			case r.Status == classifier.StatusFailed:
+				o.Failed++
+			case r.Source == classifier.SourceKnown:
+				o.Known++
+			case r.Source == classifier.SourceCache:
+				o.Cache++
+			case r.Source == classifier.SourceLLM:
+				o.LLM++
+			}
+		}
+	}
+	return o
+}
+
+func (a answerer) log(ctx context.Context, log *slog.Logger, r classifier.Result, err error) {
+	if ra, ok := classifier.RetryAfter(err); ok {
+		log.WarnContext(ctx, "provider throttled; domain will be retried", "retry_after", ra.String())
+		return
+	}
+	switch {
+	case errors.Is(err, classifier.ErrBusy):
+		log.InfoContext(ctx, "domain is being classified by another job; will look again")
+	case err != nil:
+		log.WarnContext(ctx, "error classifying domain; will retry", "error", err)
+	case r.Status == classifier.StatusFailed:
+		log.InfoContext(ctx, "domain failed", "reason", r.Error, "source", string(r.Source))
+	default:
+		log.InfoContext(ctx, "domain classified", "source", string(r.Source), "answer", r.Answer, "confidence", r.Confidence)
+	}
+}
+
+// unfinished returns what the attempt returns to River instead of ending
+// the job, or nil when every domain is final. failed marks an error that
+// uses up an attempt (on the last one the job is given up); a soft stop
+// and the snoozes use none.
+func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (err error, failed bool) {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The client is stopping (soft stop): River puts the job back with
+		// its attempt restored; finished domains stay finished.
+		return ctx.Err(), false
+	case ctx.Err() != nil:
+		return fmt.Errorf("job timed out: %w", ctx.Err()), true
+	case o.err != nil:
+		return o.err, true
+	case o.throttled:
+		snooze := min(max(o.retryAfter, time.Second), s.MaxSnooze)
+		log.InfoContext(ctx, "snoozing job while the provider throttles", "snooze", snooze.String())
+		return river.JobSnooze(snooze), false
+	case o.busy:
+		return river.JobSnooze(s.BusySnooze), false
+	}
+	return nil, false
+}
+
+// NewPipelineStore returns the pipeline's storage on exec (the pool): each
+// look-up and claim is a statement of its own, so no transaction is held
+// across a search or a model call.
+func NewPipelineStore(exec db.DBTX) classifier.ResultStore { return pipelineStore{exec} }
+
+type pipelineStore struct{ exec db.DBTX }
+
+func (s pipelineStore) KnownCompany(ctx context.Context, classifierName, domain string) (string, bool, error) {
+	name, err := db.KnownCompanyGet(ctx, s.exec, classifierName, domain)
+	if err != nil {
+		return "", false, ignoreNotFound(err)
+	}
+	return name, true, nil
+}
+
+func (s pipelineStore) ResultGet(ctx context.Context, classifierName, domain string) (classifier.Result, bool, error) {
+	r, err := db.ResultGet(ctx, s.exec, classifierName, domain)
+	if err != nil {
+		return classifier.Result{}, false, ignoreNotFound(err)
+	}
+	return *r, true, nil
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, db.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (s pipelineStore) ClaimAcquire(ctx context.Context, classifierName, domain, owner string, ttl time.Duration) (bool, error) {
+	return db.ClaimAcquire(ctx, s.exec, classifierName, domain, owner, ttl)
+}
+
+func (s pipelineStore) ClaimRelease(ctx context.Context, classifierName, domain, owner string) error {
+	return db.ClaimRelease(ctx, s.exec, classifierName, domain, owner)
+}
