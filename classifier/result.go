@@ -8,12 +8,14 @@ import (
 // Status is the state of one domain's answer, or of a job.
 type Status string
 
-// Domain and job statuses, as callers see them.
+// Domain, row, job and list statuses, as callers see them.
 const (
 	StatusPending   Status = "PENDING"
-	StatusRunning   Status = "RUNNING" // jobs only
+	StatusRunning   Status = "RUNNING" // jobs and lists
 	StatusCompleted Status = "COMPLETED"
 	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED" // lists, and their rows not final when cancelled
+	StatusRejected  Status = "REJECTED"  // list rows that are not a domain
 )
 
 // Source says where an answer came from, cheapest first.

@@ -11,12 +11,14 @@ import (
 const IdempotencyKeyTTL = 24 * time.Hour
 
 // IdempotencyKey is a stored Idempotency-Key: a fingerprint of the request
-// it was first used with, and the answer that request got.
+// it was first used with, what that request made (a job or a list), and the
+// answer it got.
 type IdempotencyKey struct {
 	Caller      string
 	Key         string
 	Fingerprint []byte
-	JobID       uuid.UUID
+	JobID       uuid.UUID // uuid.Nil for a list's key
+	ListID      uuid.UUID // uuid.Nil for a job's key
 	Response    []byte
 }
 
@@ -39,14 +41,16 @@ func IdempotencyKeyLock(ctx context.Context, tx DBTX, caller, key string) (bool,
 // IdempotencyKeyTTL, or ErrNotFound.
 func IdempotencyKeyGet(ctx context.Context, exec DBTX, caller, key string) (*IdempotencyKey, error) {
 	k := &IdempotencyKey{Caller: caller, Key: key}
+	var jobID, listID *uuid.UUID
 	err := exec.QueryRow(ctx, `
-		SELECT fingerprint, response, job_id FROM idempotency_key
+		SELECT fingerprint, response, job_id, list_id FROM idempotency_key
 		WHERE caller = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
 		caller, key, IdempotencyKeyTTL.Seconds(),
-	).Scan(&k.Fingerprint, &k.Response, &k.JobID)
+	).Scan(&k.Fingerprint, &k.Response, &jobID, &listID)
 	if err != nil {
 		return nil, translate(err)
 	}
+	k.JobID, k.ListID = deref(jobID), deref(listID)
 	return k, nil
 }
 
@@ -54,12 +58,12 @@ func IdempotencyKeyGet(ctx context.Context, exec DBTX, caller, key string) (*Ide
 // answer, replacing an expired one.
 func IdempotencyKeyInsert(ctx context.Context, exec DBTX, k IdempotencyKey) error {
 	_, err := exec.Exec(ctx, `
-		INSERT INTO idempotency_key (caller, key, fingerprint, job_id, response)
-		VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO idempotency_key (caller, key, fingerprint, job_id, list_id, response)
+		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (caller, key) DO UPDATE
-		SET fingerprint = excluded.fingerprint, job_id = excluded.job_id,
+		SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, list_id = excluded.list_id,
 		    response = excluded.response, created_at = now()`,
-		k.Caller, k.Key, k.Fingerprint, k.JobID, k.Response)
+		k.Caller, k.Key, k.Fingerprint, nullUUID(k.JobID), nullUUID(k.ListID), k.Response)
 	return translate(err)
 }
 
@@ -75,4 +79,11 @@ func IdempotencyKeyPurge(ctx context.Context, exec DBTX, batch int) (int64, erro
 		return 0, translate(err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+func nullUUID(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
 }

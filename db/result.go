@@ -33,18 +33,24 @@ func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
 	if evidence == nil {
 		evidence = []string{}
 	}
+	var latencyMS, promptTokens, completionTokens *int64
+	if u := r.Usage; u != nil {
+		l, p, c := u.Latency.Milliseconds(), int64(u.PromptTokens), int64(u.CompletionTokens)
+		latencyMS, promptTokens, completionTokens = &l, &p, &c
+	}
 	batch.Queue(`
 		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, error,
-		                    model, prompt_version, evidence, classified_at)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11)
+		                    model, prompt_version, evidence, classified_at, latency_ms, prompt_tokens, completion_tokens)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (domain, classifier) DO UPDATE
 		SET status = excluded.status, is_cpg = excluded.is_cpg, confidence = excluded.confidence,
 		    reasoning = excluded.reasoning, error = excluded.error, model = excluded.model,
 		    prompt_version = excluded.prompt_version, evidence = excluded.evidence,
-		    classified_at = excluded.classified_at
+		    classified_at = excluded.classified_at, latency_ms = excluded.latency_ms,
+		    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens
 		WHERE excluded.status = 'COMPLETED' OR result.status = 'FAILED'`,
 		r.Domain, r.Classifier, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, r.Error,
-		r.Model, r.PromptVersion, evidence, r.ClassifiedAt)
+		r.Model, r.PromptVersion, evidence, r.ClassifiedAt, latencyMS, promptTokens, completionTokens)
 }
 
 // KnownCompanyGet returns the name of the known company for (classifier,

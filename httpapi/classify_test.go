@@ -38,7 +38,7 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	inserter func(*jobs.Client) httpapi.Inserter
+	inserter func(*jobs.Client) httpapi.RiverClient
 	db       *db.DB // the API's database, when not the test's own (Postgres down)
 	limits   httpapi.Limits
 	authTTL  time.Duration
@@ -46,6 +46,8 @@ type setupOpts struct {
 	// webhooks and allowPrivate are Config.Webhooks and
 	// Config.CallbackAllowPrivate.
 	webhooks, allowPrivate bool
+	// lists overrides the list limits (zero fields: the defaults).
+	lists httpapi.ListConfig
 }
 
 // createKey stores a new API key for name and returns it.
@@ -64,7 +66,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	b.client, err = jobs.NewClient(b.db.Pool, jobs.ClientConfig{Settings: jobs.DefaultSettings(), Schema: b.db.Schema,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	var inserter httpapi.Inserter = b.client
+	var inserter httpapi.RiverClient = b.client
 	if opts.inserter != nil {
 		inserter = opts.inserter(b.client)
 	}
@@ -90,6 +92,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
+		Lists: opts.lists,
 	}).Handler())
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
@@ -323,8 +326,8 @@ func TestClassifyCreate_IdempotencyKey(t *testing.T) {
 	t.Run("SecondRequestWhileFirstInFlightIs409", func(t *testing.T) {
 		t.Parallel()
 		entered, release := make(chan struct{}), make(chan struct{})
-		b := setup(t, setupOpts{inserter: func(c *jobs.Client) httpapi.Inserter {
-			return slowInserter{next: c, entered: entered, release: release}
+		b := setup(t, setupOpts{inserter: func(c *jobs.Client) httpapi.RiverClient {
+			return slowInserter{RiverClient: c, next: c, entered: entered, release: release}
 		}})
 		done := make(chan response)
 		go func() { done <- b.do(t, "POST", "/domains/classify", body, "Idempotency-Key", "k1") }()
@@ -342,7 +345,8 @@ func TestClassifyCreate_IdempotencyKey(t *testing.T) {
 
 // slowInserter holds the first request inside its transaction.
 type slowInserter struct {
-	next             httpapi.Inserter
+	httpapi.RiverClient
+	next             httpapi.RiverClient
 	entered, release chan struct{}
 }
 
@@ -357,7 +361,7 @@ func (s slowInserter) InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArg
 
 func TestClassifyCreate_RiverInsertFailureWritesNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{inserter: func(*jobs.Client) httpapi.Inserter {
+	b := setup(t, setupOpts{inserter: func(*jobs.Client) httpapi.RiverClient {
 		// A real River client whose tables are not there: its insert fails
 		// inside our transaction, after the job rows were written.
 		d := dbtest.New(t)

@@ -3,6 +3,9 @@ package httpapi
 import (
 	"errors"
 	"time"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/jobs"
 )
 
 // The reviewed per-caller limits and the key cache. Each value is a
@@ -47,4 +50,84 @@ func (l Limits) Validate() error {
 		return errors.New("RatePerMinute and MaxQueuedDomains must be at least 1")
 	}
 	return nil
+}
+
+// The reviewed list limits (LIST_MAX_BYTES, LIST_MAX_DOMAINS,
+// CALLER_MAX_ACTIVE_LISTS).
+const (
+	// DefaultListMaxBytes: 256 MiB after decompression holds a million rows
+	// of a CRM export with a few columns (≈ 100–250 bytes a row); it is
+	// counted after gzip, so a small bomb stops there.
+	DefaultListMaxBytes = 256 << 20
+	// DefaultListMaxRows: a million rows, the largest export the service
+	// answers in one request; the upload stays within 10 s on two cores
+	// (docs/BENCHMARKS.md).
+	DefaultListMaxRows = 1_000_000
+	// DefaultCallerMaxActiveLists: a caller's lists not yet ended. Three
+	// lets a team run a backfill, a weekly export and a test at once; more
+	// would only queue behind one another.
+	DefaultCallerMaxActiveLists = 3
+	// DefaultCallSeconds is the estimate's time for one fresh domain before
+	// any model call was measured: search ≈ 0.5–1 s and model ≈ 1.5 s.
+	DefaultCallSeconds = 2.5
+	// DefaultPromptTokens and DefaultCompletionTokens are the estimate's
+	// tokens per call before any call was measured: the cpg prompt with a
+	// homepage's evidence, and a one-line verdict.
+	DefaultPromptTokens     = 800
+	DefaultCompletionTokens = 60
+)
+
+// ListConfig configures the list routes.
+type ListConfig struct {
+	MaxBytes  int64
+	MaxRows   int
+	MaxActive int
+	// Queue holds the chunking (ListChunkRows, ListChunksInFlight) and the
+	// webhooks' attempts, which an upload and a cancel use.
+	Queue jobs.Settings
+	// The estimate's inputs: the model and its price (per call, from its
+	// tokens; nil or false: unknown), the bounds of one worker process, the
+	// search's share of a call (the measured latency is the model's), and
+	// the cache policy.
+	Model              string
+	Price              func(model string, promptTokens, completionTokens float64) (usd float64, ok bool)
+	ModelConcurrency   int
+	ModelRatePerMinute int
+	DefaultCallSeconds float64
+	SearchSeconds      float64
+	Freshness          classifier.Freshness
+	// Rows and Ended, when set, count rows made final here (rejected at
+	// upload, cancelled) and lists ended here (cancelled), for metrics.
+	Rows  func(status classifier.Status, n int)
+	Ended func(status classifier.Status)
+}
+
+// DefaultListConfig is the reviewed list limits, with the queue settings'
+// chunking and the model bounds' defaults.
+func DefaultListConfig() ListConfig {
+	return ListConfig{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
+		Queue: jobs.DefaultSettings(), ModelConcurrency: 8, ModelRatePerMinute: 300,
+		DefaultCallSeconds: DefaultCallSeconds, Freshness: classifier.DefaultFreshness()}
+}
+
+// Validate returns an error for a limit below 1.
+func (l ListConfig) Validate() error {
+	if l.MaxBytes < 1 || l.MaxRows < 1 || l.MaxActive < 1 {
+		return errors.New("MaxBytes, MaxRows and MaxActive must be at least 1")
+	}
+	return nil
+}
+
+// OnRows counts n rows made final with status.
+func (l ListConfig) OnRows(status classifier.Status, n int) {
+	if l.Rows != nil && n > 0 {
+		l.Rows(status, n)
+	}
+}
+
+// OnEnded counts a list that ended with status.
+func (l ListConfig) OnEnded(status classifier.Status) {
+	if l.Ended != nil {
+		l.Ended(status)
+	}
 }

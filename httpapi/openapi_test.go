@@ -178,8 +178,8 @@ func TestOpenAPI(t *testing.T) {
 
 	// A request still in flight with the same key: 409.
 	entered, release := make(chan struct{}), make(chan struct{})
-	slow := setup(t, setupOpts{inserter: func(c *jobs.Client) httpapi.Inserter {
-		return slowInserter{next: c, entered: entered, release: release}
+	slow := setup(t, setupOpts{inserter: func(c *jobs.Client) httpapi.RiverClient {
+		return slowInserter{RiverClient: c, next: c, entered: entered, release: release}
 	}})
 	done := make(chan struct{})
 	go func() {

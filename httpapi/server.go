@@ -18,10 +18,14 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// Inserter inserts River jobs inside the caller's transaction; an
-// insert-only River client is one.
-type Inserter interface {
+// RiverClient is what the API needs of River's client (an insert-only one
+// is enough): inserts in the request's transaction and, to cancel a list,
+// listing and cancelling its waiting chunks.
+type RiverClient interface {
 	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
+	JobListTx(ctx context.Context, tx pgx.Tx, params *river.JobListParams) (*river.JobListResult, error)
+	JobCancelTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
 }
 
 // Config configures a Server.
@@ -30,7 +34,7 @@ type Config struct {
 	DB *db.DB
 	// River inserts the River jobs of accepted requests, in the
 	// request's transaction.
-	River    Inserter
+	River    RiverClient
 	Registry *classifier.Registry
 	Auth     Authenticator
 	Logger   *slog.Logger
@@ -48,6 +52,8 @@ type Config struct {
 	// Webhooks is set when WEBHOOK_SECRET is configured: only then is an
 	// X-Callback-URL accepted (deliveries could not be signed otherwise).
 	Webhooks bool
+	// Lists configures the list routes; zero fields get DefaultListConfig's.
+	Lists ListConfig
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).
@@ -75,6 +81,28 @@ func New(cfg Config) *Server {
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = 1500 * time.Millisecond
 	}
+	def := DefaultListConfig()
+	if cfg.Lists.MaxBytes <= 0 {
+		cfg.Lists.MaxBytes = def.MaxBytes
+	}
+	if cfg.Lists.MaxRows <= 0 {
+		cfg.Lists.MaxRows = def.MaxRows
+	}
+	if cfg.Lists.MaxActive <= 0 {
+		cfg.Lists.MaxActive = def.MaxActive
+	}
+	if cfg.Lists.Queue.ListChunkRows <= 0 {
+		cfg.Lists.Queue = def.Queue
+	}
+	if cfg.Lists.ModelConcurrency <= 0 || cfg.Lists.ModelRatePerMinute <= 0 {
+		cfg.Lists.ModelConcurrency, cfg.Lists.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
+	}
+	if cfg.Lists.DefaultCallSeconds <= 0 {
+		cfg.Lists.DefaultCallSeconds = def.DefaultCallSeconds
+	}
+	if cfg.Lists.Freshness == (classifier.Freshness{}) {
+		cfg.Lists.Freshness = def.Freshness
+	}
 	s := &Server{cfg: cfg, limiter: newCallerLimiter()}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
@@ -98,6 +126,12 @@ func New(cfg Config) *Server {
 	domains := r.Group("/domains", s.requireCaller)
 	domains.POST("/classify", s.classifyCreate)
 	domains.GET("/classify/:job_id", s.classifyGet)
+
+	lists := r.Group("/lists", s.requireCaller)
+	lists.POST("", s.listCreate)
+	lists.GET("/:list_id", s.listGet)
+	lists.GET("/:list_id/results", s.listResults)
+	lists.DELETE("/:list_id", s.listCancel)
 
 	if cfg.MetricsHandler != nil {
 		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -15,7 +16,7 @@ import (
 )
 
 // pendingDomain is a domain still to answer and where its answer goes: a
-// job's position.
+// job's position, or a list's row.
 type pendingDomain struct {
 	Key    int
 	Domain string
@@ -41,6 +42,10 @@ type answerer struct {
 	pipeline    *classifier.Pipeline
 	concurrency int
 	metrics     *Metrics
+	// startBy, when set, is when to stop starting domains: the attempt
+	// ends with the rest pending (deferred), so one run stays well inside
+	// its job timeout.
+	startBy time.Time
 }
 
 // outcome is what answering a set of domains came to.
@@ -54,13 +59,18 @@ type outcome struct {
 	throttled  bool
 	retryAfter time.Duration
 	busy       bool
+	// deferred: startBy came with domains not started. ended: the list
+	// ended (cancelled) while it ran, and its gate refused a model call.
+	deferred bool
+	ended    bool
 }
 
 // domainOutcome is one domain's answer, or why there is none yet.
 type domainOutcome struct {
-	tried  bool
-	result classifier.Result
-	err    error
+	tried    bool
+	deferred bool
+	result   classifier.Result
+	err      error
 }
 
 // answer answers every pending domain the cheapest way (pipeline.Classify)
@@ -70,14 +80,24 @@ type domainOutcome struct {
 func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Classifier, owner string,
 	pending []pendingDomain, store storeFunc) outcome {
 	got := make([]domainOutcome, len(pending))
-	var g errgroup.Group
+	var (
+		g     errgroup.Group
+		ended atomic.Bool
+	)
 	g.SetLimit(a.concurrency)
 	for i, d := range pending {
 		g.Go(func() error {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || ended.Load() {
 				return nil // stopping: leave it for the next attempt
 			}
+			if !a.startBy.IsZero() && time.Now().After(a.startBy) {
+				got[i].deferred = true
+				return nil
+			}
 			r, err := a.pipeline.Classify(ctx, c, d.Domain, owner)
+			if errors.Is(err, db.ErrListEnded) {
+				ended.Store(true)
+			}
 			if err == nil {
 				err = store(ctx, d, r, owner)
 			}
@@ -98,6 +118,10 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 		switch {
 		case !d.tried:
 			o.Pending++
+			o.deferred = o.deferred || d.deferred
+		case errors.Is(err, db.ErrListEnded):
+			o.Pending++
+			o.ended = true
 		case throttled:
 			o.Pending++
 			o.throttled, o.retryAfter = true, max(o.retryAfter, ra)
@@ -133,6 +157,8 @@ func (a answerer) log(ctx context.Context, log *slog.Logger, r classifier.Result
 	switch {
 	case errors.Is(err, classifier.ErrBusy):
 		log.InfoContext(ctx, "domain is being classified by another job; will look again")
+	case errors.Is(err, db.ErrListEnded):
+		log.InfoContext(ctx, "list ended; no model call started")
 	case err != nil:
 		log.WarnContext(ctx, "error classifying domain; will retry", "error", err)
 	case r.Status == classifier.StatusFailed:
@@ -162,6 +188,9 @@ func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (
 		return river.JobSnooze(snooze), false
 	case o.busy:
 		return river.JobSnooze(s.BusySnooze), false
+	case o.deferred:
+		// Its time is up: back to the end of the queue, no attempt used.
+		return river.JobSnooze(0), false
 	}
 	return nil, false
 }

@@ -85,10 +85,13 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 	}
 	logger := testLogger(t)
 	workers := river.NewWorkers()
+	pipeline := newPipeline(t, b.db.Pool, b.llm, opts.noLLM, settings, logger)
 	cw := &jobs.ClassifyWorker{
-		DB: b.db.Pool, Pipeline: newPipeline(t, b.db.Pool, b.llm, opts.noLLM, settings, logger),
-		Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
+		DB: b.db.Pool, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
 	}
+	river.AddWorker(workers, &jobs.ClassifyListWorker{
+		DB: b.db.Pool, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
+	})
 	if opts.webhook != nil {
 		b.webhook = opts.webhook.register(t, b, workers, settings, logger)
 	}

@@ -56,6 +56,7 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 		rc.PeriodicJobs = cfg.PeriodicJobs
 		rc.Queues = map[string]river.QueueConfig{
 			QueueClassify: {MaxWorkers: s.ClassifyWorkers},
+			QueueList:     {MaxWorkers: s.ListWorkers},
 			QueueWebhook:  {MaxWorkers: s.WebhookWorkers, FetchPollInterval: WebhookFetchPollInterval},
 			// Housekeeping (the hourly purge) needs one slot.
 			QueueMaintenance: {MaxWorkers: 1},

@@ -57,6 +57,45 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// ListMetrics count lists' rows and ends. The API counts the rows it
+// rejects at upload and the rows a cancel leaves unanswered; workers count
+// the rest. A process registers them once, whatever its roles. A nil
+// *ListMetrics records nothing.
+type ListMetrics struct {
+	rows  *prometheus.CounterVec
+	ended *prometheus.CounterVec
+}
+
+// NewListMetrics registers the list metrics on reg.
+func NewListMetrics(reg prometheus.Registerer) *ListMetrics {
+	m := &ListMetrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_list_rows_total",
+			Help: "List rows that became final, by status (COMPLETED, FAILED, REJECTED, CANCELLED).",
+		}, []string{"status"}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_lists_ended_total",
+			Help: "Lists that ended, by status (COMPLETED, CANCELLED, FAILED).",
+		}, []string{"status"}),
+	}
+	reg.MustRegister(m.rows, m.ended)
+	return m
+}
+
+// ListRows counts n rows that became final with status.
+func (m *ListMetrics) ListRows(status classifier.Status, n int) {
+	if m != nil && n > 0 {
+		m.rows.WithLabelValues(string(status)).Add(float64(n))
+	}
+}
+
+// ListEnded counts a list that ended with status.
+func (m *ListMetrics) ListEnded(status classifier.Status) {
+	if m != nil {
+		m.ended.WithLabelValues(string(status)).Inc()
+	}
+}
+
 // DomainResult counts one final answer.
 func (m *Metrics) DomainResult(r classifier.Result) {
 	if m == nil {

@@ -8,6 +8,11 @@ import (
 // QueueClassify is the queue of ClassifyArgs jobs.
 const QueueClassify = "classify"
 
+// QueueList is the queue of ClassifyListArgs jobs: a list's chunks wait
+// here, apart from the 10-domain jobs of queue "classify", so that a
+// million-row list never queues ahead of interactive work.
+const QueueList = "list"
+
 // QueueWebhook is the queue of WebhookArgs jobs: deliveries wait on other
 // people's servers, so they get their own workers and never hold up
 // classification.
@@ -30,6 +35,33 @@ const (
 	// those wait. 10 jobs (50 domains) keep the model busy with half the
 	// domains cached, and bound goroutines and connections.
 	DefaultClassifyWorkers = 10
+	// DefaultListWorkers: River MaxWorkers of queue "list", the chunks of
+	// lists running at once per process. With DefaultListDomainConcurrency
+	// that is 32 domains in flight, four times the 8 model slots: room for
+	// the known and cached domains and the searches of a chunk while others
+	// wait for the model (Little's law: 8 slots × 2.5 s per call need 8 in
+	// flight at ≈ 3 domains/s).
+	DefaultListWorkers = 4
+	// DefaultListDomainConcurrency: domains of one chunk at once. Higher
+	// than a job's 5: a chunk has hundreds, and few chunks run at once.
+	DefaultListDomainConcurrency = 8
+	// DefaultListChunkRows: rows per chunk job. At the model-bound rate one
+	// chunk gets (8 in flight / 2.5 s ≈ 3 domains/s) a chunk runs about a
+	// minute; from the cache, a fifth of a second, of which the chunk's own
+	// work (load, end, feed the next) is about 2%. Smaller chunks cost more
+	// jobs; larger ones make a cancel or another list wait longer for a
+	// worker.
+	DefaultListChunkRows = 200
+	// DefaultListChunksInFlight: chunks of one list queued or running at a
+	// time; each finished chunk queues the next. 8 keeps the list workers of
+	// two worker processes busy with one list, keeps river_job small however
+	// long the list, and lets other lists' chunks interleave. Raise it with
+	// more worker processes.
+	DefaultListChunksInFlight = 8
+	// DefaultListChunkBudget: a chunk starts no new domain after 2 minutes
+	// of one run and snoozes (no attempt used) to go on later, so a run ends
+	// well inside JOB_TIMEOUT even when the model slows to 60 s a call.
+	DefaultListChunkBudget = 2 * time.Minute
 	// DefaultMaxAttempts: River retries with (n^4) s backoff; 8 attempts
 	// span ≈ 78 minutes of provider or database outage before the job is
 	// given up and shown FAILED. Beyond that a caller is better served by a
@@ -124,6 +156,12 @@ type Settings struct {
 	// QueueMetricsInterval: see DefaultQueueMetricsInterval.
 	QueueMetricsInterval time.Duration
 
+	ListWorkers           int
+	ListDomainConcurrency int
+	ListChunkRows         int
+	ListChunksInFlight    int
+	ListChunkBudget       time.Duration
+
 	WebhookWorkers       int
 	WebhookTimeout       time.Duration
 	WebhookRetrySchedule []time.Duration
@@ -133,22 +171,27 @@ type Settings struct {
 // DefaultSettings returns the reviewed defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		ClassifyWorkers:      DefaultClassifyWorkers,
-		DomainConcurrency:    DefaultDomainConcurrency,
-		MaxAttempts:          DefaultMaxAttempts,
-		JobTimeout:           DefaultJobTimeout,
-		RescueStuckAfter:     DefaultRescueStuckAfter,
-		SoftStopTimeout:      DefaultSoftStopTimeout,
-		CompletedRetention:   DefaultCompletedRetention,
-		CancelledRetention:   DefaultCancelledRetention,
-		DiscardedRetention:   DefaultDiscardedRetention,
-		BusySnooze:           DefaultBusySnooze,
-		MaxSnooze:            DefaultMaxSnooze,
-		QueueMetricsInterval: DefaultQueueMetricsInterval,
-		WebhookWorkers:       DefaultWebhookWorkers,
-		WebhookTimeout:       DefaultWebhookTimeout,
-		WebhookRetrySchedule: DefaultWebhookRetrySchedule(),
-		WebhookMaxThrottles:  DefaultWebhookMaxThrottles,
+		ClassifyWorkers:       DefaultClassifyWorkers,
+		DomainConcurrency:     DefaultDomainConcurrency,
+		MaxAttempts:           DefaultMaxAttempts,
+		JobTimeout:            DefaultJobTimeout,
+		RescueStuckAfter:      DefaultRescueStuckAfter,
+		SoftStopTimeout:       DefaultSoftStopTimeout,
+		CompletedRetention:    DefaultCompletedRetention,
+		CancelledRetention:    DefaultCancelledRetention,
+		DiscardedRetention:    DefaultDiscardedRetention,
+		BusySnooze:            DefaultBusySnooze,
+		MaxSnooze:             DefaultMaxSnooze,
+		QueueMetricsInterval:  DefaultQueueMetricsInterval,
+		ListWorkers:           DefaultListWorkers,
+		ListDomainConcurrency: DefaultListDomainConcurrency,
+		ListChunkRows:         DefaultListChunkRows,
+		ListChunksInFlight:    DefaultListChunksInFlight,
+		ListChunkBudget:       DefaultListChunkBudget,
+		WebhookWorkers:        DefaultWebhookWorkers,
+		WebhookTimeout:        DefaultWebhookTimeout,
+		WebhookRetrySchedule:  DefaultWebhookRetrySchedule(),
+		WebhookMaxThrottles:   DefaultWebhookMaxThrottles,
 	}
 }
 
@@ -169,6 +212,12 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("SoftStopTimeout must be positive, got %s", s.SoftStopTimeout)
 	case s.BusySnooze <= 0 || s.MaxSnooze <= 0:
 		return fmt.Errorf("BusySnooze and MaxSnooze must be positive")
+	case s.ListWorkers < 1 || s.ListWorkers > 10_000:
+		return fmt.Errorf("ListWorkers must be between 1 and 10000, got %d", s.ListWorkers)
+	case s.ListDomainConcurrency < 1 || s.ListChunkRows < 1 || s.ListChunksInFlight < 1:
+		return fmt.Errorf("ListDomainConcurrency, ListChunkRows and ListChunksInFlight must be at least 1")
+	case s.ListChunkBudget <= 0:
+		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
 	case s.WebhookWorkers < 1 || s.WebhookWorkers > 10_000:
 		return fmt.Errorf("WebhookWorkers must be between 1 and 10000, got %d", s.WebhookWorkers)
 	case s.WebhookTimeout <= 0:
@@ -195,6 +244,10 @@ const webhookJobSlack = 10 * time.Second
 
 // WebhookJobTimeout is the River timeout of one delivery attempt.
 func (s Settings) WebhookJobTimeout() time.Duration { return s.WebhookTimeout + webhookJobSlack }
+
+// ListRunBudget is how long one run of a chunk starts new domains: the
+// reviewed budget, and never more than half the job timeout.
+func (s Settings) ListRunBudget() time.Duration { return min(s.ListChunkBudget, s.JobTimeout/2) }
 
 // WebhookMaxAttempts is how many times one delivery is tried: once, then
 // once after each wait of the retry schedule.

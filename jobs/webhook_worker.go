@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
+	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
@@ -49,15 +51,20 @@ const (
 // enough to reuse the connection after a normal answer, never a download.
 const webhookMaxResponseBytes = 64 << 10
 
-// WebhookArgs is the delivery of one job end to the job's callback URL. Like
-// ClassifyArgs it is a claim check: the report is read when it is sent.
+// WebhookArgs is the delivery of one end of a job, or of a list, to its
+// callback URL. Like ClassifyArgs it is a claim check: the report is read
+// when it is sent.
 type WebhookArgs struct {
-	JobID string `json:"job_id"`
-	// EndedAt is the job's completed_at for the end being delivered. A job
-	// can end more than once (FAILED, retried by an operator, COMPLETED), and
-	// each end is its own message.
+	JobID  string `json:"job_id,omitempty"`
+	ListID string `json:"list_id,omitempty"`
+	// EndedAt is the job's (or list's) completed_at for the end being
+	// delivered. A job can end more than once (FAILED, retried by an
+	// operator, COMPLETED), and each end is its own message.
 	EndedAt time.Time `json:"ended_at"`
 }
+
+// subject is the id of what ended: the job's, or the list's.
+func (a WebhookArgs) subject() string { return cmp.Or(a.JobID, a.ListID) }
 
 // Kind is the River job kind.
 func (WebhookArgs) Kind() string { return "webhook" }
@@ -71,10 +78,10 @@ func (WebhookArgs) InsertOpts() river.InsertOpts {
 // WebhookID is the delivery's webhook-id: the same for every attempt and
 // replay of this delivery, so receivers can dedupe on it, and different for
 // another end of the same job, which carries news (a COMPLETED after a
-// FAILED must not be dropped as a duplicate). It is the job id and the end's
-// time in Unix microseconds: "msg_<job_id>_<micros>".
+// FAILED must not be dropped as a duplicate). It is the job's (or list's)
+// id and the end's time in Unix microseconds: "msg_<id>_<micros>".
 func (a WebhookArgs) WebhookID() string {
-	return "msg_" + a.JobID + "_" + strconv.FormatInt(a.EndedAt.UnixMicro(), 10)
+	return "msg_" + a.subject() + "_" + strconv.FormatInt(a.EndedAt.UnixMicro(), 10)
 }
 
 // WebhookOutput is recorded on the River job (River UI shows it).
@@ -154,37 +161,21 @@ func scheduledDelay(schedule []time.Duration, failures int) time.Duration {
 // after the last attempt.
 func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
 	wid := job.Args.WebhookID()
-	log := w.Logger.With("job_id", job.Args.JobID, "river_job_id", job.ID, "attempt", job.Attempt, "webhook_id", wid)
+	log := w.Logger.With("job_id", job.Args.JobID, "list_id", job.Args.ListID, "river_job_id", job.ID,
+		"attempt", job.Attempt, "webhook_id", wid)
 
-	id, err := uuid.Parse(job.Args.JobID)
-	if err != nil {
-		return w.skip(ctx, log, fmt.Errorf("malformed args: job_id %q is not a UUID", job.Args.JobID))
+	callback, body, err := w.load(ctx, job.Args)
+	if skip := (*skipError)(nil); errors.As(err, &skip) {
+		return w.skip(ctx, log, skip.err)
+	} else if err != nil {
+		return w.fail(ctx, log, job, err)
 	}
-	j, err := db.JobGet(ctx, w.DB, id)
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return w.skip(ctx, log, fmt.Errorf("job %s does not exist", id))
-	case err != nil:
-		return w.fail(ctx, log, job, fmt.Errorf("error loading job %s: %w", id, err))
-	case j.CallbackURL == "":
-		return w.skip(ctx, log, fmt.Errorf("job %s has no callback URL", id))
-	case j.CompletedAt == nil || !j.CompletedAt.Equal(job.Args.EndedAt):
-		// The job was retried since this end (and may have ended again,
-		// with a delivery of its own): this report would be stale.
-		return w.skip(ctx, log, fmt.Errorf("job %s has been retried since this end (now %s); the newer end is delivered on its own", id, j.Status))
-	}
-	target, err := url.Parse(j.CallbackURL)
+	target, err := url.Parse(callback)
 	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
 		return w.skip(ctx, log, errors.New("the callback URL is not an absolute http(s) URL"))
 	}
 	if len(w.Key) == 0 {
 		return w.fail(ctx, log, job, errors.New("WEBHOOK_SECRET is not set in this worker, so deliveries cannot be signed"))
-	}
-
-	body, err := json.Marshal(wire.WebhookPayload{Type: wire.EventClassificationCompleted, Timestamp: j.CompletedAt.UTC(),
-		JobReport: wire.NewJobReport(j)})
-	if err != nil {
-		return w.fail(ctx, log, job, fmt.Errorf("error encoding the report: %w", err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
@@ -236,6 +227,67 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		}
 	}
 	return w.fail(ctx, log, job, fmt.Errorf("%s answered %d%s", dest, resp.StatusCode, excerpt(answer)))
+}
+
+// skipError marks a delivery with nothing to send.
+type skipError struct{ err error }
+
+func (e *skipError) Error() string { return e.err.Error() }
+
+func skipf(format string, args ...any) error { return &skipError{fmt.Errorf(format, args...)} }
+
+// load reads what the end delivers: the job's report (as GET
+// /domains/classify/{id} shows it) or the list's status, and where to. A
+// *skipError says there is nothing to deliver: the job or list is gone,
+// has no callback URL, or ended again since (that end has its own delivery).
+func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback string, body []byte, err error) {
+	kind := "job"
+	if a.ListID != "" {
+		kind = "list"
+	}
+	id, err := uuid.Parse(a.subject())
+	if err != nil {
+		return "", nil, skipf("malformed args: %s id %q is not a UUID", kind, a.subject())
+	}
+	var (
+		l           *classifier.List
+		j           *classifier.Job
+		completedAt *time.Time
+		status      classifier.Status
+	)
+	if kind == "list" {
+		if l, err = db.ListGet(ctx, w.DB, id); err == nil {
+			callback, completedAt, status = l.CallbackURL, l.CompletedAt, l.Status
+		}
+	} else if j, err = db.JobGet(ctx, w.DB, id); err == nil {
+		callback, completedAt, status = j.CallbackURL, j.CompletedAt, j.Status
+	}
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return "", nil, skipf("%s %s does not exist", kind, id)
+	case err != nil:
+		return "", nil, fmt.Errorf("error loading %s %s: %w", kind, id, err)
+	}
+	switch {
+	case callback == "":
+		return "", nil, skipf("%s %s has no callback URL", kind, id)
+	case completedAt == nil || !completedAt.Equal(a.EndedAt):
+		// Retried since this end (and may have ended again, with a delivery
+		// of its own): this report would be stale.
+		return "", nil, skipf("%s %s has been retried since this end (now %s); the newer end is delivered on its own", kind, id, status)
+	}
+	// The event's time is when it ended.
+	if l != nil {
+		body, err = json.Marshal(wire.ListWebhookPayload{Type: wire.EventListCompleted, Timestamp: completedAt.UTC(),
+			ListStatus: wire.NewListStatus(l)})
+	} else {
+		body, err = json.Marshal(wire.WebhookPayload{Type: wire.EventClassificationCompleted, Timestamp: completedAt.UTC(),
+			JobReport: wire.NewJobReport(j)})
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("error encoding the report: %w", err)
+	}
+	return callback, body, nil
 }
 
 // fail reports a failed attempt and returns err for River to retry (or, on

@@ -2,6 +2,9 @@ package llm
 
 import (
 	"context"
+	"fmt"
+	"net/http/httptrace"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -45,7 +48,8 @@ func Limit(next classifier.Completer, concurrency, perMinute int) *Limited {
 	}
 }
 
-// Complete waits for a slot and for the rate, then calls the model.
+// Complete waits for a slot and for the rate, asks ctx's Gate, if any, and
+// then calls the model.
 func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
 	if err := l.slots.Acquire(ctx, 1); err != nil {
 		return classifier.CompletionResponse{}, err
@@ -54,5 +58,31 @@ func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest
 	if err := l.rate.Wait(ctx); err != nil {
 		return classifier.CompletionResponse{}, err
 	}
+	if gate, ok := ctx.Value(gateKey{}).(Gate); ok {
+		release, err := gate(ctx)
+		if err != nil {
+			return classifier.CompletionResponse{}, fmt.Errorf("model call refused: %w", err)
+		}
+		var once sync.Once
+		done := func() { once.Do(release) }
+		defer done() // the call failed before its request was written
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { done() },
+		})
+	}
 	return l.next.Complete(ctx, req)
+}
+
+// A Gate is asked right before a model call starts (its slot and the rate
+// allow it): it refuses the call with an error, or lets it go and returns a
+// release, called once the call's request has been written to the
+// provider. Lists use it so that a cancel orders itself against the calls
+// that are starting.
+type Gate func(ctx context.Context) (release func(), err error)
+
+type gateKey struct{}
+
+// WithGate returns ctx with the gate of the calls made under it.
+func WithGate(ctx context.Context, g Gate) context.Context {
+	return context.WithValue(ctx, gateKey{}, g)
 }

@@ -17,7 +17,9 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/jobs"
 )
@@ -48,6 +50,7 @@ type Main struct {
 	Metrics        *prometheus.Registry
 	QueueCollector *jobs.QueueCollector
 	jobMetrics     *jobs.Metrics
+	listMetrics    *jobs.ListMetrics
 
 	apiServer    *http.Server
 	apiLn        net.Listener
@@ -79,7 +82,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	cfg := m.Config
 	maxConns := cfg.DBMaxConns
 	if maxConns == 0 {
-		maxConns = int32(cfg.Queue.ClassifyWorkers + 10)
+		maxConns = int32(cfg.Queue.ClassifyWorkers + cfg.Queue.ListWorkers + 10)
 	}
 	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker()}); err != nil {
@@ -88,8 +91,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.Metrics = prometheus.NewRegistry()
 	m.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, jobs.QueueClassify, jobs.QueueWebhook)
+	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
+		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
+	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
 	var (
 		workers  *river.Workers
@@ -173,6 +178,12 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
+		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
+		Metrics: m.jobMetrics, Lists: m.listMetrics,
+	}); err != nil {
+		return nil, err
+	}
 	// Without WEBHOOK_SECRET the API accepts no callbacks; deliveries queued
 	// by an API that had one fail with an error saying so, and are retried.
 	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
@@ -200,6 +211,7 @@ func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
+		Lists: m.listConfig(),
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.
@@ -221,6 +233,30 @@ func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
 	}
 	return httpapi.New(api).Handler(), nil
 }
+
+// listConfig is the list routes' limits, with what the estimate needs: the
+// model, its price (the eval price table), the bounds of a worker process.
+func (m *Main) listConfig() httpapi.ListConfig {
+	cfg := m.Config
+	l := cfg.Lists
+	l.Queue, l.Freshness = cfg.Queue, cfg.Freshness
+	l.Model, l.ModelConcurrency, l.ModelRatePerMinute = cfg.OpenAIModel, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute
+	if cfg.SearchProvider != search.ProviderNone {
+		l.SearchSeconds = searchSeconds
+	}
+	prices := evals.DefaultPrices()
+	l.Price = func(model string, promptTokens, completionTokens float64) (float64, bool) {
+		p, ok := prices.Lookup(model)
+		return (promptTokens*p.Input + completionTokens*p.Output) / 1e6, ok
+	}
+	l.Rows, l.Ended = m.listMetrics.ListRows, m.listMetrics.ListEnded
+	return l
+}
+
+// searchSeconds is a search's share of a fresh domain's time, which the
+// measured model latency leaves out: a homepage fetch or a Brave query
+// takes about half a second to a second.
+const searchSeconds = 0.7
 
 func (m *Main) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.Metrics, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)})

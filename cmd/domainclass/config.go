@@ -61,6 +61,7 @@ type Config struct {
 
 	Queue     jobs.Settings
 	Callers   httpapi.Limits
+	Lists     httpapi.ListConfig // its limits only; the rest is wired from the other settings
 	Freshness classifier.Freshness
 	ClaimWait time.Duration
 }
@@ -84,6 +85,7 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		Queue:             jobs.DefaultSettings(),
 		Callers:           httpapi.DefaultLimits(),
+		Lists:             httpapi.DefaultListConfig(),
 		Freshness:         classifier.DefaultFreshness(),
 		ClaimWait:         classifier.DefaultClaimWait,
 	}
@@ -94,14 +96,14 @@ func DefaultConfig() Config {
 // an error names the variable the operator set.
 type envVar struct {
 	Name    string
-	Setting any // a pointer: *string, *bool, *int, *int32, *time.Duration, *[]time.Duration
+	Setting any // a pointer: *string, *bool, *int, *int32, *int64, *time.Duration, *[]time.Duration
 	Field   string
 }
 
 // environment is the one table of environment variables: each one, and the
 // setting it overrides. The defaults and their reasons are with the owners:
-// jobs/settings.go (queues, attempts, timeouts, webhooks), httpapi/limits.go
-// (callers), classifier/freshness.go (cache), classifier/pipeline.go
+// jobs/settings.go (queues, attempts, timeouts, lists' chunks, webhooks),
+// httpapi/limits.go (callers, list limits), classifier/freshness.go (cache), classifier/pipeline.go
 // (CLAIM_WAIT), classifier/llm (model bounds and timeout) and
 // classifier/search (search timeout).
 func (c *Config) environment() []envVar {
@@ -139,6 +141,10 @@ func (c *Config) environment() []envVar {
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
 
+		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
+		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
+		{"CALLER_MAX_ACTIVE_LISTS", &c.Lists.MaxActive, "MaxActive"},
+
 		{"CACHE_TTL_HIGH", &c.Freshness.High, "High"},
 		{"CACHE_TTL_MEDIUM", &c.Freshness.Medium, "Medium"},
 		{"CACHE_TTL_LOW", &c.Freshness.Low, "Low"},
@@ -156,6 +162,11 @@ func (c *Config) environment() []envVar {
 		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
 		{"MAX_SNOOZE", &q.MaxSnooze, "MaxSnooze"},
 		{"QUEUE_METRICS_INTERVAL", &q.QueueMetricsInterval, "QueueMetricsInterval"},
+		{"LIST_WORKERS", &q.ListWorkers, "ListWorkers"},
+		{"LIST_DOMAIN_CONCURRENCY", &q.ListDomainConcurrency, "ListDomainConcurrency"},
+		{"LIST_CHUNK_ROWS", &q.ListChunkRows, "ListChunkRows"},
+		{"LIST_CHUNKS_IN_FLIGHT", &q.ListChunksInFlight, "ListChunksInFlight"},
+		{"LIST_CHUNK_BUDGET", &q.ListChunkBudget, "ListChunkBudget"},
 		{"WEBHOOK_WORKERS", &q.WebhookWorkers, "WebhookWorkers"},
 		{"WEBHOOK_TIMEOUT", &q.WebhookTimeout, "WebhookTimeout"},
 		{"WEBHOOK_RETRY_SCHEDULE", &q.WebhookRetrySchedule, "WebhookRetrySchedule"},
@@ -193,6 +204,8 @@ func setFromEnv(p any, s string) error {
 		*p, err = strconv.ParseBool(s)
 	case *int:
 		*p, err = strconv.Atoi(s)
+	case *int64:
+		*p, err = strconv.ParseInt(s, 10, 64)
 	case *int32:
 		var n int64
 		n, err = strconv.ParseInt(s, 10, 32)
@@ -249,7 +262,7 @@ func (c Config) Validate() error {
 		}
 	}
 	vars := c.environment()
-	for _, err := range []error{c.Queue.Validate(), c.Callers.Validate(), c.Freshness.Validate()} {
+	for _, err := range []error{c.Queue.Validate(), c.Callers.Validate(), c.Lists.Validate(), c.Freshness.Validate()} {
 		if err != nil {
 			return errors.New(envNames(err.Error(), vars))
 		}

@@ -1,0 +1,59 @@
+package classifier
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// List is a caller's upload of many rows under one classifier, answered in
+// chunks of ChunkRows rows. Its progress is counted as rows become final.
+type List struct {
+	ID          uuid.UUID
+	Caller      string
+	Classifier  string
+	Status      Status // PENDING, RUNNING, COMPLETED, CANCELLED or FAILED
+	Error       string
+	CallbackURL string
+	// Rows is every row uploaded; Domains the distinct valid domains among
+	// them; Duplicates the valid rows whose domain an earlier row has;
+	// Rejected the rows that are not a domain.
+	Rows, Domains, Duplicates, Rejected int
+	ChunkRows, Chunks                   int
+	// Done counts the rows final so far (Rejected included); Completed and
+	// Failed split the answered ones, Known, Cache and LLM count the
+	// completed ones by where their answer came from.
+	Done, Completed, Failed, Known, Cache, LLM int
+	CreatedAt                                  time.Time
+	StartedAt, CompletedAt                     *time.Time
+}
+
+// Ended reports whether the list has ended: COMPLETED, CANCELLED or FAILED.
+func (l *List) Ended() bool {
+	return l.Status == StatusCompleted || l.Status == StatusCancelled || l.Status == StatusFailed
+}
+
+// Unfinished is how many rows were not final when the list was cancelled
+// or given up: they are reported CANCELLED, or FAILED with the list's error.
+func (l *List) Unfinished() int {
+	if l.Status == StatusCancelled || l.Status == StatusFailed {
+		return l.Rows - l.Done
+	}
+	return 0
+}
+
+// ChunkRange returns the first and last row of chunk (from 0).
+func (l *List) ChunkRange(chunk int) (from, to int) {
+	return chunk*l.ChunkRows + 1, min((chunk+1)*l.ChunkRows, l.Rows)
+}
+
+// ListRow is one row of a list as uploaded, with its answer once final.
+type ListRow struct {
+	Row   int // from 1, in upload order
+	Input string
+	Ref   string // the caller's own id of the row, "" for none
+	// Result holds the row's domain (empty when REJECTED) and answer; its
+	// Status is PENDING, COMPLETED, FAILED, REJECTED or, when the list was
+	// cancelled before it was answered, CANCELLED.
+	Result Result
+}

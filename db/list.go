@@ -1,0 +1,360 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/domainclass/domainclass/classifier"
+)
+
+// ListRowIn is one uploaded row as COPY writes it.
+type ListRowIn struct {
+	Row    int
+	Input  string
+	Ref    string // "" for none
+	Domain string // "" when rejected
+	// FirstRow is the earlier row with the same domain; 0 for the first.
+	FirstRow int
+	// Reason is why the row was rejected; "" for a valid row.
+	Reason string
+}
+
+// ListRowSource yields uploaded rows in order; Err reports why it stopped
+// early (a body that could not be read, a limit crossed).
+type ListRowSource interface {
+	Next() bool
+	Row() ListRowIn
+	Err() error
+}
+
+// ListRowsCopy writes a list's rows with COPY, as the source yields them,
+// and returns how many it wrote. A source error aborts the COPY; the caller
+// rolls the transaction back.
+func ListRowsCopy(ctx context.Context, exec DBTX, listID uuid.UUID, src ListRowSource) (int64, error) {
+	n, err := exec.CopyFrom(ctx, pgx.Identifier{"list_row"},
+		[]string{"list_id", "row", "input", "ref", "domain", "first_row", "status", "error"},
+		&copySource{listID: listID, src: src})
+	if err != nil {
+		if serr := src.Err(); serr != nil {
+			return n, serr // the source's own error, not COPY's wrapping of it
+		}
+		return n, translate(err)
+	}
+	return n, nil
+}
+
+type copySource struct {
+	listID uuid.UUID
+	src    ListRowSource
+}
+
+func (c *copySource) Next() bool { return c.src.Next() }
+func (c *copySource) Err() error { return c.src.Err() }
+func (c *copySource) Values() ([]any, error) {
+	r := c.src.Row()
+	status := classifier.StatusPending
+	if r.Reason != "" {
+		status = classifier.StatusRejected
+	}
+	return []any{c.listID, int32(r.Row), r.Input, nullText(r.Ref), nullText(r.Domain), nullInt(r.FirstRow),
+		string(status), nullText(r.Reason)}, nil
+}
+
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullInt(n int) *int32 {
+	if n == 0 {
+		return nil
+	}
+	v := int32(n)
+	return &v
+}
+
+// ListInsert writes a list whose rows were copied in the same transaction.
+// Its rejected rows are final from the start.
+func ListInsert(ctx context.Context, exec DBTX, l *classifier.List, nextChunk int) error {
+	_, err := exec.Exec(ctx, `
+		INSERT INTO list (id, caller, classifier, callback_url, rows, domains, duplicates, rejected,
+		                  chunk_rows, chunks, next_chunk, done)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8)`,
+		l.ID, l.Caller, l.Classifier, l.CallbackURL, l.Rows, l.Domains, l.Duplicates, l.Rejected,
+		l.ChunkRows, l.Chunks, nextChunk)
+	return translate(err)
+}
+
+// ListActiveLock takes caller's list lock for the rest of tx, so that
+// counting its active lists and adding one is exact under concurrent
+// uploads.
+func ListActiveLock(ctx context.Context, tx DBTX, caller string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lists:' || current_schema() || ':' || $1, 0))`, caller)
+	return translate(err)
+}
+
+// ListActiveCount counts caller's lists not yet ended.
+func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error) {
+	var n int
+	err := exec.QueryRow(ctx, `SELECT count(*) FROM list WHERE caller = $1 AND status IN ('PENDING', 'RUNNING')`, caller).Scan(&n)
+	return n, translate(err)
+}
+
+const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
+	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, known, cache, llm,
+	created_at, started_at, completed_at`
+
+func scanList(row pgx.Row) (*classifier.List, error) {
+	l := new(classifier.List)
+	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
+		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
+		&l.Known, &l.Cache, &l.LLM, &l.CreatedAt, &l.StartedAt, &l.CompletedAt)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return l, nil
+}
+
+// ListGet returns list id, or ErrNotFound.
+func ListGet(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.List, error) {
+	return scanList(exec.QueryRow(ctx, `SELECT `+listColumns+` FROM list WHERE id = $1`, id))
+}
+
+// ListGetOfCaller returns caller's list id; another caller's list is
+// ErrNotFound, as is an unknown id.
+func ListGetOfCaller(ctx context.Context, exec DBTX, id uuid.UUID, caller string) (*classifier.List, error) {
+	return scanList(exec.QueryRow(ctx, `SELECT `+listColumns+` FROM list WHERE id = $1 AND caller = $2`, id, caller))
+}
+
+// ListStart marks list id RUNNING when it is PENDING and returns it.
+func ListStart(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.List, error) {
+	return scanList(exec.QueryRow(ctx, `
+		WITH started AS (
+			UPDATE list SET status = 'RUNNING', started_at = now() WHERE id = $1 AND status = 'PENDING'
+			RETURNING `+listColumns+`
+		)
+		SELECT * FROM started UNION ALL SELECT `+listColumns+` FROM list WHERE id = $1 AND NOT EXISTS (SELECT FROM started)`, id))
+}
+
+// ListPending returns the rows from..to of a list that still need an
+// answer: each domain's first row, PENDING, in row order.
+func ListPending(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int) ([]classifier.ListRow, error) {
+	rows, err := exec.Query(ctx, `
+		SELECT row, domain FROM list_row
+		WHERE list_id = $1 AND row BETWEEN $2 AND $3 AND status = 'PENDING' AND first_row IS NULL
+		ORDER BY row`, listID, from, to)
+	return collect(rows, err, func(row pgx.CollectableRow) (classifier.ListRow, error) {
+		var r classifier.ListRow
+		err := row.Scan(&r.Row, &r.Result.Domain)
+		r.Result.Status = classifier.StatusPending
+		return r, err
+	})
+}
+
+// ListRowFinish stores the answer of a list's row and of every later row
+// with the same domain, counts them in the list's progress, and, for an
+// answer from the model, upserts the shared result and releases owner's
+// claim: one batch, one transaction. It returns how many rows became final;
+// a row already final keeps its first answer (a redelivered chunk).
+func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r classifier.Result, owner string) (int, error) {
+	batch := &pgx.Batch{}
+	if r.Source == classifier.SourceLLM {
+		queueResultUpsert(batch, r)
+	}
+	completed := r.Status == classifier.StatusCompleted
+	batch.Queue(`
+		WITH final AS (
+			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
+			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9
+			WHERE list_id = $1 AND (row = $2 OR first_row = $2) AND status = 'PENDING'
+			RETURNING 1
+		), n AS (SELECT count(*)::int AS n FROM final)
+		UPDATE list SET done = done + n.n,
+		       completed = completed + CASE WHEN $10 THEN n.n ELSE 0 END,
+		       failed = failed + CASE WHEN $10 THEN 0 ELSE n.n END,
+		       known = known + CASE WHEN $10 AND $7 = 'known' THEN n.n ELSE 0 END,
+		       cache = cache + CASE WHEN $10 AND $7 = 'cache' THEN n.n ELSE 0 END,
+		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END
+		FROM n WHERE list.id = $1
+		RETURNING n.n`,
+		listID, row, string(r.Status), answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error,
+		r.ClassifiedAt, completed)
+	queueClaimRelease(batch, r.Classifier, r.Domain, owner)
+	results := exec.SendBatch(ctx, batch)
+	defer results.Close()
+	if r.Source == classifier.SourceLLM {
+		if _, err := results.Exec(); err != nil {
+			return 0, translate(err)
+		}
+	}
+	var n int
+	if err := results.QueryRow().Scan(&n); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, translate(err)
+	}
+	if _, err := results.Exec(); err != nil {
+		return 0, translate(err)
+	}
+	return n, translate(results.Close())
+}
+
+// ListRowsFail fails every row from..to of a list that is not final yet
+// (and the later duplicates of those rows), with reason, and counts them.
+// It returns how many rows it failed.
+func ListRowsFail(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int, reason string) (int, error) {
+	var n int
+	err := exec.QueryRow(ctx, `
+		WITH firsts AS (
+			SELECT row FROM list_row WHERE list_id = $1 AND row BETWEEN $2 AND $3 AND first_row IS NULL
+		), final AS (
+			UPDATE list_row SET status = 'FAILED', error = $4, classified_at = now()
+			WHERE list_id = $1 AND status = 'PENDING'
+			  AND ((row BETWEEN $2 AND $3 AND first_row IS NULL) OR first_row IN (SELECT row FROM firsts))
+			RETURNING 1
+		), n AS (SELECT count(*)::int AS n FROM final)
+		UPDATE list SET done = done + n.n, failed = failed + n.n FROM n WHERE list.id = $1
+		RETURNING n.n`, listID, from, to, reason).Scan(&n)
+	return n, translate(err)
+}
+
+// ListNextChunk takes the next chunk of a running list to queue, and
+// reports false when every chunk has been queued or the list has ended.
+func ListNextChunk(ctx context.Context, exec DBTX, id uuid.UUID) (int, bool, error) {
+	var chunk int
+	err := exec.QueryRow(ctx, `
+		UPDATE list SET next_chunk = next_chunk + 1
+		WHERE id = $1 AND next_chunk < chunks AND status IN ('PENDING', 'RUNNING')
+		RETURNING next_chunk - 1`, id).Scan(&chunk)
+	if err = translate(err); isNotFound(err) {
+		return 0, false, nil
+	}
+	return chunk, err == nil, err
+}
+
+// ListEnd is how a list ended, as the statement that ended it wrote it.
+type ListEnd struct {
+	Status      classifier.Status
+	CompletedAt time.Time
+	CallbackURL string
+}
+
+// ListComplete marks list id COMPLETED if every row is final. ended is
+// false when it is not, or when the list had already ended.
+func ListComplete(ctx context.Context, exec DBTX, id uuid.UUID) (ListEnd, bool, error) {
+	return listEnd(ctx, exec, `
+		UPDATE list SET status = 'COMPLETED', completed_at = now()
+		WHERE id = $1 AND status IN ('PENDING', 'RUNNING') AND done = rows
+		RETURNING status, completed_at, coalesce(callback_url, '')`, id)
+}
+
+// ListFail gives list id up with reason. ended is false when it had already
+// ended.
+func ListFail(ctx context.Context, exec DBTX, id uuid.UUID, reason string) (ListEnd, bool, error) {
+	return listEnd(ctx, exec, `
+		UPDATE list SET status = 'FAILED', error = $2, completed_at = now()
+		WHERE id = $1 AND status IN ('PENDING', 'RUNNING')
+		RETURNING status, completed_at, coalesce(callback_url, '')`, id, reason)
+}
+
+// ListCancel cancels caller's list id: its rows not final are reported
+// CANCELLED from now on. It waits for every model call of the list that is
+// starting (ListGate) and so orders itself after them: once it returns, no
+// call of the list starts. ended is false when the list had already ended.
+func ListCancel(ctx context.Context, exec DBTX, id uuid.UUID, caller string) (ListEnd, bool, error) {
+	return listEnd(ctx, exec, `
+		UPDATE list SET status = 'CANCELLED', completed_at = now()
+		WHERE id = $1 AND caller = $2 AND status IN ('PENDING', 'RUNNING')
+		RETURNING status, completed_at, coalesce(callback_url, '')`, id, caller)
+}
+
+func listEnd(ctx context.Context, exec DBTX, sql string, args ...any) (ListEnd, bool, error) {
+	var end ListEnd
+	err := exec.QueryRow(ctx, sql, args...).Scan(&end.Status, &end.CompletedAt, &end.CallbackURL)
+	switch err = translate(err); {
+	case err == nil:
+		return end, true, nil
+	case isNotFound(err):
+		return ListEnd{}, false, nil
+	}
+	return ListEnd{}, false, err
+}
+
+// ErrListEnded is ListGate's refusal: the list was cancelled or has ended.
+var ErrListEnded = errors.New("the list has ended")
+
+// ListGate is asked in tx, a transaction of its own, right before a model
+// call of list id starts, and holds a share lock on the list until tx ends:
+// the caller ends tx once the request has been sent. ListCancel waits for
+// that lock, so a call either starts before the cancel returns or is
+// refused with ErrListEnded.
+func ListGate(ctx context.Context, tx DBTX, id uuid.UUID) error {
+	var status classifier.Status
+	if err := tx.QueryRow(ctx, `SELECT status FROM list WHERE id = $1 FOR SHARE`, id).Scan(&status); err != nil {
+		return translate(err)
+	}
+	if status != classifier.StatusPending && status != classifier.StatusRunning {
+		return fmt.Errorf("%w (%s)", ErrListEnded, status)
+	}
+	return nil
+}
+
+// ListResultsParams selects the rows of a list to stream.
+type ListResultsParams struct {
+	ListID uuid.UUID
+	// After resumes after this row (0: from the start).
+	After int
+	// Statuses keeps only rows in these statuses, as callers see them
+	// (CANCELLED included); none keeps every row.
+	Statuses []classifier.Status
+	// List is the list's own status and error: rows not final in a
+	// CANCELLED list are reported CANCELLED, in a FAILED one FAILED.
+	ListStatus classifier.Status
+	ListError  string
+}
+
+// ListResults streams a list's rows in row order to fn, reading them from a
+// cursor as fn consumes them: memory stays flat however long the list.
+func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*classifier.ListRow) error) error {
+	statuses := make([]string, len(p.Statuses))
+	for i, s := range p.Statuses {
+		statuses[i] = string(s)
+	}
+	rows, err := exec.Query(ctx, `
+		SELECT row, input, coalesce(ref, ''), coalesce(domain, ''), shown, is_cpg, confidence,
+		       coalesce(reasoning, ''), coalesce(source, ''),
+		       CASE WHEN status = 'PENDING' AND shown = 'FAILED' THEN $5 ELSE coalesce(error, '') END,
+		       classified_at
+		FROM (
+			SELECT *, CASE WHEN status = 'PENDING' AND $3 IN ('CANCELLED', 'FAILED') THEN $3 ELSE status END AS shown
+			FROM list_row WHERE list_id = $1 AND row > $2
+		) r
+		WHERE cardinality($4::text[]) = 0 OR shown = ANY($4)
+		ORDER BY row`, p.ListID, p.After, string(p.ListStatus), statuses, p.ListError)
+	if err != nil {
+		return translate(err)
+	}
+	defer rows.Close()
+	var (
+		r            classifier.ListRow
+		isCPG        *bool
+		confidence   *int16
+		classifiedAt *time.Time
+	)
+	for rows.Next() {
+		if err := rows.Scan(&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
+			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt); err != nil {
+			return translate(err)
+		}
+		r.Result.Answer, r.Result.Confidence, r.Result.ClassifiedAt = deref(isCPG), int(deref(confidence)), deref(classifiedAt)
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return translate(rows.Err())
+}

@@ -1,0 +1,354 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi/wire"
+)
+
+// listFormat is how a list body is written, by its Content-Type.
+type listFormat string
+
+const (
+	formatCSV    listFormat = "text/csv"             // a header row with a domain column, optional ref
+	formatNDJSON listFormat = "application/x-ndjson" // {"domain": "...", "ref": "..."} per line
+	formatText   listFormat = "text/plain"           // a domain per line; blank and # lines skipped
+)
+
+// listFormatOf reads the Content-Type of an upload, or returns a 415
+// problem.
+func listFormatOf(contentType string) (listFormat, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err == nil {
+		switch f := listFormat(strings.ToLower(mt)); f {
+		case formatCSV, formatNDJSON, formatText:
+			return f, nil
+		}
+	}
+	return "", &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
+		detail: fmt.Sprintf("Send the list as text/csv (with a domain column), application/x-ndjson or text/plain, not %q.", contentType)}
+}
+
+// maxInputBytes caps what a row keeps of its input (and ref): anything
+// longer is no domain, and the answer only needs to say which row it was.
+const maxInputBytes = 512
+
+// maxLineBytes caps an NDJSON or text line.
+const maxLineBytes = 64 << 10
+
+// listBody is an upload's body: decompressed when it is gzip, cut off with
+// a 413 problem beyond max bytes (counted after decompression, so a gzip
+// bomb stops there), and hashed as it is read for Idempotency-Key.
+type listBody struct {
+	r    io.Reader
+	n    int64
+	max  int64
+	hash hash.Hash
+}
+
+func openListBody(r *http.Request, max int64) (*listBody, error) {
+	var in io.Reader = http.MaxBytesReader(nil, r.Body, max)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(in)
+		if err != nil {
+			return nil, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
+		}
+		in = zr
+	default:
+		return nil, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
+			detail: fmt.Sprintf("Content-Encoding %q is not supported; send gzip, or no encoding.", enc)}
+	}
+	return &listBody{r: in, max: max, hash: sha256.New()}, nil
+}
+
+func (b *listBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	b.hash.Write(p[:n])
+	if b.n > b.max {
+		return n, b.tooLarge()
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return n, b.tooLarge()
+	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
+		return n, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
+	case err != nil && err != io.EOF:
+		return n, &problem{status: http.StatusBadRequest, slug: "unreadable-list",
+			detail: fmt.Sprintf("The body could not be read: %v.", err)}
+	}
+	return n, err
+}
+
+func (b *listBody) tooLarge() error {
+	return &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
+		detail: fmt.Sprintf("The list is larger than %d bytes (after decompression); split it.", b.max)}
+}
+
+// listReader reads an upload's rows in order, normalizes each, and finds
+// duplicates: it is the db.ListRowSource that COPY writes from, and counts
+// what the answer reports. Memory grows with the distinct domains only
+// (about 60 bytes each), never with the body.
+type listReader struct {
+	format  listFormat
+	body    *listBody
+	maxRows int
+
+	csv       *csv.Reader
+	domainCol int
+	refCol    int
+	lines     *bufio.Reader
+
+	cur db.ListRowIn
+	err error
+
+	seen       map[string]int32
+	rows       int
+	domains    int
+	duplicates int
+	rejected   int
+	sample     []wire.RejectedRow
+	// distinct, when set, collects the distinct domains (a dry run needs
+	// them).
+	distinct []string
+	keep     bool
+}
+
+func newListReader(format listFormat, body *listBody, maxRows int) *listReader {
+	return &listReader{format: format, body: body, maxRows: maxRows, seen: map[string]int32{}, domainCol: -1, refCol: -1}
+}
+
+// Next reads the next row. It returns false at the end of the body, or on
+// an error that refuses the whole list (Err): an unreadable body, a CSV
+// without a domain column, a limit crossed.
+func (r *listReader) Next() bool {
+	if r.err != nil {
+		return false
+	}
+	input, ref, reason, ok := r.read()
+	if !ok {
+		return false
+	}
+	r.rows++
+	if r.rows > r.maxRows {
+		r.err = &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
+			detail: fmt.Sprintf("The list has more than %d rows; split it.", r.maxRows)}
+		return false
+	}
+	r.cur = db.ListRowIn{Row: r.rows, Input: clip(input), Ref: clip(ref)}
+	if reason == "" {
+		d, err := classifier.NormalizeDomain(input)
+		if domErr := (*classifier.DomainError)(nil); errors.As(err, &domErr) {
+			reason = domErr.Reason
+		} else if err != nil {
+			reason = err.Error()
+		}
+		r.cur.Domain = d
+	}
+	if reason != "" {
+		r.cur.Domain, r.cur.Reason = "", reason
+		r.rejected++
+		if len(r.sample) < wire.MaxRejectedSample {
+			r.sample = append(r.sample, wire.RejectedRow{Row: r.rows, Input: r.cur.Input, Reason: reason})
+		}
+		return true
+	}
+	if first, ok := r.seen[r.cur.Domain]; ok {
+		r.cur.FirstRow = int(first)
+		r.duplicates++
+		return true
+	}
+	r.seen[r.cur.Domain] = int32(r.rows)
+	r.domains++
+	if r.keep {
+		r.distinct = append(r.distinct, r.cur.Domain)
+	}
+	return true
+}
+
+// Row is the row Next read.
+func (r *listReader) Row() db.ListRowIn { return r.cur }
+
+// Err is why Next stopped early, or nil at the end of the body.
+func (r *listReader) Err() error { return r.err }
+
+// read returns the next row's input and ref, or why the row cannot be read
+// (the row is then rejected with that reason); ok is false at the end.
+func (r *listReader) read() (input, ref, reason string, ok bool) {
+	switch r.format {
+	case formatCSV:
+		return r.readCSV()
+	case formatNDJSON:
+		for {
+			line, ok := r.readLine()
+			if !ok {
+				return "", "", "", false
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			var obj struct {
+				Domain *string          `json:"domain"`
+				Ref    *json.RawMessage `json:"ref"`
+			}
+			if err := json.Unmarshal(line, &obj); err != nil || obj.Domain == nil {
+				return string(line), "", `not a JSON object with a "domain" string`, true
+			}
+			return *obj.Domain, refText(obj.Ref), "", true
+		}
+	default:
+		for {
+			line, ok := r.readLine()
+			if !ok {
+				return "", "", "", false
+			}
+			text := strings.TrimSpace(string(line))
+			if text == "" || strings.HasPrefix(text, "#") {
+				continue
+			}
+			return text, "", "", true
+		}
+	}
+}
+
+func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
+	if r.csv == nil {
+		r.csv = csv.NewReader(r.body)
+		r.csv.FieldsPerRecord = -1
+		r.csv.ReuseRecord = true
+		header, err := r.csv.Read()
+		if err != nil {
+			r.err = r.readError(err, "The CSV has no header row; the first line must name a domain column.")
+			return "", "", "", false
+		}
+		for i, h := range header {
+			switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
+			case "domain":
+				if r.domainCol < 0 {
+					r.domainCol = i
+				}
+			case "ref":
+				if r.refCol < 0 {
+					r.refCol = i
+				}
+			}
+		}
+		if r.domainCol < 0 {
+			r.err = &problem{status: http.StatusBadRequest, slug: "no-domain-column",
+				detail: fmt.Sprintf("The CSV header has no domain column: %q.", clip(strings.Join(header, ",")))}
+			return "", "", "", false
+		}
+	}
+	rec, err := r.csv.Read()
+	var perr *csv.ParseError
+	switch {
+	case err == io.EOF:
+		return "", "", "", false
+	case errors.As(err, &perr):
+		return "", "", "unreadable CSV line: " + perr.Err.Error(), true
+	case err != nil:
+		r.err = r.readError(err, "")
+		return "", "", "", false
+	}
+	if r.refCol >= 0 && r.refCol < len(rec) {
+		ref = rec[r.refCol]
+	}
+	if r.domainCol >= len(rec) {
+		return "", ref, classifier.ReasonEmpty, true
+	}
+	return rec[r.domainCol], ref, "", true
+}
+
+// readLine returns the next line without its newline; a line longer than
+// maxLineBytes comes back cut (and is rejected as no domain).
+func (r *listReader) readLine() ([]byte, bool) {
+	if r.lines == nil {
+		r.lines = bufio.NewReaderSize(r.body, 64<<10)
+	}
+	var long []byte
+	for {
+		line, err := r.lines.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long) < maxLineBytes {
+				long = append(long, line...)
+			}
+			continue
+		}
+		if long != nil {
+			line = append(long, line...)
+		}
+		if err != nil && err != io.EOF {
+			r.err = r.readError(err, "")
+			return nil, false
+		}
+		if len(line) == 0 && err == io.EOF {
+			return nil, false
+		}
+		return bytes.TrimRight(line, "\r\n"), true
+	}
+}
+
+// readError is the problem of a body that stopped being readable; empty is
+// the detail for an empty body.
+func (r *listReader) readError(err error, empty string) error {
+	var p *problem
+	switch {
+	case errors.As(err, &p):
+		return p
+	case err == io.EOF && empty != "":
+		return &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: empty}
+	}
+	return &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: fmt.Sprintf("The body could not be read: %v.", err)}
+}
+
+// refText is a ref as sent: a JSON string's text, or any other JSON value
+// as written ({"ref": 42} keeps "42").
+func refText(raw *json.RawMessage) string {
+	if raw == nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(*raw, &s) == nil {
+		return s
+	}
+	if string(*raw) == "null" {
+		return ""
+	}
+	return string(*raw)
+}
+
+// clip cuts s to maxInputBytes, on a rune boundary.
+func clip(s string) string {
+	if len(s) <= maxInputBytes {
+		return s
+	}
+	s = s[:maxInputBytes]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// drain reads the rest of the body, for its hash.
+func (b *listBody) drain() error {
+	_, err := io.Copy(io.Discard, b)
+	return err
+}

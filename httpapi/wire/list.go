@@ -1,0 +1,163 @@
+package wire
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/domainclass/domainclass/classifier"
+)
+
+// ListAccepted is the 202 answer to POST /lists.
+type ListAccepted struct {
+	ListID     string            `json:"list_id"`
+	Status     classifier.Status `json:"status"`
+	StatusURL  string            `json:"status_url"`
+	ResultsURL string            `json:"results_url"`
+	Classifier string            `json:"classifier"`
+	Rows       int               `json:"rows"`
+	Domains    int               `json:"domains"`
+	Duplicates int               `json:"duplicates"`
+	Rejected   int               `json:"rejected"`
+	// RejectedSample is the first rejected rows, at most MaxRejectedSample.
+	RejectedSample []RejectedRow `json:"rejected_sample"`
+}
+
+// MaxRejectedSample bounds ListAccepted.RejectedSample and the errors of a
+// list refused for having no valid row.
+const MaxRejectedSample = 100
+
+// RejectedRow is a row that is not a domain, and why.
+type RejectedRow struct {
+	Row    int    `json:"row"`
+	Input  string `json:"input"`
+	Reason string `json:"reason"`
+}
+
+// ListEstimate is the 200 answer to POST /lists?dry_run=true: what the list
+// would cost, with nothing written.
+type ListEstimate struct {
+	Rows       int `json:"rows"`
+	Domains    int `json:"domains"`
+	Duplicates int `json:"duplicates"`
+	Rejected   int `json:"rejected"`
+	// Known and Cached domains are answered without the model; Fresh ones
+	// need one model call each.
+	Known      int `json:"known"`
+	Cached     int `json:"cached"`
+	Fresh      int `json:"fresh"`
+	ModelCalls int `json:"model_calls"`
+	// EstimatedCostUSD is null for a model the price table does not list.
+	EstimatedCostUSD *float64 `json:"estimated_cost_usd"`
+	EstimatedSeconds float64  `json:"estimated_seconds"`
+	Model            string   `json:"model"`
+}
+
+// ListStatus is a list as callers see it: GET /lists/{id}, the answer to
+// DELETE /lists/{id}, and the body of a list.completed webhook.
+type ListStatus struct {
+	ListID      string            `json:"list_id"`
+	Classifier  string            `json:"classifier"`
+	Status      classifier.Status `json:"status"`
+	CreatedAt   time.Time         `json:"created_at"`
+	CompletedAt *time.Time        `json:"completed_at"`
+	Rows        int               `json:"rows"`
+	Domains     int               `json:"domains"`
+	Progress    ListProgress      `json:"progress"`
+	ResultsURL  string            `json:"results_url"`
+	Error       string            `json:"error,omitempty"`
+}
+
+// Ended reports whether the list has ended: COMPLETED, CANCELLED or FAILED.
+func (s *ListStatus) Ended() bool {
+	return s.Status == classifier.StatusCompleted || s.Status == classifier.StatusCancelled || s.Status == classifier.StatusFailed
+}
+
+// ListProgress counts a list's rows: Done of Total are final, by outcome,
+// and the completed ones by where their answer came from.
+type ListProgress struct {
+	Done      int `json:"done"`
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Rejected  int `json:"rejected"`
+	Cancelled int `json:"cancelled"`
+	Known     int `json:"known"`
+	Cache     int `json:"cache"`
+	LLM       int `json:"llm"`
+}
+
+// ListStatusURL and ListResultsURL are where a list is read.
+func ListStatusURL(id string) string  { return "/lists/" + id }
+func ListResultsURL(id string) string { return "/lists/" + id + "/results" }
+
+// NewListStatus returns list l as callers see it. Rows not final when the
+// list was cancelled count as cancelled; when it was given up, as failed.
+func NewListStatus(l *classifier.List) ListStatus {
+	p := ListProgress{Done: l.Done + l.Unfinished(), Total: l.Rows, Completed: l.Completed, Failed: l.Failed,
+		Rejected: l.Rejected, Known: l.Known, Cache: l.Cache, LLM: l.LLM}
+	switch l.Status {
+	case classifier.StatusCancelled:
+		p.Cancelled = l.Unfinished()
+	case classifier.StatusFailed:
+		p.Failed += l.Unfinished()
+	}
+	id := l.ID.String()
+	return ListStatus{ListID: id, Classifier: l.Classifier, Status: l.Status, CreatedAt: l.CreatedAt.UTC(),
+		CompletedAt: utc(l.CompletedAt), Rows: l.Rows, Domains: l.Domains, Progress: p,
+		ResultsURL: ListResultsURL(id), Error: l.Error}
+}
+
+// ListRow is one row of GET /lists/{id}/results: a line of NDJSON, or of
+// CSV with the columns of ListRowColumns in that order.
+type ListRow struct {
+	Row          int               `json:"row"`
+	Input        string            `json:"input"`
+	Ref          string            `json:"ref,omitempty"`
+	Domain       string            `json:"domain,omitempty"`
+	Status       classifier.Status `json:"status"`
+	IsCPG        *bool             `json:"is_cpg,omitempty"`
+	Confidence   *int              `json:"confidence,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
+	Source       classifier.Source `json:"source,omitempty"`
+	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
+	Error        string            `json:"error,omitempty"`
+}
+
+// ListRowColumns is the header of the CSV results.
+var ListRowColumns = []string{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error"}
+
+// NewListRow returns row r as callers see it.
+func NewListRow(r *classifier.ListRow) ListRow {
+	rr := NewResultReport(r.Result)
+	return ListRow{Row: r.Row, Input: r.Input, Ref: r.Ref, Domain: rr.Domain, Status: rr.Status, IsCPG: rr.IsCPG,
+		Confidence: rr.Confidence, Reasoning: rr.Reasoning, Source: rr.Source, ClassifiedAt: rr.ClassifiedAt, Error: rr.Error}
+}
+
+// CSV returns the row's fields in ListRowColumns order, appended to buf.
+func (r *ListRow) CSV(buf []string) []string {
+	isCPG, confidence, classifiedAt := "", "", ""
+	if r.IsCPG != nil {
+		isCPG = strconv.FormatBool(*r.IsCPG)
+	}
+	if r.Confidence != nil {
+		confidence = strconv.Itoa(*r.Confidence)
+	}
+	if r.ClassifiedAt != nil {
+		classifiedAt = r.ClassifiedAt.Format(time.RFC3339Nano)
+	}
+	return append(buf, strconv.Itoa(r.Row), r.Input, r.Ref, r.Domain, string(r.Status), isCPG, confidence,
+		r.Reasoning, string(r.Source), classifiedAt, r.Error)
+}
+
+// EventListCompleted is the type of the webhook sent when a list ends,
+// COMPLETED, CANCELLED or FAILED.
+const EventListCompleted = "list.completed"
+
+// ListWebhookPayload is the body of a list.completed delivery: the list's
+// status (not its rows; fetch those from results_url), the event type and
+// when the list ended.
+type ListWebhookPayload struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	ListStatus
+}

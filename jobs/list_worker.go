@@ -1,0 +1,296 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
+	"github.com/domainclass/domainclass/db"
+)
+
+// ClassifyListArgs is one chunk of a list: rows Chunk×ChunkRows+1 to
+// (Chunk+1)×ChunkRows. Like ClassifyArgs it is a claim check; the rows live
+// in Postgres.
+type ClassifyListArgs struct {
+	ListID string `json:"list_id"`
+	Chunk  int    `json:"chunk"`
+}
+
+// Kind is the River job kind.
+func (ClassifyListArgs) Kind() string { return "classify_list" }
+
+// InsertOpts puts chunks on their own queue, unique by args: a chunk fed
+// twice (a redelivered chunk feeding its successor) runs once.
+func (ClassifyListArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueList, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// FirstChunks are the chunk jobs an upload inserts, in its transaction: the
+// first ChunksInFlight; each finished chunk queues the next.
+func FirstChunks(listID uuid.UUID, chunks int, s Settings) []river.InsertManyParams {
+	params := make([]river.InsertManyParams, min(chunks, s.ListChunksInFlight))
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: ClassifyListArgs{ListID: listID.String(), Chunk: i}}
+	}
+	return params
+}
+
+// ListChunkOutput is recorded on a chunk's River job (River UI shows it):
+// what the run did, and where the whole list stands.
+type ListChunkOutput struct {
+	ListID string `json:"list_id"`
+	Chunk  int    `json:"chunk"`
+	// Domains is how many of the chunk's domains this run had to answer.
+	Domains int `json:"domains"`
+	Counts
+	// ListDone of ListRows rows of the whole list are final.
+	ListDone int `json:"list_done"`
+	ListRows int `json:"list_rows"`
+}
+
+// ClassifyListWorker works ClassifyListArgs: it answers the chunk's domains
+// through the same pipeline as jobs, storing each answer (with its
+// duplicates) as it comes, then queues the next chunk and, when every row
+// of the list is final, ends the list.
+type ClassifyListWorker struct {
+	river.WorkerDefaults[ClassifyListArgs]
+
+	// DB is the pool (in tests, a transaction with ListDomainConcurrency 1).
+	DB       db.Executor
+	Pipeline *classifier.Pipeline
+	Registry *classifier.Registry
+	Settings Settings
+	Logger   *slog.Logger
+	Metrics  *Metrics     // nil: no metrics
+	Lists    *ListMetrics // nil: no metrics
+}
+
+// Middleware cancels chunks whose args can never work.
+func (w *ClassifyListWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return []rivertype.WorkerMiddleware{river.WorkerMiddlewareFunc(
+		func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+			var args ClassifyListArgs
+			if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+				return river.JobCancel(fmt.Errorf("malformed args %s: %w", job.EncodedArgs, err))
+			}
+			if _, err := uuid.Parse(args.ListID); err != nil || args.Chunk < 0 {
+				return river.JobCancel(fmt.Errorf("malformed args: list_id %q, chunk %d", args.ListID, args.Chunk))
+			}
+			return doInner(ctx)
+		})}
+}
+
+// Timeout is the reviewed job timeout; a run stops starting domains after
+// ListRunBudget, well before it.
+func (w *ClassifyListWorker) Timeout(*river.Job[ClassifyListArgs]) time.Duration {
+	return w.Settings.JobTimeout
+}
+
+// Work answers the chunk. Outcomes: nil when its rows are final (the next
+// chunk is queued and, if it was the last, the list ended, in one
+// transaction); a cancel when the list has ended (cancelled); a snooze when
+// the provider throttles, another job holds a shared domain, or the run's
+// budget is spent (no attempt used); an error for transient failures (on
+// the last attempt the chunk's rows fail and the list is given up).
+func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyListArgs]) error {
+	id := uuid.MustParse(job.Args.ListID) // checked by Middleware
+	log := w.Logger.With("list_id", id.String(), "chunk", job.Args.Chunk, "river_job_id", job.ID, "attempt", job.Attempt)
+
+	// 1. Load the list (and mark it RUNNING).
+	l, err := db.ListStart(ctx, w.DB, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("list %s does not exist", id))
+	} else if err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error starting list: %w", err))
+	}
+	if l.Ended() {
+		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
+		return river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
+	}
+	c, err := w.Registry.Get(l.Classifier)
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("list %s: %w", id, err))
+	}
+	from, to := l.ChunkRange(job.Args.Chunk)
+	rows, err := db.ListPending(ctx, w.DB, id, from, to)
+	if err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error loading rows: %w", err))
+	}
+
+	// 2. Answer each domain the cheapest way; a model call starts only
+	// through the list's gate, which a cancel closes.
+	pending := make([]pendingDomain, len(rows))
+	for i, r := range rows {
+		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
+	}
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
+		startBy: time.Now().Add(w.Settings.ListRunBudget())}
+	o := a.answer(llm.WithGate(ctx, w.gate(id)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
+		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
+			n, err := db.ListRowFinish(ctx, w.DB, id, d.Key, r, owner)
+			w.Lists.ListRows(r.Status, n)
+			return err
+		})
+	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts}
+	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
+		out.ListDone, out.ListRows = now.Done, now.Rows
+	}
+	if err := river.RecordOutput(ctx, out); err != nil {
+		return err
+	}
+	if o.ended {
+		log.InfoContext(ctx, "list was cancelled while the chunk ran")
+		return river.JobCancel(fmt.Errorf("list %s was cancelled", id))
+	}
+	if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
+		if failed {
+			return w.retryOrFail(ctx, log, job, l, err)
+		}
+		return err
+	}
+
+	// 3. The chunk is done: queue the next, end the list if every row is
+	// final, complete the River job; all of it or nothing.
+	if err := w.finish(ctx, log, job, id); err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error finishing chunk: %w", err))
+	}
+	return nil
+}
+
+// gate refuses a model call once the list has ended, and holds the list's
+// share lock until the call's request is written (see db.ListGate).
+func (w *ClassifyListWorker) gate(id uuid.UUID) llm.Gate {
+	return func(ctx context.Context) (func(), error) {
+		tx, err := db.Begin(ctx, w.DB)
+		if err != nil {
+			return nil, err
+		}
+		if err := db.ListGate(ctx, tx, id); err != nil {
+			db.Rollback(ctx, tx)
+			return nil, err
+		}
+		return func() {
+			if err := db.Commit(context.WithoutCancel(ctx), tx); err != nil {
+				db.Rollback(ctx, tx)
+			}
+		}, nil
+	}
+}
+
+func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := db.Begin(ctx, w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	next, ok, err := db.ListNextChunk(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if _, err := client.InsertTx(ctx, tx, ClassifyListArgs{ListID: id.String(), Chunk: next}, nil); err != nil {
+			return fmt.Errorf("error queueing chunk %d: %w", next, err)
+		}
+	}
+	end, ended, err := db.ListComplete(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if ended {
+		if err := enqueueListWebhookTx(ctx, tx, client, id, end, w.Settings); err != nil {
+			return err
+		}
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("error completing River job: %w", err)
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		return err
+	}
+	if ended {
+		w.Lists.ListEnded(classifier.StatusCompleted)
+		log.InfoContext(ctx, "list completed")
+	}
+	return nil
+}
+
+// retryOrFail returns err so that River retries, and on the last attempt
+// first fails the chunk's rows and gives the list up (with its webhook), in
+// one transaction: one chunk that cannot be answered after all attempts
+// means the provider or the database is down for over an hour, and the
+// caller is better served by a FAILED list it can resubmit (its answers so
+// far are cached) than by one that never ends.
+func (w *ClassifyListWorker) retryOrFail(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], l *classifier.List, err error) error {
+	if job.Attempt < job.MaxAttempts || l == nil {
+		return err
+	}
+	reason := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if ferr := w.fail(fctx, job, l, reason); ferr != nil {
+		log.ErrorContext(ctx, "error giving the list up", "error", ferr)
+	} else {
+		w.Lists.ListEnded(classifier.StatusFailed)
+		log.ErrorContext(ctx, "list failed; a chunk used up its attempts", "error", err)
+	}
+	return err
+}
+
+func (w *ClassifyListWorker) fail(ctx context.Context, job *river.Job[ClassifyListArgs], l *classifier.List, reason string) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := db.Begin(ctx, w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	from, to := l.ChunkRange(job.Args.Chunk)
+	n, err := db.ListRowsFail(ctx, tx, l.ID, from, to, reason)
+	if err != nil {
+		return err
+	}
+	end, ended, err := db.ListFail(ctx, tx, l.ID, reason)
+	if err != nil {
+		return err
+	}
+	if ended {
+		if err := enqueueListWebhookTx(ctx, tx, client, l.ID, end, w.Settings); err != nil {
+			return err
+		}
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		return err
+	}
+	w.Lists.ListRows(classifier.StatusFailed, n)
+	return nil
+}
+
+// enqueueListWebhookTx queues the list.completed delivery of a list's end
+// in tx, the transaction that ended it, when the list has a callback URL.
+func enqueueListWebhookTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID, end db.ListEnd, s Settings) error {
+	if end.CallbackURL == "" {
+		return nil
+	}
+	if _, err := client.InsertTx(ctx, tx, WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
+		&river.InsertOpts{MaxAttempts: s.WebhookMaxAttempts()}); err != nil {
+		return fmt.Errorf("error enqueueing webhook of list %s: %w", id, err)
+	}
+	return nil
+}

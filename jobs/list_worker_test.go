@@ -1,0 +1,306 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/jobs"
+)
+
+// rowSlice is a db.ListRowSource over rows read already.
+type rowSlice struct {
+	rows []db.ListRowIn
+	i    int
+}
+
+func (s *rowSlice) Next() bool          { s.i++; return s.i <= len(s.rows) }
+func (s *rowSlice) Row() db.ListRowIn   { return s.rows[s.i-1] }
+func (s *rowSlice) Err() error          { return nil }
+func (s *rowSlice) add(r db.ListRowIn)  { s.rows = append(s.rows, r) }
+func (s *rowSlice) count() (n int)      { return len(s.rows) }
+func (s *rowSlice) reset() *rowSlice    { s.i = 0; return s }
+func (s *rowSlice) last() *db.ListRowIn { return &s.rows[len(s.rows)-1] }
+
+// acceptList writes a list the way the API does: rows, list, first chunks,
+// in tx. Inputs are normalized; a repeated domain points at its first row.
+func acceptList(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, callbackURL string, inputs ...string) *classifier.List {
+	t.Helper()
+	ctx := context.Background()
+	src := &rowSlice{}
+	seen := map[string]int{}
+	l := &classifier.List{ID: uuid.New(), Caller: "test", Classifier: "cpg", CallbackURL: callbackURL, ChunkRows: s.ListChunkRows}
+	for i, in := range inputs {
+		src.add(db.ListRowIn{Row: i + 1, Input: in})
+		d, err := classifier.NormalizeDomain(in)
+		switch {
+		case err != nil:
+			src.last().Reason = err.Error()
+			l.Rejected++
+		case seen[d] > 0:
+			src.last().Domain, src.last().FirstRow = d, seen[d]
+			l.Duplicates++
+		default:
+			src.last().Domain, seen[d] = d, i+1
+			l.Domains++
+		}
+	}
+	l.Rows = src.count()
+	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
+	_, err := db.ListRowsCopy(ctx, tx, l.ID, src.reset())
+	require.NoError(t, err)
+	first := jobs.FirstChunks(l.ID, l.Chunks, s)
+	require.NoError(t, db.ListInsert(ctx, tx, l, len(first)))
+	_, err = ins.InsertManyTx(ctx, tx, first)
+	require.NoError(t, err)
+	return l
+}
+
+func listRows(t *testing.T, exec db.DBTX, l *classifier.List) map[int]classifier.ListRow {
+	t.Helper()
+	out := map[int]classifier.ListRow{}
+	require.NoError(t, db.ListResults(context.Background(), exec, db.ListResultsParams{ListID: l.ID, ListStatus: l.Status, ListError: l.Error},
+		func(r *classifier.ListRow) error { out[r.Row] = *r; return nil }))
+	return out
+}
+
+// setupListTx is a txBundle whose worker works list chunks.
+func setupListTx(t *testing.T, handle func(llmtest.Request) llmtest.Reply, s jobs.Settings) (*txBundle, *rivertest.Worker[jobs.ClassifyListArgs, pgx.Tx]) {
+	t.Helper()
+	b := setupTx(t, handle, setupOpts{})
+	s.ListDomainConcurrency = 1 // a transaction is one connection
+	logger := testLogger(t)
+	w := rivertest.NewWorker(t, riverpgxv5.New(nil), &river.Config{Logger: logger}, &jobs.ClassifyListWorker{
+		DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, false, s, logger),
+		Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger,
+	})
+	return b, w
+}
+
+func listSettings(chunkRows, inFlight int) jobs.Settings {
+	s := testSettings()
+	s.ListChunkRows, s.ListChunksInFlight = chunkRows, inFlight
+	return s
+}
+
+func TestClassifyListWorker_Work(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AnswersAChunkAndItsDuplicatesThenQueuesTheNext", func(t *testing.T) {
+		t.Parallel()
+		s := listSettings(3, 1)
+		b, w := setupListTx(t, byDomain(map[string]llmtest.Reply{"crm.io": llmtest.Answer(false, 4, "Software.")}), s)
+		_, _, err := db.KnownCompanyImport(ctx, b.tx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		require.NoError(t, err)
+		// Chunk 0 is rows 1-3, chunk 1 rows 4-6; row 5 repeats row 1.
+		l := acceptList(t, b.tx, b.client, s, "", "acme.com", "unilever.com", "localhost", "crm.io", "www.acme.com", "new.com")
+
+		jobRow := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+		require.Equal(t, 0, jobRow.Args.Chunk)
+		res, err := w.WorkJob(ctx, t, b.tx, jobRow.JobRow)
+		require.NoError(t, err)
+		require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+		require.Equal(t, 1, b.llm.Calls("acme.com"))
+		require.Zero(t, b.llm.Calls("unilever.com"), "a known company needs no model")
+
+		rows := listRows(t, b.tx, l)
+		require.Equal(t, classifier.SourceLLM, rows[1].Result.Source)
+		require.Equal(t, classifier.StatusCompleted, rows[5].Result.Status, "the duplicate in the next chunk has the answer too")
+		require.Equal(t, rows[1].Result.Reasoning, rows[5].Result.Reasoning)
+		require.Equal(t, classifier.SourceKnown, rows[2].Result.Source)
+		require.Equal(t, classifier.StatusRejected, rows[3].Result.Status)
+		require.Equal(t, classifier.StatusPending, rows[4].Result.Status, "chunk 1 is not answered yet")
+
+		now, err := db.ListGet(ctx, b.tx, l.ID)
+		require.NoError(t, err)
+		require.Equal(t, classifier.StatusRunning, now.Status)
+		require.Equal(t, []int{4, 3, 1, 1, 2}, []int{now.Done, now.Completed, now.Known, now.Rejected, now.LLM},
+			"done counts the duplicate and the rejected row")
+		var out jobs.ListChunkOutput
+		require.NoError(t, json.Unmarshal(res.Job.Output(), &out))
+		require.Equal(t, jobs.ListChunkOutput{ListID: l.ID.String(), Chunk: 0, Domains: 2, Counts: jobs.Counts{Known: 1, LLM: 1},
+			ListDone: 4, ListRows: 6}, out)
+
+		// Chunk 0 queued chunk 1 as it finished.
+		next := rivertest.RequireManyInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, []rivertest.ExpectedJob{
+			{Args: &jobs.ClassifyListArgs{}}, {Args: &jobs.ClassifyListArgs{}}})
+		var second jobs.ClassifyListArgs
+		require.NoError(t, json.Unmarshal(next[1].EncodedArgs, &second))
+		require.Equal(t, jobs.ClassifyListArgs{ListID: l.ID.String(), Chunk: 1}, second)
+	})
+
+	t.Run("TheLastChunkEndsTheListWithItsWebhook", func(t *testing.T) {
+		t.Parallel()
+		s := listSettings(2, 2)
+		b, w := setupListTx(t, byDomain(nil), s)
+		l := acceptList(t, b.tx, b.client, s, "https://example.com/hooks", "a.com", "b.com", "c.com", "a.com")
+		chunks := rivertest.RequireManyInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, []rivertest.ExpectedJob{
+			{Args: &jobs.ClassifyListArgs{}}, {Args: &jobs.ClassifyListArgs{}}})
+		for _, c := range chunks {
+			_, err := w.WorkJob(ctx, t, b.tx, c)
+			require.NoError(t, err)
+		}
+		now, err := db.ListGet(ctx, b.tx, l.ID)
+		require.NoError(t, err)
+		require.Equal(t, classifier.StatusCompleted, now.Status)
+		require.Equal(t, 4, now.Done)
+		require.Equal(t, 3, b.llm.Total(), "a duplicate is answered once")
+		hook := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.WebhookArgs{}, &rivertest.RequireInsertedOpts{Queue: jobs.QueueWebhook})
+		require.Equal(t, l.ID.String(), hook.Args.ListID)
+		require.True(t, now.CompletedAt.Equal(hook.Args.EndedAt))
+	})
+
+	t.Run("AChunkOfACancelledListIsCancelledWithoutAModelCall", func(t *testing.T) {
+		t.Parallel()
+		s := listSettings(10, 1)
+		b, w := setupListTx(t, byDomain(nil), s)
+		l := acceptList(t, b.tx, b.client, s, "", "a.com", "b.com")
+		_, ended, err := db.ListCancel(ctx, b.tx, l.ID, "test")
+		require.NoError(t, err)
+		require.True(t, ended)
+		jobRow := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+		res, err := w.WorkJob(ctx, t, b.tx, jobRow.JobRow)
+		require.NoError(t, err)
+		require.Equal(t, rivertype.JobStateCancelled, res.Job.State)
+		require.Zero(t, b.llm.Total())
+	})
+}
+
+// TestClassifyListWorker_WithRiver runs lists in a started River client.
+func TestClassifyListWorker_WithRiver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	setupLists := func(t *testing.T, handle func(llmtest.Request) llmtest.Reply, s func(*jobs.Settings)) *testBundle {
+		return setup(t, handle, setupOpts{settings: func(st *jobs.Settings) {
+			st.ListChunkRows, st.ListChunksInFlight = 4, 2
+			if s != nil {
+				s(st)
+			}
+		}})
+	}
+	submitList := func(t *testing.T, b *testBundle, inputs ...string) *classifier.List {
+		t.Helper()
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer db.Rollback(ctx, tx)
+		s := testSettings()
+		s.ListChunkRows, s.ListChunksInFlight = 4, 2
+		l := acceptList(t, tx, b.client, s, "", inputs...)
+		require.NoError(t, tx.Commit(ctx))
+		return l
+	}
+	waitList := func(t *testing.T, b *testBundle, id uuid.UUID, status classifier.Status) *classifier.List {
+		t.Helper()
+		var l *classifier.List
+		require.Eventually(t, func() bool {
+			var err error
+			l, err = db.ListGet(ctx, b.db.Pool, id)
+			require.NoError(t, err)
+			return l.Status == status
+		}, 30*time.Second, 20*time.Millisecond, "list never reached %s", status)
+		return l
+	}
+
+	t.Run("AListOfManyChunksCompletesPayingOncePerDomain", func(t *testing.T) {
+		t.Parallel()
+		b := setupLists(t, byDomain(nil), nil)
+		var inputs []string
+		for i := range 30 {
+			inputs = append(inputs, "brand"+string(rune('a'+i%26))+string(rune('a'+i/26))+".com")
+		}
+		inputs = append(inputs, inputs[:5]...)
+		l := submitList(t, b, inputs...)
+		done := waitList(t, b, l.ID, classifier.StatusCompleted)
+		require.Equal(t, 35, done.Done)
+		require.Equal(t, 35, done.Completed)
+		require.Equal(t, 30, b.llm.Total(), "one call per distinct domain")
+		for _, r := range listRows(t, b.db.Pool, done) {
+			require.Equal(t, classifier.StatusCompleted, r.Result.Status, "row %d", r.Row)
+		}
+	})
+
+	t.Run("NoModelCallStartsOnceACancelReturns", func(t *testing.T) {
+		t.Parallel()
+		var (
+			mu        sync.Mutex
+			cancelled time.Time
+			late      []string
+		)
+		release := make(chan struct{})
+		b := setupLists(t, func(r llmtest.Request) llmtest.Reply {
+			mu.Lock()
+			if !cancelled.IsZero() {
+				late = append(late, r.Domain)
+			}
+			mu.Unlock()
+			a := llmtest.Answer(true, 4, "x")
+			a.Wait = release
+			return a
+		}, func(s *jobs.Settings) { s.ListDomainConcurrency = 2 })
+		var inputs []string
+		for i := range 40 {
+			inputs = append(inputs, "cancel"+string(rune('a'+i%26))+string(rune('a'+i/26))+".com")
+		}
+		l := submitList(t, b, inputs...)
+		require.Eventually(t, func() bool { return b.llm.Total() >= 4 }, 10*time.Second, 10*time.Millisecond,
+			"two chunks of two domains each wait for the model")
+
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, ended, err := db.ListCancel(ctx, tx, l.ID, "test")
+		require.NoError(t, err)
+		require.True(t, ended)
+		require.NoError(t, tx.Commit(ctx))
+		mu.Lock()
+		cancelled = time.Now()
+		mu.Unlock()
+		inFlight := b.llm.Total()
+		close(release) // the calls in flight finish; nothing new may start
+
+		require.Eventually(t, func() bool {
+			res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds("classify_list").States(
+				rivertype.JobStateRunning, rivertype.JobStateAvailable))
+			require.NoError(t, err)
+			return len(res.Jobs) == 0
+		}, 10*time.Second, 20*time.Millisecond, "the running chunks stop")
+		mu.Lock()
+		defer mu.Unlock()
+		require.Empty(t, late, "model calls started after the cancel returned")
+		require.Equal(t, inFlight, b.llm.Total())
+		now, err := db.ListGet(ctx, b.db.Pool, l.ID)
+		require.NoError(t, err)
+		require.Equal(t, classifier.StatusCancelled, now.Status)
+		require.Equal(t, inFlight, now.Completed, "the answers in flight are kept")
+	})
+
+	t.Run("AChunkOutOfAttemptsFailsTheList", func(t *testing.T) {
+		t.Parallel()
+		b := setupLists(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusServiceUnavailable, nil) },
+			func(s *jobs.Settings) { s.MaxAttempts = 1 })
+		l := submitList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "a.com")
+		failed := waitList(t, b, l.ID, classifier.StatusFailed)
+		require.Contains(t, failed.Error, "gave up after 1 attempts")
+		require.Contains(t, failed.Error, "503")
+		rows := listRows(t, b.db.Pool, failed)
+		for _, r := range rows {
+			require.Equal(t, classifier.StatusFailed, r.Result.Status, "row %d", r.Row)
+			require.NotEmpty(t, r.Result.Error)
+		}
+	})
+}
