@@ -151,3 +151,23 @@ func FuzzNormalizeDomain(f *testing.F) {
 		}
 	})
 }
+
+// FuzzToASCII holds the fast path of toASCII to the IDNA profile's answers.
+func FuzzToASCII(f *testing.F) {
+	for _, s := range []string{"acme.com", "a-b.co.uk", "ab--cd.com", "xn--mnchen-3ya.de", "-a.com", "a-.com", "a..com",
+		"a.com.", "", ".", "1.2.3.4", "a" + strings.Repeat("b", 70) + ".com", "münchen.de", "ACME.com"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		if !isPlainLDH(host) {
+			return
+		}
+		got, err := toASCII(host)
+		want, wantErr := idnaProfile.ToASCII(host)
+		gotOK := err == nil && checkLabels(strings.TrimSuffix(got, ".")) == ""
+		wantOK := wantErr == nil && checkLabels(strings.TrimSuffix(want, ".")) == ""
+		if gotOK != wantOK || gotOK && got != want {
+			t.Fatalf("toASCII(%q) = %q, %v; the profile: %q, %v", host, got, err, want, wantErr)
+		}
+	})
+}

@@ -9,16 +9,28 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 )
 
-// DomainsAnswered counts, among distinct domains, those a known company
-// answers and, of the others, those with a cached answer fresh under f at
-// now: what a list of them would not ask the model about. It runs in tx
-// (a temporary table holds the domains) and writes nothing that outlives it.
-func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, domains []string, f classifier.Freshness, now time.Time) (known, cached int, err error) {
-	if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE estimate_domain (domain text PRIMARY KEY) ON COMMIT DROP`); err != nil {
+// DomainSource yields distinct domains; Err reports why it stopped early.
+type DomainSource interface {
+	Next() bool
+	Domain() string
+	Err() error
+}
+
+// DomainsAnswered counts, among the distinct domains src yields, those a
+// known company answers and, of the others, those with a cached answer
+// fresh under f at now: what a list of them would not ask the model about.
+// It runs in tx (a temporary table holds the domains, copied as src yields
+// them) and writes nothing that outlives it. A source error comes back as
+// is.
+func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src DomainSource, f classifier.Freshness, now time.Time) (known, cached int, err error) {
+	// No key: the source's domains are distinct already.
+	if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE estimate_domain (domain text NOT NULL) ON COMMIT DROP`); err != nil {
 		return 0, 0, translate(err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"estimate_domain"}, []string{"domain"},
-		pgx.CopyFromSlice(len(domains), func(i int) ([]any, error) { return []any{domains[i]}, nil })); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"estimate_domain"}, []string{"domain"}, domainRows{src}); err != nil {
+		if serr := src.Err(); serr != nil {
+			return 0, 0, serr
+		}
 		return 0, 0, translate(err)
 	}
 	err = tx.QueryRow(ctx, `
@@ -62,3 +74,9 @@ func ModelStatsRecent(ctx context.Context, exec DBTX, classifierName string, n i
 	s.PromptTokens, s.CompletionTokens = deref(p), deref(c)
 	return s, nil
 }
+
+type domainRows struct{ src DomainSource }
+
+func (d domainRows) Next() bool             { return d.src.Next() }
+func (d domainRows) Values() ([]any, error) { return []any{d.src.Domain()}, nil }
+func (d domainRows) Err() error             { return d.src.Err() }

@@ -66,7 +66,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 	extendDeadlines(c)
-	body, err := openListBody(c.Request, s.cfg.Lists.MaxBytes)
+	body, err := openListBody(c.Request, s.cfg.Lists.MaxBytes, idemKey != "")
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -245,25 +245,18 @@ func listFingerprint(classifierName string, format listFormat, callbackURL strin
 // and how long the model needs for them, from the settings and the median
 // latency of recent model calls. It writes nothing.
 func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, rows *listReader) {
-	rows.keep = true
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if rows.domains == 0 {
-		s.writeError(c, noValidRows(rows))
-		return
-	}
-	est := wire.ListEstimate{Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		Model: s.cfg.Lists.Model}
+	var est wire.ListEstimate
 	err := pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
 		var err error
-		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, rows.distinct, s.cfg.Lists.Freshness, time.Now())
+		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, distinctDomains{rows}, s.cfg.Lists.Freshness, time.Now())
 		if err != nil {
 			return err
 		}
+		if rows.domains == 0 {
+			return noValidRows(rows)
+		}
+		est.Rows, est.Domains, est.Duplicates, est.Rejected = rows.rows, rows.domains, rows.duplicates, rows.rejected
+		est.Model = s.cfg.Lists.Model
 		stats, err := db.ModelStatsRecent(ctx, tx, cls.Name, modelStatsSample)
 		if err != nil {
 			return err
@@ -281,6 +274,13 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 }
 
 var errDryRun = errors.New("dry run")
+
+// distinctDomains is the db.DomainSource of an upload's distinct domains.
+type distinctDomains struct{ r *listReader }
+
+func (d distinctDomains) Next() bool     { return d.r.DistinctNext() }
+func (d distinctDomains) Domain() string { return d.r.cur.Domain }
+func (d distinctDomains) Err() error     { return d.r.err }
 
 // modelStatsSample is how many recent model answers the estimate reads.
 const modelStatsSample = 1000

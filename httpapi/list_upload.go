@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/maphash"
 	"io"
 	"mime"
 	"net/http"
@@ -53,15 +54,15 @@ const maxLineBytes = 64 << 10
 
 // listBody is an upload's body: decompressed when it is gzip, cut off with
 // a 413 problem beyond max bytes (counted after decompression, so a gzip
-// bomb stops there), and hashed as it is read for Idempotency-Key.
+// bomb stops there), and, with an Idempotency-Key, hashed as it is read.
 type listBody struct {
 	r    io.Reader
 	n    int64
 	max  int64
-	hash hash.Hash
+	hash hash.Hash // nil: not hashed
 }
 
-func openListBody(r *http.Request, max int64) (*listBody, error) {
+func openListBody(r *http.Request, max int64, hashed bool) (*listBody, error) {
 	var in io.Reader = http.MaxBytesReader(nil, r.Body, max)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
@@ -75,13 +76,19 @@ func openListBody(r *http.Request, max int64) (*listBody, error) {
 		return nil, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
 			detail: fmt.Sprintf("Content-Encoding %q is not supported; send gzip, or no encoding.", enc)}
 	}
-	return &listBody{r: in, max: max, hash: sha256.New()}, nil
+	b := &listBody{r: in, max: max}
+	if hashed {
+		b.hash = sha256.New()
+	}
+	return b, nil
 }
 
 func (b *listBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.n += int64(n)
-	b.hash.Write(p[:n])
+	if b.hash != nil {
+		b.hash.Write(p[:n])
+	}
 	if b.n > b.max {
 		return n, b.tooLarge()
 	}
@@ -105,8 +112,9 @@ func (b *listBody) tooLarge() error {
 
 // listReader reads an upload's rows in order, normalizes each, and finds
 // duplicates: it is the db.ListRowSource that COPY writes from, and counts
-// what the answer reports. Memory grows with the distinct domains only
-// (about 60 bytes each), never with the body.
+// what the answer reports. Memory grows with the distinct domains only,
+// about 30 bytes each (a 128-bit hash and a row number: no pointers for the
+// garbage collector to scan), never with the body.
 type listReader struct {
 	format  listFormat
 	body    *listBody
@@ -120,20 +128,35 @@ type listReader struct {
 	cur db.ListRowIn
 	err error
 
-	seen       map[string]int32
+	seen       map[domainKey]int32
+	seeds      [2]maphash.Seed
 	rows       int
 	domains    int
 	duplicates int
 	rejected   int
 	sample     []wire.RejectedRow
-	// distinct, when set, collects the distinct domains (a dry run needs
-	// them).
-	distinct []string
-	keep     bool
 }
 
+// domainKey identifies a domain by two independent 64-bit hashes of it,
+// with seeds of this process: two domains share a key with a probability
+// of about 2^-128 per pair (1.5e-27 for a million domains), and no caller
+// can aim for it.
+type domainKey [2]uint64
+
 func newListReader(format listFormat, body *listBody, maxRows int) *listReader {
-	return &listReader{format: format, body: body, maxRows: maxRows, seen: map[string]int32{}, domainCol: -1, refCol: -1}
+	return &listReader{format: format, body: body, maxRows: maxRows, seen: map[domainKey]int32{}, domainCol: -1, refCol: -1,
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+}
+
+// DistinctNext reads rows until the next one whose domain no earlier row
+// had (a dry run copies only those); false at the end, as Next.
+func (r *listReader) DistinctNext() bool {
+	for r.Next() {
+		if r.cur.Domain != "" && r.cur.FirstRow == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Next reads the next row. It returns false at the end of the body, or on
@@ -171,16 +194,14 @@ func (r *listReader) Next() bool {
 		}
 		return true
 	}
-	if first, ok := r.seen[r.cur.Domain]; ok {
+	key := domainKey{maphash.String(r.seeds[0], r.cur.Domain), maphash.String(r.seeds[1], r.cur.Domain)}
+	if first, ok := r.seen[key]; ok {
 		r.cur.FirstRow = int(first)
 		r.duplicates++
 		return true
 	}
-	r.seen[r.cur.Domain] = int32(r.rows)
+	r.seen[key] = int32(r.rows)
 	r.domains++
-	if r.keep {
-		r.distinct = append(r.distinct, r.cur.Domain)
-	}
 	return true
 }
 

@@ -54,6 +54,9 @@ var drills = []struct {
 	{"LLMFailureModes", drillLLMFailures},
 	{"WebhookReceiverDown", drillWebhookDown},
 	{"ThreeWorkers", drillThreeWorkers},
+	{"ListWorkerKilled", drillListWorkerKilled},
+	{"PostgresDuringUpload", drillPostgresDuringUpload},
+	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
 }
 
 func TestDrills(t *testing.T) {
