@@ -727,3 +727,143 @@ func TestOpenAPI_CatchesUndocumentedResponses(t *testing.T) {
 	nope, _ := http.NewRequest("GET", "http://x/nope", nil)
 	require.Error(t, c.check(nope, nil, 404, problemHeader, problem), "an undocumented route")
 }
+
+// The same for lists: each case changes one thing in an exchange that
+// passes, so it fails for that thing alone.
+func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
+	t.Parallel()
+	c := newContract(t)
+	id := uuid.NewString()
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	problemHeader := http.Header{"Content-Type": {"application/problem+json"}}
+	// without returns the JSON object doc without key.
+	without := func(doc, key string) []byte {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(doc), &m))
+		_, ok := m[key]
+		require.True(t, ok, key)
+		delete(m, key)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+
+	post, _ := http.NewRequest("POST", "http://x/lists", nil)
+	post.Header.Set("Content-Type", "text/plain")
+	upload := []byte("a.com\n")
+	accepted := `{"list_id": "` + id + `", "status": "PENDING", "status_url": "/lists/` + id + `", "results_url": "/lists/` + id + `/results",
+		"classifier": "cpg", "rows": 1, "domains": 1, "duplicates": 0, "rejected": 0, "rejected_sample": []}`
+	located := http.Header{"Content-Type": {"application/json"}, "Location": {"/lists/" + id}}
+	require.NoError(t, c.check(post, upload, 202, located, []byte(accepted)))
+	require.Error(t, c.check(post, upload, 202, jsonHeader, []byte(accepted)), "a 202 without Location")
+	require.Error(t, c.check(post, upload, 202, located, without(accepted, "results_url")), "a 202 without results_url")
+	ndjson := post.Clone(context.Background())
+	ndjson.Header.Set("Content-Type", "application/json")
+	require.Error(t, c.check(ndjson, []byte(`{"domains": ["a.com"]}`), 202, located, []byte(accepted)), "an accepted upload of an undocumented type")
+	tooMany := []byte(`{"type": "/problems/too-many-lists", "title": "T", "status": 429, "detail": "d"}`)
+	require.NoError(t, c.check(post, upload, 429, http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": {"60"}}, tooMany))
+	require.Error(t, c.check(post, upload, 429, problemHeader, tooMany), "a 429 without Retry-After")
+
+	get, _ := http.NewRequest("GET", "http://x/lists/"+id, nil)
+	listStatus := `{"list_id": "` + id + `", "classifier": "cpg", "status": "RUNNING", "created_at": "2026-11-29T00:00:00Z",
+		"completed_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results",
+		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "known": 0, "cache": 0, "llm": 0}}`
+	require.NoError(t, c.check(get, nil, 200, jsonHeader, []byte(listStatus)))
+	for _, field := range []string{"results_url", "completed_at", "progress", "rows"} {
+		require.Error(t, c.check(get, nil, 200, jsonHeader, without(listStatus, field)), "a ListStatus without %s", field)
+	}
+	require.Error(t, c.check(get, nil, 200, jsonHeader, []byte(strings.Replace(listStatus, `"RUNNING"`, `"DONE"`, 1))), "an unknown status")
+	require.Error(t, c.check(get, nil, 200, jsonHeader, []byte(strings.Replace(listStatus, `"llm": 0`, `"llm": 0, "model": 0`, 1))),
+		"an undocumented progress count")
+
+	results, _ := http.NewRequest("GET", "http://x/lists/"+id+"/results", nil)
+	ndjsonHeader := http.Header{"Content-Type": {"application/x-ndjson; charset=utf-8"}}
+	csvHeader := http.Header{"Content-Type": {"text/csv; charset=utf-8"}}
+	line := `{"row": 1, "input": "www.acme.com", "ref": "r1", "domain": "acme.com", "status": "COMPLETED", "is_cpg": true, "confidence": 5,
+		"reasoning": "Snacks.", "source": "llm", "classified_at": "2026-11-30T12:00:00Z"}`
+	rejected := `{"row": 2, "input": "", "status": "REJECTED", "error": "empty input"}`
+	lines := func(ls ...string) []byte {
+		var b bytes.Buffer
+		for _, l := range ls {
+			require.NoError(t, json.Compact(&b, []byte(l)))
+			b.WriteString("\n")
+		}
+		return b.Bytes()
+	}
+	require.NoError(t, c.check(results, nil, 200, ndjsonHeader, lines(line, rejected)))
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(line, string(without(rejected, "status")))), "a row without status")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(line, strings.Replace(rejected, `"REJECTED"`, `"SKIPPED"`, 1))),
+		"a row of an unknown status")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(strings.Replace(line, `"row": 1`, `"row": 1, "list_id": "x"`, 1))),
+		"a row with an undocumented field")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, append(lines(line), "not json\n"...)), "a line that is not JSON")
+	require.Error(t, c.check(results, nil, 200, jsonHeader, []byte(`[`+line+`]`)), "rows as an undocumented media type")
+
+	// csvOf writes csvRecords (the header first) as change leaves each.
+	csvRecords := [][]string{
+		{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error"},
+		{"1", "www.acme.com", "r1", "acme.com", "COMPLETED", "true", "5", "Snacks, \"crisps\".", "llm", "2026-11-30T12:00:00Z", ""},
+		{"2", "", "", "", "REJECTED", "", "", "", "", "", "empty input"},
+	}
+	csvOf := func(change func(i int, rec []string) []string) []byte {
+		var b bytes.Buffer
+		w := csv.NewWriter(&b)
+		for i, rec := range csvRecords {
+			require.NoError(t, w.Write(change(i, slices.Clone(rec))))
+		}
+		w.Flush()
+		return b.Bytes()
+	}
+	same := func(_ int, rec []string) []string { return rec }
+	require.NoError(t, c.check(results, nil, 200, csvHeader, csvOf(same)))
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 0 {
+			return append(rec, "list_id")
+		}
+		return append(rec, id)
+	})), "an undocumented column")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(_ int, rec []string) []string {
+		return slices.Delete(rec, 8, 9) // source
+	})), "a documented field without its column")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 1 {
+			rec[6] = "five"
+		}
+		return rec
+	})), "a confidence that is not a number")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 1 {
+			rec[5] = "yes"
+		}
+		return rec
+	})), "an answer that is not a boolean")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 2 {
+			rec[4] = ""
+		}
+		return rec
+	})), "a row without status")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 2 {
+			rec[0] = "0"
+		}
+		return rec
+	})), "a row number below 1")
+
+	hook := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_" + id + "_1764409029427207"},
+		"Webhook-Timestamp": {"1764409029"}, "Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="}}
+	payload := `{"type": "list.completed", "timestamp": "2026-11-30T12:00:00Z", "list_id": "` + id + `", "classifier": "cpg",
+		"status": "CANCELLED", "created_at": "2026-11-29T00:00:00Z", "completed_at": "2026-11-30T12:00:00Z", "rows": 3, "domains": 2,
+		"results_url": "/lists/` + id + `/results",
+		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "known": 0, "cache": 0, "llm": 0}}`
+	require.NoError(t, c.checkWebhook("list.completed", hook, []byte(payload)))
+	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "results_url")), "a list.completed without results_url")
+	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"CANCELLED"`, `"RUNNING"`, 1))),
+		"a list.completed of a list not ended")
+	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"results_url"`, `"results": [], "results_url"`, 1))),
+		"a list.completed with rows")
+	unsigned := hook.Clone()
+	unsigned.Del("Webhook-Signature")
+	require.Error(t, c.checkWebhook("list.completed", unsigned, []byte(payload)), "a delivery without a signature")
+	require.Error(t, c.checkWebhook("list.started", hook, []byte(payload)), "an undocumented webhook")
+}
