@@ -2,13 +2,24 @@ package httpapi_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/rand"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"mime"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +28,15 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -30,9 +45,19 @@ import (
 type contract struct {
 	doc    *openapi3.T
 	router routers.Router
+	// rows names the schema of each line of a 200 that streams rows
+	// ("METHOD path" → component schema): the document can only say such a
+	// body is a string, so the checker reads it line by line.
+	rows map[string]string
 
 	mu   sync.Mutex
-	seen map[string]bool // "METHOD path status"
+	seen map[string]bool // "METHOD path status", with " media/type" and "METHOD path request media/type"
+}
+
+func init() {
+	// A list upload and its results can be NDJSON; the document describes
+	// the body as a string (each line is checked against its schema below).
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
 }
 
 func newContract(t *testing.T) *contract {
@@ -48,14 +73,24 @@ func newContract(t *testing.T) *contract {
 	routed.Servers = nil
 	router, err := legacy.NewRouter(&routed)
 	require.NoError(t, err)
-	return &contract{doc: doc, router: router, seen: map[string]bool{}}
+	return &contract{doc: doc, router: router, seen: map[string]bool{},
+		rows: map[string]string{"GET /lists/{list_id}/results": "ListRow"}}
 }
 
 // check validates one exchange: the route must be documented, the response
-// must match its documented status, headers and body, and a request that
-// got a 2xx must itself match the document.
+// must match its documented status, headers and body (and each line of a
+// stream of rows its schema), and a request that got a 2xx must itself
+// match the document.
 func (c *contract) check(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
 	req = req.Clone(context.Background())
+	if strings.EqualFold(req.Header.Get("Content-Encoding"), "gzip") {
+		// The document describes the body as the server reads it.
+		if zr, err := gzip.NewReader(bytes.NewReader(reqBody)); err == nil {
+			if plain, err := io.ReadAll(zr); err == nil {
+				reqBody = plain
+			}
+		}
+	}
 	req.Body = io.NopCloser(bytes.NewReader(reqBody))
 	route, params, err := c.router.FindRoute(req)
 	if err != nil {
@@ -73,21 +108,154 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, header h
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		return fmt.Errorf("%s %s → %d does not match the document: %w", req.Method, req.URL.Path, status, err)
 	}
+	mediaType := mediaTypeOf(header.Get("Content-Type"))
+	if schema, ok := c.rows[req.Method+" "+route.Path]; ok && status == http.StatusOK {
+		if err := c.checkRows(schema, mediaType, body); err != nil {
+			return fmt.Errorf("%s %s → %d (%s) does not match the document: %w", req.Method, req.URL.Path, status, mediaType, err)
+		}
+	}
 	c.mu.Lock()
-	c.seen[fmt.Sprintf("%s %s %d", req.Method, route.Path, status)] = true
+	key := fmt.Sprintf("%s %s %d", req.Method, route.Path, status)
+	c.seen[key] = true
+	c.seen[key+" "+mediaType] = true
+	if status >= 200 && status < 300 && len(reqBody) > 0 {
+		c.seen[fmt.Sprintf("%s %s request %s", req.Method, route.Path, mediaTypeOf(req.Header.Get("Content-Type")))] = true
+	}
 	c.mu.Unlock()
 	return nil
 }
 
-// documented lists every "METHOD path status" of the document.
+func mediaTypeOf(contentType string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
+}
+
+// checkRows validates a stream of rows line by line against the component
+// schema name: each NDJSON line as a JSON document; a CSV's header against
+// the schema's properties (every column documented, every property a
+// column), then each record as the object its non-empty cells make.
+func (c *contract) checkRows(name, mediaType string, body []byte) error {
+	ref := c.doc.Components.Schemas[name]
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("no schema %s", name)
+	}
+	schema := ref.Value
+	var rows []any
+	switch mediaType {
+	case "application/x-ndjson":
+		for i, line := range bytes.Split(bytes.TrimSuffix(body, []byte("\n")), []byte("\n")) {
+			if len(body) == 0 {
+				break
+			}
+			var v any
+			if err := json.Unmarshal(line, &v); err != nil {
+				return fmt.Errorf("line %d is not JSON: %w", i+1, err)
+			}
+			rows = append(rows, v)
+		}
+	case "text/csv":
+		records, err := csv.NewReader(bytes.NewReader(body)).ReadAll()
+		if err != nil {
+			return fmt.Errorf("not CSV: %w", err)
+		}
+		if len(records) == 0 {
+			return errors.New("no header row")
+		}
+		header := records[0]
+		for _, col := range header {
+			if schema.Properties[col] == nil {
+				return fmt.Errorf("column %q is not a property of %s", col, name)
+			}
+		}
+		for prop := range schema.Properties {
+			if !slices.Contains(header, prop) {
+				return fmt.Errorf("property %q of %s is not a column", prop, name)
+			}
+		}
+		for _, rec := range records[1:] {
+			row := map[string]any{}
+			for i, cell := range rec {
+				prop := schema.Properties[header[i]].Value
+				switch {
+				case cell == "" && (!slices.Contains(schema.Required, header[i]) || !prop.Type.Is("string")):
+					// An empty cell is a field the row leaves out.
+				case prop.Type.Is("integer") || prop.Type.Is("number"):
+					row[header[i]] = cell // not a number: fails the schema's type
+					if n, err := strconv.ParseFloat(cell, 64); err == nil {
+						row[header[i]] = n
+					}
+				case prop.Type.Is("boolean"):
+					row[header[i]] = cell
+					if b, err := strconv.ParseBool(cell); err == nil {
+						row[header[i]] = b
+					}
+				default:
+					row[header[i]] = cell
+				}
+			}
+			rows = append(rows, row)
+		}
+	default:
+		return fmt.Errorf("rows as %q are not documented", mediaType)
+	}
+	for i, row := range rows {
+		if err := schema.VisitJSON(row, openapi3.EnableJSONSchema2020(), openapi3.VisitAsResponse()); err != nil {
+			return fmt.Errorf("row %d does not match %s: %w", i+1, name, err)
+		}
+	}
+	return nil
+}
+
+// checkWebhook validates a delivery of the document's webhook name, as a
+// request to the receiver: its headers and its body.
+func (c *contract) checkWebhook(name string, header http.Header, body []byte) error {
+	item := c.doc.Webhooks[name]
+	if item == nil || item.Post == nil {
+		return fmt.Errorf("webhook %s is not documented", name)
+	}
+	req, err := http.NewRequest("POST", "http://receiver/hook", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = header.Clone()
+	route := &routers.Route{Spec: c.doc, Path: name, PathItem: item, Method: "POST", Operation: item.Post}
+	in := &openapi3filter.RequestValidationInput{Request: req, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+		return fmt.Errorf("webhook %s does not match the document: %w", name, err)
+	}
+	c.mu.Lock()
+	c.seen["webhook "+name] = true
+	c.mu.Unlock()
+	return nil
+}
+
+// documented lists every "METHOD path status" of the document; where a
+// response or a request body has more than one media type, each of them
+// ("METHOD path status media/type", "METHOD path request media/type"); and
+// every "webhook name".
 func (c *contract) documented() []string {
 	var out []string
 	for path, item := range c.doc.Paths.Map() {
 		for method, op := range item.Operations() {
-			for status := range op.Responses.Map() {
-				out = append(out, fmt.Sprintf("%s %s %s", method, path, status))
+			for status, resp := range op.Responses.Map() {
+				key := fmt.Sprintf("%s %s %s", method, path, status)
+				out = append(out, key)
+				if resp.Value != nil && len(resp.Value.Content) > 1 {
+					for mt := range resp.Value.Content {
+						out = append(out, key+" "+mt)
+					}
+				}
+			}
+			if op.RequestBody != nil && op.RequestBody.Value != nil && len(op.RequestBody.Value.Content) > 1 {
+				for mt := range op.RequestBody.Value.Content {
+					out = append(out, fmt.Sprintf("%s %s request %s", method, path, mt))
+				}
 			}
 		}
+	}
+	for name := range c.doc.Webhooks {
+		out = append(out, "webhook "+name)
 	}
 	sort.Strings(out)
 	return out
@@ -197,6 +365,13 @@ func TestOpenAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 500, call(broken.url, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+broken.keyA).StatusCode)
 	require.Equal(t, 500, call(broken.url, "GET", "/domains/classify/"+uuid.NewString(), "", "Authorization", "Bearer "+broken.keyA).StatusCode)
+	// ... and the lists' table too: every list route.
+	_, err = broken.db.Pool.Exec(ctx, "DROP TABLE list CASCADE")
+	require.NoError(t, err)
+	for _, r := range everyListRoute(uuid.NewString()) {
+		require.Equal(t, 500, call(broken.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+broken.keyA)...).StatusCode,
+			"%s %s", r.method, r.path)
+	}
 
 	// Postgres down: 503.
 	port, err := (&net0{}).closedPort()
@@ -212,6 +387,12 @@ func TestOpenAPI(t *testing.T) {
 	} {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, "Authorization", "Bearer "+unavailable.keyA).StatusCode)
 	}
+	for _, r := range everyListRoute(uuid.NewString()) {
+		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+unavailable.keyA)...).StatusCode,
+			"%s %s", r.method, r.path)
+	}
+
+	exerciseLists(t, c, call)
 
 	var missing []string
 	for _, d := range c.documented() {
@@ -220,6 +401,306 @@ func TestOpenAPI(t *testing.T) {
 		}
 	}
 	require.Empty(t, missing, "documented responses never exercised")
+}
+
+// listRoute is one request to a list route.
+type listRoute struct {
+	method, path, body string
+	header             []string
+}
+
+// everyListRoute is one well-formed request to each list route, for list
+// id.
+func everyListRoute(id string) []listRoute {
+	return []listRoute{
+		{"POST", "/lists", "a.com\n", []string{"Content-Type", "text/plain"}},
+		{"GET", "/lists/" + id, "", nil},
+		{"GET", "/lists/" + id + "/results", "", nil},
+		{"DELETE", "/lists/" + id, "", nil},
+	}
+}
+
+// exerciseLists makes real exchanges with every list route, in each
+// documented status, request format and results format, through call
+// (whose transport checks each against the document), and delivers both
+// webhooks with the real worker, each checked by c.
+func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body string, header ...string) *http.Response) {
+	t.Helper()
+	ctx := context.Background()
+	send := func(base, method, path, body string, header ...string) response {
+		t.Helper()
+		r := call(base, method, path, body, header...)
+		out, err := io.ReadAll(r.Body) // the checking transport kept the body
+		require.NoError(t, err)
+		return response{status: r.StatusCode, header: r.Header, body: out}
+	}
+	upload := func(b *testBundle, query, contentType, body string, header ...string) response {
+		t.Helper()
+		return send(b.url, "POST", "/lists"+query, body, append([]string{"Authorization", "Bearer " + b.keyA, "Content-Type", contentType}, header...)...)
+	}
+	accepted := func(r response) wire.ListAccepted {
+		t.Helper()
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+		var a wire.ListAccepted
+		require.NoError(t, json.Unmarshal(r.body, &a))
+		require.Equal(t, "/lists/"+a.ListID, r.header.Get("Location"))
+		return a
+	}
+	status := func(r response, want classifier.Status) wire.ListStatus {
+		t.Helper()
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		var s wire.ListStatus
+		require.NoError(t, json.Unmarshal(r.body, &s))
+		require.Equal(t, want, s.Status)
+		return s
+	}
+	lines := func(r response) []string {
+		t.Helper()
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		require.Equal(t, "application/x-ndjson; charset=utf-8", r.header.Get("Content-Type"))
+		return strings.Split(strings.TrimSuffix(string(r.body), "\n"), "\n")
+	}
+	hooks := newHookRecorder(t)
+
+	// Uploads: CSV (refs, a duplicate, rejected rows, an empty input) with
+	// an Idempotency-Key, replayed; NDJSON; plain text; gzip CSV; three of
+	// them with a callback. The service can sign, and reaches loopback.
+	l := setup(t, setupOpts{webhooks: true, allowPrivate: true, lists: httpapi.ListConfig{MaxActive: 100}})
+	auth := "Bearer " + l.keyA
+	csvBody := "company,domain,ref\n" +
+		"Unilever,https://www.Unilever.com/brands,crm-1\n" +
+		"Nope,10.0.0.1,crm-2\n" +
+		"Unilever again,unilever.com,crm-3\n" +
+		"Acme,acme.io,crm-4\n" +
+		"Bad,bad.com,crm-5\n" +
+		"Empty,,crm-6\n"
+	pending := accepted(upload(l, "", "text/csv", csvBody, "Idempotency-Key", `"crm-export-1"`))
+	require.Equal(t, []wire.RejectedRow{{Row: 2, Input: "10.0.0.1", Reason: classifier.ReasonIPAddress},
+		{Row: 6, Input: "", Reason: classifier.ReasonEmpty}}, pending.RejectedSample)
+	replay := upload(l, "", "text/csv", csvBody, "Idempotency-Key", `"crm-export-1"`)
+	require.Equal(t, pending, accepted(replay))
+	require.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
+	requireProblem(t, upload(l, "", "text/csv", csvBody+"Extra,extra.com,crm-7\n", "Idempotency-Key", `"crm-export-1"`), 422, "idempotency-key-reused")
+	completed := accepted(upload(l, "", "application/x-ndjson", `{"domain": "a.com", "ref": 7}`+"\n"+`{"domain": "b.com"}`+"\nnot json\n",
+		"X-Callback-URL", hooks.url()))
+	failed := accepted(upload(l, "?classifier=cpg", "text/plain; charset=utf-8", "# my list\nc.com\n\nwww.d.com\nlocalhost\n",
+		"X-Callback-URL", hooks.url()))
+	cancelled := accepted(upload(l, "", "text/csv", gz(t, "domain,ref\ne.com,r1\nf.com,r2\n"), "Content-Encoding", "gzip",
+		"X-Callback-URL", hooks.url()))
+
+	// Dry runs: the estimate without a price, and with one.
+	estimate := upload(l, "?dry_run=true", "text/plain", "unilever.com\nfresh.com\nlocalhost\n")
+	require.Equal(t, http.StatusOK, estimate.status, "%s", estimate.body)
+	require.Contains(t, string(estimate.body), `"estimated_cost_usd":null`)
+	small := setup(t, setupOpts{lists: httpapi.ListConfig{MaxRows: 3, MaxBytes: 1000, MaxActive: 1, Model: "gpt-test",
+		Price: func(string, float64, float64) (float64, bool) { return 0.001, true }}})
+	priced := upload(small, "?dry_run=true", "text/plain", "a.com\nb.com\n")
+	require.Equal(t, http.StatusOK, priced.status, "%s", priced.body)
+	var est wire.ListEstimate
+	require.NoError(t, json.Unmarshal(priced.body, &est))
+	require.NotNil(t, est.EstimatedCostUSD)
+
+	// Refused uploads.
+	requireProblem(t, upload(l, "", "application/json", `{"domains": ["a.com"]}`), 415, "unsupported-media-type")
+	requireProblem(t, upload(l, "", "text/plain", "a.com", "Content-Encoding", "br"), 415, "unsupported-media-type")
+	requireProblem(t, upload(l, "", "text/csv", ""), 400, "unreadable-list")
+	requireProblem(t, upload(l, "", "text/plain", "not gzip", "Content-Encoding", "gzip"), 400, "unreadable-list")
+	requireProblem(t, upload(l, "", "text/csv", "company,website\nAcme,acme.io\n"), 400, "no-domain-column")
+	requireProblem(t, upload(l, "?dry_run=maybe", "text/plain", "a.com"), 400, "invalid-query")
+	requireProblem(t, upload(l, "", "text/plain", "a.com", "Idempotency-Key", strings.Repeat("k", 300)), 400, "invalid-idempotency-key")
+	requireProblem(t, upload(small, "", "text/plain", "a.com\nb.com\nc.com\nd.com\n"), 413, "list-too-large")
+	requireProblem(t, upload(small, "", "text/plain", gz(t, strings.Repeat("a.com\n", 400)), "Content-Encoding", "gzip"), 413, "list-too-large")
+	requireProblem(t, upload(l, "?classifier=b2b", "text/plain", "a.com"), 422, "unknown-classifier")
+	noValid := requireProblem(t, upload(l, "", "text/plain", "localhost\n10.0.0.1\n"), 422, "no-valid-rows")
+	require.Len(t, noValid.Errors, 2)
+	requireProblem(t, upload(l, "", "text/plain", "a.com", "X-Callback-URL", "ftp://hooks.example.com/h"), 422, "invalid-callback-url")
+	requireProblem(t, upload(small, "", "text/plain", "a.com", "X-Callback-URL", "https://hooks.example.com/h"), 422, "webhooks-not-configured")
+	accepted(upload(small, "", "text/plain", "a.com"))
+	limited := upload(small, "", "text/plain", "b.com")
+	requireProblem(t, limited, 429, "too-many-lists")
+	require.Equal(t, "60", limited.header.Get("Retry-After"))
+
+	// An upload still in flight with the same key: 409.
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := setup(t, setupOpts{inserter: func(c *jobs.Client) httpapi.RiverClient {
+		return &slowListInserter{RiverClient: c, entered: entered, release: release}
+	}})
+	var held response
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		held = upload(slow, "", "text/plain", "a.com", "Idempotency-Key", "k")
+	}()
+	<-entered
+	requireProblem(t, upload(slow, "", "text/plain", "a.com", "Idempotency-Key", "k"), 409, "idempotency-key-in-flight")
+	close(release)
+	<-done
+	accepted(held)
+
+	// A list as it fills in: one row answered (and its duplicate), one
+	// failed, two rejected, one pending; read in both formats, filtered and
+	// resumed.
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	finish := func(list string, row int, r classifier.Result) {
+		t.Helper()
+		r.Classifier, r.ClassifiedAt = "cpg", at
+		_, err := db.ListRowFinish(ctx, l.db.Pool, uuid.MustParse(list), row, r, "o")
+		require.NoError(t, err)
+	}
+	finish(pending.ListID, 1, classifier.Result{Domain: "unilever.com", Status: classifier.StatusCompleted, Answer: true, Confidence: 5,
+		Reasoning: `Listed as a known CPG company ("Unilever").`, Source: classifier.SourceKnown})
+	finish(pending.ListID, 5, classifier.Result{Domain: "bad.com", Status: classifier.StatusFailed, Error: "no LLM configured"})
+	path := "/lists/" + pending.ListID
+	s := status(send(l.url, "GET", path, "", "Authorization", auth), classifier.StatusPending)
+	require.Equal(t, wire.ListProgress{Done: 5, Total: 6, Completed: 2, Failed: 1, Rejected: 2, Known: 2}, s.Progress)
+	for _, accept := range [][]string{nil, {"Accept", "text/csv"}, {"Accept", "*/*"}} {
+		r := send(l.url, "GET", path+"/results", "", append([]string{"Authorization", auth}, accept...)...)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		require.Equal(t, "text/csv; charset=utf-8", r.header.Get("Content-Type"))
+		records, err := csv.NewReader(bytes.NewReader(r.body)).ReadAll()
+		require.NoError(t, err)
+		require.Len(t, records, 7, "a header and 6 rows")
+	}
+	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/x-ndjson")), 6)
+	require.Len(t, lines(send(l.url, "GET", path+"/results?status=COMPLETED,REJECTED&after=2", "", "Authorization", auth,
+		"Accept", "application/x-ndjson")), 2, "rows 3 and 6")
+	requireProblem(t, send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/pdf"), 406, "not-acceptable")
+	requireProblem(t, send(l.url, "GET", path+"/results?status=DONE", "", "Authorization", auth), 400, "invalid-query")
+	requireProblem(t, send(l.url, "GET", path+"/results?after=-1", "", "Authorization", auth), 400, "invalid-query")
+	for _, r := range everyListRoute("nope")[1:] {
+		requireProblem(t, send(l.url, r.method, r.path, r.body, append(r.header, "Authorization", auth)...), 400, "invalid-list-id")
+	}
+	for _, r := range everyListRoute(pending.ListID) {
+		requireProblem(t, send(l.url, r.method, r.path, r.body, r.header...), 401, "unauthorized")
+	}
+	for _, r := range everyListRoute(pending.ListID)[1:] {
+		requireProblem(t, send(l.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+l.keyB)...), 404, "not-found")
+	}
+	requireProblem(t, send(l.url, "GET", "/lists/"+uuid.NewString(), "", "Authorization", auth), 404, "not-found")
+
+	// The lists end: every row final (COMPLETED), given up (FAILED),
+	// cancelled (CANCELLED, twice); read after.
+	finish(completed.ListID, 1, classifier.Result{Domain: "a.com", Status: classifier.StatusCompleted, Answer: false, Confidence: 4,
+		Reasoning: "A software company.", Source: classifier.SourceLLM})
+	finish(completed.ListID, 2, classifier.Result{Domain: "b.com", Status: classifier.StatusCompleted, Answer: true, Confidence: 2,
+		Reasoning: "Sells soap.", Source: classifier.SourceLLM})
+	completedEnd, ended, err := db.ListComplete(ctx, l.db.Pool, uuid.MustParse(completed.ListID))
+	require.NoError(t, err)
+	require.True(t, ended)
+	status(send(l.url, "GET", "/lists/"+completed.ListID, "", "Authorization", auth), classifier.StatusCompleted)
+	require.Len(t, lines(send(l.url, "GET", "/lists/"+completed.ListID+"/results", "", "Authorization", auth, "Accept", "application/x-ndjson")), 3)
+	failedEnd, ended, err := db.ListFail(ctx, l.db.Pool, uuid.MustParse(failed.ListID), "given up after 25 attempts")
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Equal(t, "given up after 25 attempts", status(send(l.url, "GET", "/lists/"+failed.ListID, "", "Authorization", auth), classifier.StatusFailed).Error)
+	require.Equal(t, http.StatusOK, send(l.url, "GET", "/lists/"+failed.ListID+"/results", "", "Authorization", auth).status)
+	status(send(l.url, "DELETE", "/lists/"+cancelled.ListID, "", "Authorization", auth), classifier.StatusCancelled)
+	status(send(l.url, "DELETE", "/lists/"+cancelled.ListID, "", "Authorization", auth), classifier.StatusCancelled)
+	require.Len(t, lines(send(l.url, "GET", "/lists/"+cancelled.ListID+"/results?status=CANCELLED", "", "Authorization", auth,
+		"Accept", "application/x-ndjson")), 2)
+
+	// The webhooks, delivered by the real worker: list.completed for each
+	// way a list ends (the cancel's delivery as DELETE queued it), and
+	// classification.completed.
+	job := send(l.url, "POST", "/domains/classify", `{"domains": ["acme.com"]}`, "Authorization", auth, "X-Callback-URL", hooks.url())
+	require.Equal(t, http.StatusAccepted, job.status, "%s", job.body)
+	var jobAccepted wire.Accepted
+	require.NoError(t, json.Unmarshal(job.body, &jobAccepted))
+	jobID := uuid.MustParse(jobAccepted.JobID)
+	require.NoError(t, db.JobDomainFinish(ctx, l.db.Pool, jobID, 0, classifier.Result{Domain: "acme.com", Classifier: "cpg",
+		Status: classifier.StatusFailed, Error: "no LLM configured", ClassifiedAt: at}, "o"))
+	jobEnd, ended, err := db.JobComplete(ctx, l.db.Pool, jobID)
+	require.NoError(t, err)
+	require.True(t, ended)
+	queued, err := l.client.JobList(ctx, river.NewJobListParams().Kinds(jobs.WebhookArgs{}.Kind()))
+	require.NoError(t, err)
+	require.Len(t, queued.Jobs, 1, "the cancel queued its delivery")
+	var cancelArgs jobs.WebhookArgs
+	require.NoError(t, json.Unmarshal(queued.Jobs[0].EncodedArgs, &cancelArgs))
+	require.Equal(t, cancelled.ListID, cancelArgs.ListID)
+
+	secret := make([]byte, 32)
+	_, err = rand.Read(secret)
+	require.NoError(t, err)
+	worker := &jobs.WebhookWorker{DB: l.db.Pool, Client: jobs.WebhookClient(true, 5*time.Second), Key: secret,
+		UserAgent: "domainclass/test", Settings: jobs.DefaultSettings(), Logger: slog.New(slog.DiscardHandler)}
+	for _, d := range []struct {
+		event  string
+		args   jobs.WebhookArgs
+		status classifier.Status
+	}{
+		{"list.completed", jobs.WebhookArgs{ListID: completed.ListID, EndedAt: completedEnd.CompletedAt}, classifier.StatusCompleted},
+		{"list.completed", jobs.WebhookArgs{ListID: failed.ListID, EndedAt: failedEnd.CompletedAt}, classifier.StatusFailed},
+		{"list.completed", cancelArgs, classifier.StatusCancelled},
+		{"classification.completed", jobs.WebhookArgs{JobID: jobID.String(), EndedAt: jobEnd.CompletedAt}, classifier.StatusCompleted},
+	} {
+		require.NoError(t, worker.Work(ctx, &river.Job[jobs.WebhookArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 1}, Args: d.args}))
+		got := hooks.take(t)
+		require.NoError(t, c.checkWebhook(d.event, got.header, got.body))
+		require.Equal(t, d.args.WebhookID(), got.header.Get("webhook-id"))
+		var payload struct {
+			Type   string            `json:"type"`
+			Status classifier.Status `json:"status"`
+		}
+		require.NoError(t, json.Unmarshal(got.body, &payload))
+		require.Equal(t, d.event, payload.Type)
+		require.Equal(t, d.status, payload.Status)
+	}
+}
+
+// slowListInserter holds the first list upload inside its transaction,
+// after its Idempotency-Key is taken.
+type slowListInserter struct {
+	httpapi.RiverClient
+	entered, release chan struct{}
+	first            atomic.Bool
+}
+
+func (s *slowListInserter) InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+	if s.first.CompareAndSwap(false, true) {
+		close(s.entered)
+		<-s.release
+	}
+	return s.RiverClient.InsertManyTx(ctx, tx, params)
+}
+
+// hookRecorder is a webhook receiver on loopback that keeps what it gets.
+type hookRecorder struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []hookDelivery
+}
+
+type hookDelivery struct {
+	header http.Header
+	body   []byte
+}
+
+func newHookRecorder(t *testing.T) *hookRecorder {
+	t.Helper()
+	h := &hookRecorder{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.got = append(h.got, hookDelivery{header: r.Header.Clone(), body: body})
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hookRecorder) url() string { return h.srv.URL + "/hook" }
+
+// take returns the one delivery received since the last take.
+func (h *hookRecorder) take(t *testing.T) hookDelivery {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Len(t, h.got, 1, "one delivery")
+	d := h.got[0]
+	h.got = nil
+	return d
 }
 
 func TestOpenAPI_CatchesUndocumentedResponses(t *testing.T) {
@@ -245,4 +726,144 @@ func TestOpenAPI_CatchesUndocumentedResponses(t *testing.T) {
 		"a 503 without Retry-After")
 	nope, _ := http.NewRequest("GET", "http://x/nope", nil)
 	require.Error(t, c.check(nope, nil, 404, problemHeader, problem), "an undocumented route")
+}
+
+// The same for lists: each case changes one thing in an exchange that
+// passes, so it fails for that thing alone.
+func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
+	t.Parallel()
+	c := newContract(t)
+	id := uuid.NewString()
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	problemHeader := http.Header{"Content-Type": {"application/problem+json"}}
+	// without returns the JSON object doc without key.
+	without := func(doc, key string) []byte {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(doc), &m))
+		_, ok := m[key]
+		require.True(t, ok, key)
+		delete(m, key)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+
+	post, _ := http.NewRequest("POST", "http://x/lists", nil)
+	post.Header.Set("Content-Type", "text/plain")
+	upload := []byte("a.com\n")
+	accepted := `{"list_id": "` + id + `", "status": "PENDING", "status_url": "/lists/` + id + `", "results_url": "/lists/` + id + `/results",
+		"classifier": "cpg", "rows": 1, "domains": 1, "duplicates": 0, "rejected": 0, "rejected_sample": []}`
+	located := http.Header{"Content-Type": {"application/json"}, "Location": {"/lists/" + id}}
+	require.NoError(t, c.check(post, upload, 202, located, []byte(accepted)))
+	require.Error(t, c.check(post, upload, 202, jsonHeader, []byte(accepted)), "a 202 without Location")
+	require.Error(t, c.check(post, upload, 202, located, without(accepted, "results_url")), "a 202 without results_url")
+	ndjson := post.Clone(context.Background())
+	ndjson.Header.Set("Content-Type", "application/json")
+	require.Error(t, c.check(ndjson, []byte(`{"domains": ["a.com"]}`), 202, located, []byte(accepted)), "an accepted upload of an undocumented type")
+	tooMany := []byte(`{"type": "/problems/too-many-lists", "title": "T", "status": 429, "detail": "d"}`)
+	require.NoError(t, c.check(post, upload, 429, http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": {"60"}}, tooMany))
+	require.Error(t, c.check(post, upload, 429, problemHeader, tooMany), "a 429 without Retry-After")
+
+	get, _ := http.NewRequest("GET", "http://x/lists/"+id, nil)
+	listStatus := `{"list_id": "` + id + `", "classifier": "cpg", "status": "RUNNING", "created_at": "2026-11-29T00:00:00Z",
+		"completed_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results",
+		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "known": 0, "cache": 0, "llm": 0}}`
+	require.NoError(t, c.check(get, nil, 200, jsonHeader, []byte(listStatus)))
+	for _, field := range []string{"results_url", "completed_at", "progress", "rows"} {
+		require.Error(t, c.check(get, nil, 200, jsonHeader, without(listStatus, field)), "a ListStatus without %s", field)
+	}
+	require.Error(t, c.check(get, nil, 200, jsonHeader, []byte(strings.Replace(listStatus, `"RUNNING"`, `"DONE"`, 1))), "an unknown status")
+	require.Error(t, c.check(get, nil, 200, jsonHeader, []byte(strings.Replace(listStatus, `"llm": 0`, `"llm": 0, "model": 0`, 1))),
+		"an undocumented progress count")
+
+	results, _ := http.NewRequest("GET", "http://x/lists/"+id+"/results", nil)
+	ndjsonHeader := http.Header{"Content-Type": {"application/x-ndjson; charset=utf-8"}}
+	csvHeader := http.Header{"Content-Type": {"text/csv; charset=utf-8"}}
+	line := `{"row": 1, "input": "www.acme.com", "ref": "r1", "domain": "acme.com", "status": "COMPLETED", "is_cpg": true, "confidence": 5,
+		"reasoning": "Snacks.", "source": "llm", "classified_at": "2026-11-30T12:00:00Z"}`
+	rejected := `{"row": 2, "input": "", "status": "REJECTED", "error": "empty input"}`
+	lines := func(ls ...string) []byte {
+		var b bytes.Buffer
+		for _, l := range ls {
+			require.NoError(t, json.Compact(&b, []byte(l)))
+			b.WriteString("\n")
+		}
+		return b.Bytes()
+	}
+	require.NoError(t, c.check(results, nil, 200, ndjsonHeader, lines(line, rejected)))
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(line, string(without(rejected, "status")))), "a row without status")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(line, strings.Replace(rejected, `"REJECTED"`, `"SKIPPED"`, 1))),
+		"a row of an unknown status")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(strings.Replace(line, `"row": 1`, `"row": 1, "list_id": "x"`, 1))),
+		"a row with an undocumented field")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, append(lines(line), "not json\n"...)), "a line that is not JSON")
+	require.Error(t, c.check(results, nil, 200, jsonHeader, []byte(`[`+line+`]`)), "rows as an undocumented media type")
+
+	// csvOf writes csvRecords (the header first) as change leaves each.
+	csvRecords := [][]string{
+		{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error"},
+		{"1", "www.acme.com", "r1", "acme.com", "COMPLETED", "true", "5", "Snacks, \"crisps\".", "llm", "2026-11-30T12:00:00Z", ""},
+		{"2", "", "", "", "REJECTED", "", "", "", "", "", "empty input"},
+	}
+	csvOf := func(change func(i int, rec []string) []string) []byte {
+		var b bytes.Buffer
+		w := csv.NewWriter(&b)
+		for i, rec := range csvRecords {
+			require.NoError(t, w.Write(change(i, slices.Clone(rec))))
+		}
+		w.Flush()
+		return b.Bytes()
+	}
+	same := func(_ int, rec []string) []string { return rec }
+	require.NoError(t, c.check(results, nil, 200, csvHeader, csvOf(same)))
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 0 {
+			return append(rec, "list_id")
+		}
+		return append(rec, id)
+	})), "an undocumented column")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(_ int, rec []string) []string {
+		return slices.Delete(rec, 8, 9) // source
+	})), "a documented field without its column")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 1 {
+			rec[6] = "five"
+		}
+		return rec
+	})), "a confidence that is not a number")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 1 {
+			rec[5] = "yes"
+		}
+		return rec
+	})), "an answer that is not a boolean")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 2 {
+			rec[4] = ""
+		}
+		return rec
+	})), "a row without status")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
+		if i == 2 {
+			rec[0] = "0"
+		}
+		return rec
+	})), "a row number below 1")
+
+	hook := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"msg_" + id + "_1764409029427207"},
+		"Webhook-Timestamp": {"1764409029"}, "Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="}}
+	payload := `{"type": "list.completed", "timestamp": "2026-11-30T12:00:00Z", "list_id": "` + id + `", "classifier": "cpg",
+		"status": "CANCELLED", "created_at": "2026-11-29T00:00:00Z", "completed_at": "2026-11-30T12:00:00Z", "rows": 3, "domains": 2,
+		"results_url": "/lists/` + id + `/results",
+		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "known": 0, "cache": 0, "llm": 0}}`
+	require.NoError(t, c.checkWebhook("list.completed", hook, []byte(payload)))
+	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "results_url")), "a list.completed without results_url")
+	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"CANCELLED"`, `"RUNNING"`, 1))),
+		"a list.completed of a list not ended")
+	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"results_url"`, `"results": [], "results_url"`, 1))),
+		"a list.completed with rows")
+	unsigned := hook.Clone()
+	unsigned.Del("Webhook-Signature")
+	require.Error(t, c.checkWebhook("list.completed", unsigned, []byte(payload)), "a delivery without a signature")
+	require.Error(t, c.checkWebhook("list.started", hook, []byte(payload)), "an undocumented webhook")
 }
