@@ -262,16 +262,26 @@ func ListFail(ctx context.Context, exec DBTX, id uuid.UUID, reason string) (List
 		RETURNING status, completed_at, coalesce(callback_url, '')`, id, reason)
 }
 
-// ListCancel cancels caller's list id: its rows not final are reported
-// CANCELLED from now on. It waits for every model call of the list that is
-// starting (ListGate) and so orders itself after them: once it returns, no
-// call of the list starts. ended is false when the list had already ended.
-func ListCancel(ctx context.Context, exec DBTX, id uuid.UUID, caller string) (ListEnd, bool, error) {
-	return listEnd(ctx, exec, `
+// ListCancel cancels caller's list id in tx, a transaction: its rows not
+// final are reported CANCELLED from now on. It first waits for the model
+// calls of the list that are starting (ListGate), and orders itself after
+// them: once tx commits, no call of the list starts. ended is false when
+// the list had already ended.
+func ListCancel(ctx context.Context, tx DBTX, id uuid.UUID, caller string) (ListEnd, bool, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+listGateKey+`)`, id); err != nil {
+		return ListEnd{}, false, translate(err)
+	}
+	return listEnd(ctx, tx, `
 		UPDATE list SET status = 'CANCELLED', completed_at = now()
 		WHERE id = $1 AND caller = $2 AND status IN ('PENDING', 'RUNNING')
 		RETURNING status, completed_at, coalesce(callback_url, '')`, id, caller)
 }
+
+// listGateKey is the advisory lock between a list's starting model calls
+// (shared) and its cancel (exclusive). An advisory lock, not a row lock:
+// share row locks would write the list's row (and MultiXacts) with every
+// call, and slow down the reads of its status.
+const listGateKey = `hashtextextended('list-gate:' || current_schema() || ':' || $1::text, 0)`
 
 func listEnd(ctx context.Context, exec DBTX, sql string, args ...any) (ListEnd, bool, error) {
 	var end ListEnd
@@ -289,13 +299,18 @@ func listEnd(ctx context.Context, exec DBTX, sql string, args ...any) (ListEnd, 
 var ErrListEnded = errors.New("the list has ended")
 
 // ListGate is asked in tx, a transaction of its own, right before a model
-// call of list id starts, and holds a share lock on the list until tx ends:
-// the caller ends tx once the request has been sent. ListCancel waits for
-// that lock, so a call either starts before the cancel returns or is
-// refused with ErrListEnded.
+// call of list id starts. It takes the list's gate lock, shared, until tx
+// ends (the caller ends tx once the call's request has been sent), then
+// reads the list's status: ErrListEnded when it has ended. ListCancel takes
+// the lock exclusively, so a call either starts before the cancel commits,
+// or waits for it and is refused.
 func ListGate(ctx context.Context, tx DBTX, id uuid.UUID) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+listGateKey+`)`, id); err != nil {
+		return translate(err)
+	}
+	// A statement of its own, so its snapshot is taken after the lock.
 	var status classifier.Status
-	if err := tx.QueryRow(ctx, `SELECT status FROM list WHERE id = $1 FOR SHARE`, id).Scan(&status); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT status FROM list WHERE id = $1`, id).Scan(&status); err != nil {
 		return translate(err)
 	}
 	if status != classifier.StatusPending && status != classifier.StatusRunning {

@@ -169,7 +169,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
-// share lock until the call's request is written (see db.ListGate).
+// gate lock until the call's request is written (see db.ListGate).
 func (w *ClassifyListWorker) gate(id uuid.UUID) llm.Gate {
 	return func(ctx context.Context) (func(), error) {
 		tx, err := db.Begin(ctx, w.DB)
