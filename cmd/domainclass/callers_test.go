@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
 // cli runs the binary's command line with e's environment plus extra.
@@ -49,7 +51,7 @@ func brands(n int) string {
 func TestSubmit(t *testing.T) {
 	t.Parallel()
 
-	t.Run("Waits25DomainsInThreeJobsAndPrintsThemAll", func(t *testing.T) {
+	t.Run("Waits25DomainsAsOneListAndWritesItsCSV", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
 			return llmtest.Answer(r.Domain != "brand07.com", 4, "Sells "+r.Domain+" snacks.")
@@ -57,22 +59,36 @@ func TestSubmit(t *testing.T) {
 		e.start(RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL(), "DOMAINCLASS_API_KEY=" + e.apiKey("team-a")}
 
-		code, out, errOut := e.cli(context.Background(), brands(25), client, "submit", "--wait", "--poll", "100ms", "--file", "-")
+		answers := filepath.Join(t.TempDir(), "answers.csv")
+		code, out, errOut := e.cli(context.Background(), brands(25), client,
+			"submit", "--wait", "--poll", "100ms", "--file", "-", "--out", answers)
 		require.Equal(t, 0, code, errOut)
-		require.Len(t, regexp.MustCompile(`(?m)^job \S+: (10|5) domains$`).FindAllString(errOut, -1), 3, errOut)
-		require.Contains(t, errOut, "progress: 25/25 domains done, 3/3 jobs finished")
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		require.Len(t, lines, 26, "a header and 25 rows:\n%s", out)
-		require.Regexp(t, `^DOMAIN\s+STATUS\s+CPG\s+CONFIDENCE\s+SOURCE\s+REASONING$`, lines[0])
-		require.Regexp(t, `^brand00\.com\s+COMPLETED\s+yes\s+4\s+llm\s+Sells brand00\.com snacks\.$`, lines[1])
-		require.Regexp(t, `^brand07\.com\s+COMPLETED\s+no\s+4\s+llm`, lines[8])
+		require.Empty(t, out, "the results went to --out")
+		m := regexp.MustCompile(`(?m)^list (\S+): 25 rows, 25 domains, 0 duplicates, 0 rejected$`).FindStringSubmatch(errOut)
+		require.NotNil(t, m, "more than 10 domains are one list:\n%s", errOut)
+		id := m[1]
+		requireProgressLines(t, errOut, 25)
+		require.Contains(t, errOut, "list "+id+" COMPLETED: 25 rows: 25 completed, 0 failed, 0 rejected, 0 cancelled\n")
+		require.Contains(t, errOut, "results of list "+id+" written to "+answers+"\n")
+		records := readCSVFile(t, answers)
+		require.Len(t, records, 26, "a header and 25 rows")
+		require.Equal(t, wire.ListRowColumns, records[0])
+		require.Equal(t, []string{"1", "brand00.com", "", "brand00.com", "COMPLETED", "true", "4", "Sells brand00.com snacks.", "llm"}, records[1][:9])
+		require.Equal(t, []string{"8", "brand07.com", "", "brand07.com", "COMPLETED", "false"}, records[8][:6])
+		require.Equal(t, "25", records[25][0])
+		var jobs int
+		require.NoError(t, e.api.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM classify_job").Scan(&jobs))
+		require.Zero(t, jobs, "no job was made")
+		require.Equal(t, 25, e.llm.Total(), "one model call per domain")
 
 		// Again, as JSON and CSV: now from the cache.
-		code, out, errOut = e.cli(context.Background(), "", client, append([]string{"submit", "--wait", "--json", "--poll", "100ms"}, strings.Fields(brands(12))...)...)
+		code, out, errOut = e.cli(context.Background(), "", client, append([]string{"submit", "--wait", "--json", "--poll", "100ms"}, strings.Fields(brands(10))...)...)
 		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^job \S+: 10 domains$`, errOut, "10 domains are a job")
+		require.Contains(t, errOut, "progress: 10/10 domains done, 1/1 jobs finished")
 		var rows []map[string]any
 		require.NoError(t, json.Unmarshal([]byte(out), &rows))
-		require.Len(t, rows, 12)
+		require.Len(t, rows, 10)
 		require.Equal(t, "cache", rows[0]["source"])
 		require.NotEmpty(t, rows[0]["job_id"])
 
@@ -126,7 +142,7 @@ func TestSubmit(t *testing.T) {
 		require.Equal(t, `domainclass: 401 Unauthorized: The Authorization header is malformed: it must be "Bearer dc_…".`+"\n", errOut)
 	})
 
-	t.Run("CtrlCStopsWaitingAndLeavesTheJobsRunning", func(t *testing.T) {
+	t.Run("CtrlCStopsWaitingAndLeavesTheJobRunning", func(t *testing.T) {
 		t.Parallel()
 		release := make(chan struct{})
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply {
@@ -142,19 +158,18 @@ func TestSubmit(t *testing.T) {
 			errOut string
 		)
 		wg.Go(func() {
-			code, _, errOut = e.cli(ctx, brands(12), []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
+			code, _, errOut = e.cli(ctx, brands(10), []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 				"submit", "--wait", "--poll", "100ms", "--file", "-")
 		})
 		require.Eventually(t, func() bool { return e.llm.Total() > 0 }, 10*time.Second, 20*time.Millisecond)
 		interrupt() // what Ctrl-C does to the command's context
 		wg.Wait()
 		require.Equal(t, 1, code)
-		m := regexp.MustCompile(`stopped waiting; the jobs go on: (\S+) (\S+)\n`).FindStringSubmatch(errOut)
+		m := regexp.MustCompile(`stopped waiting; the jobs go on: (\S+)\n`).FindStringSubmatch(errOut)
 		require.NotNil(t, m, errOut)
 		require.Contains(t, errOut, "domainclass: interrupted; the jobs were not cancelled")
 		close(release)
 		e.wait(m[1], "COMPLETED", 20*time.Second)
-		e.wait(m[2], "COMPLETED", 20*time.Second)
 	})
 }
 

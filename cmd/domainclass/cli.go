@@ -88,6 +88,7 @@ func newRootCommand(c *cli) *cobra.Command {
 		group("jobs", "River jobs: list them, retry discarded ones (replay)", c.jobsListCommand(), c.jobsRetryCommand()),
 		group("apikey", "callers' API keys (only hashes are stored)", c.apikeyCommands()...),
 		c.submitCommand(),
+		c.listsCommand(),
 		c.evalCommand(),
 	)
 	return root

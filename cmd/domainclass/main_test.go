@@ -390,7 +390,8 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Contains(t, out, "Usage:")
 
 	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"jobs", "list"}, {"jobs", "retry"},
-		{"apikey", "create"}, {"apikey", "limits"}, {"submit"}, {"eval"}, {"completion", "bash"}} {
+		{"apikey", "create"}, {"apikey", "limits"}, {"submit"}, {"lists", "status"}, {"lists", "results"}, {"lists", "cancel"},
+		{"eval"}, {"completion", "bash"}} {
 		code, out, _ := run(append(cmd, "--help"))
 		require.Equal(t, 0, code, cmd)
 		require.Contains(t, out, "Usage:\n  domainclass "+strings.Join(cmd, " "), cmd)
@@ -420,6 +421,22 @@ func TestRun_CommandLine(t *testing.T) {
 	code, _, errOut = run([]string{"apikey", "create"})
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "domainclass apikey create takes 1 name, got 0")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "--out", "a.csv", "a.com"}, "--out writes the results, so it needs --wait"},
+		{[]string{"submit", "--dry-run", "--csv", "a.com"}, "--csv prints results, and a dry run has none"},
+		{[]string{"lists"}, `"lists" needs a subcommand: cancel, results, status`},
+		{[]string{"lists", "status"}, "domainclass lists status takes 1 list id, got 0"},
+		{[]string{"lists", "cancel", "a", "b"}, "domainclass lists cancel takes 1 list id, got 2"},
+		{[]string{"lists", "results", "--after", "-1", "0190e3c1-0000-7000-8000-000000000000"}, "--after must be a row number, 0 or more"},
+	} {
+		code, _, errOut := run(tc.args)
+		require.Equal(t, 2, code, tc.args)
+		require.Contains(t, errOut, tc.want, tc.args)
+	}
 
 	code, _, errOut = run([]string{"migrate"}, "JOB_TIMEOUT=soon")
 	require.Equal(t, 1, code)

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,23 +25,33 @@ import (
 
 // submitOptions are the flags of `domainclass submit`.
 type submitOptions struct {
-	url, key, classifier, file string
-	wait, asJSON, asCSV        bool
-	poll                       time.Duration
+	url, key, classifier, file, out string
+	wait, asJSON, asCSV             bool
+	list, dryRun                    bool
+	poll                            time.Duration
 }
 
 func (c *cli) submitCommand() *cobra.Command {
-	env := envMap(c.environ)
 	o := submitOptions{}
 	cmd := &cobra.Command{
 		Use:   "submit [flags] DOMAIN... (or --file FILE)",
 		Short: "a client: submit domains (any number), wait, print results",
+		Long: "submit sends domains to the API and, with --wait, shows progress until they are answered.\n\n" +
+			"Up to 10 distinct domains go as jobs: every input is checked first, and nothing is sent if one would be refused.\n" +
+			"More (or --list) go as one list: --file is sent as it is (CSV when its first line has a comma, one domain\n" +
+			"per line otherwise), and rows that are not domains come back REJECTED in the results.",
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case o.asJSON && o.asCSV:
 				return usagef("choose --json or --csv, not both")
-			case (o.asJSON || o.asCSV) && !o.wait:
+			case o.dryRun && o.wait:
+				return usagef("--dry-run only estimates: it sends nothing to wait for")
+			case o.dryRun && o.asCSV:
+				return usagef("--csv prints results, and a dry run has none (--json prints the estimate as JSON)")
+			case (o.asJSON || o.asCSV) && !o.wait && !o.dryRun:
 				return usagef("--json and --csv print results, so they need --wait")
+			case o.out != "" && !o.wait:
+				return usagef("--out writes the results, so it needs --wait")
 			case o.poll < 100*time.Millisecond:
 				return usagef("--poll must be at least 100ms")
 			case len(args) == 0 && o.file == "":
@@ -53,23 +62,61 @@ func (c *cli) submitCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return c.submit(cmd.Context(), o, args) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.url, "url", cmp.Or(env["DOMAINCLASS_URL"], "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
-	f.StringVar(&o.key, "api-key", env["DOMAINCLASS_API_KEY"], "your API key (DOMAINCLASS_API_KEY)")
+	apiFlags(cmd, c.environ, &o.url, &o.key)
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to ask")
-	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column")
-	f.BoolVar(&o.wait, "wait", false, "wait for the jobs to finish, showing progress, then print the results")
-	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the results as JSON")
-	f.BoolVar(&o.asCSV, "csv", false, "with --wait: print the results as CSV")
+	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column (and an optional \"ref\")")
+	f.BoolVar(&o.list, "list", false, "send one list even for 10 domains or fewer (more are always a list)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains known, cached, fresh; model calls, cost, time)")
+	f.BoolVar(&o.wait, "wait", false, "wait for the jobs or the list to finish, showing progress, then print the results")
+	f.StringVar(&o.out, "out", "", "with --wait: write the results to FILE instead of stdout (a list's: CSV)")
+	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the results as JSON (a list's: one object per line); with --dry-run: the estimate")
+	f.BoolVar(&o.asCSV, "csv", false, "with --wait: print the results as CSV (a list's always are)")
 	f.DurationVar(&o.poll, "poll", time.Second, "with --wait: how often to ask for progress")
 	return cmd
 }
 
-// submit checks every input first (nothing is sent if one would be
-// refused), sends the distinct domains in jobs of ten, and with --wait
-// polls until all have ended.
+// apiFlags adds --url and --api-key, defaulting to DOMAINCLASS_URL and
+// DOMAINCLASS_API_KEY.
+func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
+	env, f := envMap(environ), cmd.Flags()
+	f.StringVar(url, "url", cmp.Or(env["DOMAINCLASS_URL"], "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
+	f.StringVar(key, "api-key", env["DOMAINCLASS_API_KEY"], "your API key (DOMAINCLASS_API_KEY)")
+}
+
+// apiClient is a client of the API that says on stderr why it retries.
+func (c *cli) apiClient(url, key string) *client.Client {
+	api := client.New(url, key)
+	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", reason, wait) }
+	return api
+}
+
+// submit sends the inputs as jobs of ten when they are 10 distinct domains
+// or fewer (checking every input first: nothing is sent if one would be
+// refused), and as one list otherwise or with --list or --dry-run; with
+// --wait it polls until all have ended.
 func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) error {
+	var src *source
 	if o.file != "" {
-		more, err := c.readDomainFile(o.file)
+		var err error
+		if src, err = c.openSource(o.file); err != nil {
+			return err
+		}
+		defer src.Close()
+	}
+	listMode := o.list || o.dryRun
+	if !listMode {
+		n, err := countDistinct(inputs, src, wire.MaxDomainsPerJob+1)
+		if err != nil {
+			return err
+		}
+		listMode = n > wire.MaxDomainsPerJob
+	}
+	if listMode {
+		return c.submitList(ctx, o, inputs, src)
+	}
+
+	if src != nil {
+		more, err := src.domains()
 		if err != nil {
 			return err
 		}
@@ -83,8 +130,7 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 		return fmt.Errorf("%d of %d domains cannot be classified (listed above); nothing was submitted", len(bad), len(inputs))
 	}
 
-	api := client.New(o.url, o.key)
-	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", reason, wait) }
+	api := c.apiClient(o.url, o.key)
 	runID := make([]byte, 8)
 	_, _ = rand.Read(runID)
 	var ids []string
@@ -122,7 +168,7 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 		printJobIDs(c.stderr, "stopped waiting after an error; the jobs go on", ids)
 		return err
 	}
-	if err := printResults(c.stdout, reports, o); err != nil {
+	if err := c.printJobResults(reports, o); err != nil {
 		return err
 	}
 	var failed []string
@@ -137,17 +183,12 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 	return nil
 }
 
-func (c *cli) readDomainFile(path string) ([]string, error) {
-	r := c.stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("cannot open %s: %w", path, errors.Unwrap(err))
-		}
-		defer f.Close()
-		r = f
+// printJobResults prints the jobs' results on stdout, or into --out.
+func (c *cli) printJobResults(reports []*wire.JobReport, o submitOptions) error {
+	if o.out == "" {
+		return printResults(c.stdout, reports, o)
 	}
-	return readDomainList(r)
+	return writeFileAtomically(o.out, func(w io.Writer) error { return printResults(w, reports, o) })
 }
 
 // progress shows how far the jobs are: a bar on a terminal, a line per
@@ -262,21 +303,22 @@ func printJobIDs(w io.Writer, what string, ids []string) {
 	}
 }
 
-// readDomainList reads one domain per line (blank lines and # comments
-// skipped), or a CSV whose header names a "domain" column.
-func readDomainList(r io.Reader) ([]string, error) {
+// scanDomainList reads one domain per line (blank lines and # comments
+// skipped), or a CSV whose header names a "domain" column, and calls each
+// with every input in order until it returns false. lenient skips CSV
+// records that cannot be read instead of failing.
+func scanDomainList(r io.Reader, lenient bool, each func(string) bool) error {
 	br := bufio.NewReader(r)
-	first, err := br.Peek(4096)
-	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
-		return nil, fmt.Errorf("cannot read the domain list: %w", err)
+	csvFile, err := firstLineHasComma(br)
+	if err != nil {
+		return err
 	}
-	firstLine, _, _ := strings.Cut(string(first), "\n")
-	if strings.Contains(firstLine, ",") {
+	if csvFile {
 		cr := csv.NewReader(br)
 		cr.FieldsPerRecord = -1
 		header, err := cr.Read()
 		if err != nil {
-			return nil, fmt.Errorf("cannot read the CSV header: %w", err)
+			return fmt.Errorf("cannot read the CSV header: %w", err)
 		}
 		col := -1
 		for i, h := range header {
@@ -285,28 +327,85 @@ func readDomainList(r io.Reader) ([]string, error) {
 			}
 		}
 		if col < 0 {
-			return nil, fmt.Errorf("the CSV header has no \"domain\" column: %q", strings.Join(header, ","))
+			return fmt.Errorf("the CSV header has no \"domain\" column: %q", strings.Join(header, ","))
 		}
-		var out []string
 		for {
 			rec, err := cr.Read()
-			if err == io.EOF {
-				return out, nil
-			} else if err != nil {
-				return nil, fmt.Errorf("cannot read the CSV: %w", err)
+			var perr *csv.ParseError
+			switch {
+			case err == io.EOF:
+				return nil
+			case lenient && errors.As(err, &perr):
+				continue
+			case err != nil:
+				return fmt.Errorf("cannot read the CSV: %w", err)
 			}
 			if col < len(rec) && strings.TrimSpace(rec[col]) != "" {
-				out = append(out, strings.TrimSpace(rec[col]))
+				if !each(strings.TrimSpace(rec[col])) {
+					return nil
+				}
 			}
 		}
 	}
-	var out []string
 	sc := bufio.NewScanner(br)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
+			if !each(line) {
+				return nil
+			}
 		}
 	}
-	return out, sc.Err()
+	return sc.Err()
+}
+
+// readDomainList reads every input of a domain list (see scanDomainList).
+func readDomainList(r io.Reader) ([]string, error) {
+	var out []string
+	err := scanDomainList(r, false, func(s string) bool { out = append(out, s); return true })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// firstLineHasComma tells a CSV file from a list of domains: the first line
+// of a CSV (its header) has a comma.
+func firstLineHasComma(br *bufio.Reader) (bool, error) {
+	first, err := br.Peek(4096)
+	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
+		return false, fmt.Errorf("cannot read the domain list: %w", err)
+	}
+	firstLine, _, _ := strings.Cut(string(first), "\n")
+	return strings.Contains(firstLine, ","), nil
+}
+
+// countDistinct counts the distinct domains among inputs and src's, up to
+// limit (it stops reading there). Inputs that are not domains, and CSV
+// lines that cannot be read, do not count: a list would keep them as
+// rejected rows.
+func countDistinct(inputs []string, src *source, limit int) (int, error) {
+	seen := map[string]bool{}
+	each := func(in string) bool {
+		if d, err := classifier.NormalizeDomain(in); err == nil {
+			seen[d] = true
+		}
+		return len(seen) < limit
+	}
+	for _, in := range inputs {
+		if !each(in) {
+			return len(seen), nil
+		}
+	}
+	if src != nil {
+		r, err := src.open()
+		if err != nil {
+			return 0, err
+		}
+		defer r.Close()
+		if err := scanDomainList(r, true, each); err != nil {
+			return 0, err
+		}
+	}
+	return len(seen), nil
 }
