@@ -196,6 +196,11 @@ func isIPAddress(host string) bool {
 	if i := strings.Index(h, "%"); i >= 0 { // IPv6 zone
 		h = h[:i]
 	}
+	// Without a colon only an IPv4 address parses, which is digits and
+	// dots: most inputs are names, and skip the parser.
+	if !strings.Contains(h, ":") && strings.IndexFunc(h, func(r rune) bool { return (r < '0' || r > '9') && r != '.' }) >= 0 {
+		return false
+	}
 	_, err := netip.ParseAddr(h)
 	return err == nil
 }

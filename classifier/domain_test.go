@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -168,6 +169,23 @@ func FuzzToASCII(f *testing.F) {
 		wantOK := wantErr == nil && checkLabels(strings.TrimSuffix(want, ".")) == ""
 		if gotOK != wantOK || gotOK && got != want {
 			t.Fatalf("toASCII(%q) = %q, %v; the profile: %q, %v", host, got, err, want, wantErr)
+		}
+	})
+}
+
+// FuzzIsIPAddress holds isIPAddress's shortcut for names to the parser.
+func FuzzIsIPAddress(f *testing.F) {
+	for _, s := range []string{"1.2.3.4", "acme.com", "[::1]", "::1", "fe80::1%eth0", "1.2.3.4%eth0", "cafe.be", "1.2.3", "0x7f.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if i := strings.Index(h, "%"); i >= 0 {
+			h = h[:i]
+		}
+		_, err := netip.ParseAddr(h)
+		if got := isIPAddress(host); got != (err == nil) {
+			t.Fatalf("isIPAddress(%q) = %v, the parser says %v", host, got, err == nil)
 		}
 	})
 }

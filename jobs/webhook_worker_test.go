@@ -369,6 +369,29 @@ func TestWebhookWorker_Work(t *testing.T) {
 			b.webhook.Outcomes())
 	})
 
+	t.Run("AListEndDeliversItsStatusNotItsRows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{webhook: &webhookOpts{}})
+		rc := newReceiver(t, nil)
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		l := acceptList(t, tx, b.client, listSettings(2, 2), rc.URL(), "a.com", "b.com", "localhost", "a.com")
+		require.NoError(t, tx.Commit(ctx))
+		row := b.waitWebhook(t, 1, rivertype.JobStateCompleted)[0]
+		require.Equal(t, l.ID.String(), webhookArgs(t, row).ListID)
+		got := rc.deliveries()
+		require.Len(t, got, 1)
+		payload := requireVerified(t, b.webhook.secret, got[0])
+		require.True(t, strings.HasPrefix(got[0].header.Get("webhook-id"), "msg_"+l.ID.String()+"_"))
+		require.Equal(t, "list.completed", payload["type"])
+		require.Equal(t, "COMPLETED", payload["status"])
+		require.Equal(t, "/lists/"+l.ID.String()+"/results", payload["results_url"])
+		require.Equal(t, map[string]any{"done": 4.0, "total": 4.0, "completed": 3.0, "failed": 0.0, "rejected": 1.0,
+			"cancelled": 0.0, "known": 0.0, "cache": 0.0, "llm": 3.0}, payload["progress"])
+		require.NotContains(t, payload, "results", "the rows are fetched from results_url")
+		require.Equal(t, payload["completed_at"], payload["timestamp"])
+	})
+
 	t.Run("FailedJobIsDeliveredWithItsError", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusServiceUnavailable, nil) },

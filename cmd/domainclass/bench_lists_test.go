@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,6 +236,11 @@ func benchLists(t *testing.T) []benchRow {
 
 	code, body, dry := uploadList(t, api.URL, list.gz, "?dry_run=true")
 	require.Equal(t, http.StatusOK, code, "%.300s", body)
+	// The generated list is hundreds of MiB of this process's heap: let it
+	// go, so that this process's garbage collector does not slow down the
+	// latencies it measures from here on.
+	list = nil
+	runtime.GC()
 	rows = append(rows, benchRow{"lists", fmt.Sprintf("dry run of the same %s rows: time", count(n)), fmt.Sprintf("%.1f s", dry.Seconds()),
 		"-", "≤ 5 s", verdict(dry <= 5*time.Second)})
 
@@ -251,6 +257,9 @@ func benchLists(t *testing.T) []benchRow {
 			fmt.Sprintf("%.0f → %.0f MiB", before, peak), "≤ 50 MiB", verdict(peak-before <= 50)},
 	)
 
+	// Status with no worker, as a comparison.
+	idle := pollStatus(t, api.URL, accepted.ListID, 5*time.Second)
+
 	// Worker memory with this list queued, against a 10k-row list.
 	small := newE2E(t, (&switchable{hold: model.hold}).reply, map[string]string{"LOG_LEVEL": "error", "LLM_MAX_CONCURRENCY": "16"})
 	smallAPI := small.startProcess(RoleAPI)
@@ -261,15 +270,22 @@ func benchLists(t *testing.T) []benchRow {
 	rows = append(rows, benchRow{"lists", fmt.Sprintf("worker RSS with a list queued (10k: %.1f MiB, %s: %.1f MiB)", rssSmall, count(n), rssBig),
 		fmt.Sprintf("%+.0f%%", 100*(rssBig-rssSmall)/rssSmall), "10k-row list", "flat (±20%)", verdict(spread <= 0.2)})
 
-	// Status while the big list drains, then cancel it.
+	// Status while the big list drains (a worker process), then cancel it.
 	model.on.Store(true)
-	e.start(RoleWorker)
+	e.startProcess(RoleWorker)
 	require.Eventually(t, func() bool { return e.llm.Total() > 50 }, time.Minute, 50*time.Millisecond)
-	lat := pollStatus(t, api.URL, accepted.ListID, 10*time.Second)
+	within, all := statusWithin10ms(t, api.URL)
+	lat := pollStatus(t, api.URL, accepted.ListID, 20*time.Second)
+	within2, all2 := statusWithin10ms(t, api.URL)
 	p99 := percentile(lat, 0.99)
-	rows = append(rows, benchRow{"lists", fmt.Sprintf("GET /lists/{id} on the %s-row list while it drains: p99", count(n)),
-		ms(p99), fmt.Sprintf("p50 %s, %d requests, draining at C=16, L=%s", ms(percentile(lat, 0.5)), len(lat), model.latency),
-		"≤ 10 ms", verdict(p99 <= 10*time.Millisecond)})
+	rows = append(rows, benchRow{"lists", fmt.Sprintf("GET /lists/{id} on the %s-row list while it drains: p99 (client)", count(n)),
+		ms(p99), fmt.Sprintf("p50 %s, max %s, %d requests, draining at C=16, L=%s; idle p99 %s",
+			ms(percentile(lat, 0.5)), ms(percentile(lat, 1)), len(lat), model.latency, ms(percentile(idle, 0.99))),
+		"≤ 10 ms", verdict(p99 <= 10*time.Millisecond)},
+		benchRow{"lists", "  the same, answered within 10 ms (server, the API's own histogram)",
+			fmt.Sprintf("%.1f%%", 100*float64(within2-within)/float64(all2-all)), fmt.Sprintf("%d requests", all2-all), "≥ 99%",
+			verdict(float64(within2-within) >= 0.99*float64(all2-all))})
+	t.Logf("status latencies while draining, slowest: %v", slowest(lat, 8))
 	after, callsBefore := cancelList(t, api.URL, accepted.ListID), e.llm.Total()
 	require.Eventually(t, func() bool { return chunksLeft(t, e, accepted.ListID) == 0 }, time.Minute, 50*time.Millisecond)
 	late := 0
@@ -361,6 +377,31 @@ func workerRSS(t *testing.T, e *e2e) float64 {
 	return peak
 }
 
+// statusWithin10ms reads the API's histogram of GET /lists/{id}: answers
+// within 10 ms, and all.
+func statusWithin10ms(t *testing.T, base string) (within, all int) {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "domainclass_http_request_duration_seconds_bucket{") ||
+			!strings.Contains(line, `method="GET",route="/lists/:list_id"`) || !strings.Contains(line, `code="200"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.Atoi(f[len(f)-1])
+		switch {
+		case strings.Contains(line, `le="0.01"`):
+			within = v
+		case strings.Contains(line, `le="+Inf"`):
+			all = v
+		}
+	}
+	return within, all
+}
+
 // pollStatus asks for the list's status 50 times a second for d and
 // returns each answer's latency.
 func pollStatus(t *testing.T, base, id string, d time.Duration) []time.Duration {
@@ -379,6 +420,16 @@ func pollStatus(t *testing.T, base, id string, d time.Duration) []time.Duration 
 		lat = append(lat, time.Since(start))
 	}
 	return lat
+}
+
+func slowest(lat []time.Duration, n int) []string {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	var out []string
+	for _, d := range s[max(0, len(s)-n):] {
+		out = append(out, ms(d))
+	}
+	return out
 }
 
 func percentile(lat []time.Duration, p float64) time.Duration {
