@@ -60,14 +60,26 @@ type ClassifyWorker struct {
 // job id) before River tries to decode them, instead of retrying them for
 // hours.
 func (w *ClassifyWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return cancelMalformed(func(a ClassifyArgs) error {
+		if _, err := uuid.Parse(a.JobID); err != nil {
+			return fmt.Errorf("job_id %q is not a UUID", a.JobID)
+		}
+		return nil
+	})
+}
+
+// cancelMalformed is the middleware of a worker whose args are T: it
+// cancels a job whose args are not T's JSON, or that check refuses, at
+// once.
+func cancelMalformed[T any](check func(T) error) []rivertype.WorkerMiddleware {
 	return []rivertype.WorkerMiddleware{river.WorkerMiddlewareFunc(
 		func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-			var args ClassifyArgs
+			var args T
 			if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
 				return river.JobCancel(fmt.Errorf("malformed args %s: %w", job.EncodedArgs, err))
 			}
-			if _, err := uuid.Parse(args.JobID); err != nil {
-				return river.JobCancel(fmt.Errorf("malformed args: job_id %q is not a UUID", args.JobID))
+			if err := check(args); err != nil {
+				return river.JobCancel(fmt.Errorf("malformed args: %w", err))
 			}
 			return doInner(ctx)
 		})}

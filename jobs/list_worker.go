@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,17 +77,12 @@ type ClassifyListWorker struct {
 
 // Middleware cancels chunks whose args can never work.
 func (w *ClassifyListWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return []rivertype.WorkerMiddleware{river.WorkerMiddlewareFunc(
-		func(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-			var args ClassifyListArgs
-			if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
-				return river.JobCancel(fmt.Errorf("malformed args %s: %w", job.EncodedArgs, err))
-			}
-			if _, err := uuid.Parse(args.ListID); err != nil || args.Chunk < 0 {
-				return river.JobCancel(fmt.Errorf("malformed args: list_id %q, chunk %d", args.ListID, args.Chunk))
-			}
-			return doInner(ctx)
-		})}
+	return cancelMalformed(func(a ClassifyListArgs) error {
+		if _, err := uuid.Parse(a.ListID); err != nil || a.Chunk < 0 {
+			return fmt.Errorf("list_id %q, chunk %d", a.ListID, a.Chunk)
+		}
+		return nil
+	})
 }
 
 // Timeout is the reviewed job timeout; a run stops starting domains after

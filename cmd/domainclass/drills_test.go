@@ -924,14 +924,21 @@ func (d *deployment) ended(ids []string) int {
 	return n
 }
 
-// count runs a query of one integer; -1 when it fails.
+// count runs a query of one integer; -1 when it fails. It tries three
+// times: after a Postgres restart the pool's first try finds a dead
+// connection.
 func (d *deployment) count(query string) int {
-	var n int
-	if err := d.db.Pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
-		d.t.Logf("count %q: %v", query, err)
-		return -1
+	var (
+		n   int
+		err error
+	)
+	for range 3 {
+		if err = d.db.Pool.QueryRow(context.Background(), query).Scan(&n); err == nil {
+			return n
+		}
 	}
-	return n
+	d.t.Logf("count %q: %v", query, err)
+	return -1
 }
 
 // counts runs a query of one integer column.
