@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/domainclass/domainclass/classifier"
 )
@@ -38,7 +39,7 @@ type ListRowSource interface {
 func ListRowsCopy(ctx context.Context, exec DBTX, listID uuid.UUID, src ListRowSource) (int64, error) {
 	n, err := exec.CopyFrom(ctx, pgx.Identifier{"list_row"},
 		[]string{"list_id", "row", "input", "ref", "domain", "first_row", "status", "error"},
-		&copySource{listID: listID, src: src})
+		&copySource{listID: pgtype.UUID{Bytes: listID, Valid: true}, src: src})
 	if err != nil {
 		if serr := src.Err(); serr != nil {
 			return n, serr // the source's own error, not COPY's wrapping of it
@@ -49,35 +50,42 @@ func ListRowsCopy(ctx context.Context, exec DBTX, listID uuid.UUID, src ListRowS
 }
 
 type copySource struct {
-	listID uuid.UUID
+	// listID is boxed once, and as pgtype's own UUID: pgx fails to encode a
+	// uuid.UUID in COPY's binary format and falls back to text, through a
+	// formatted error, for every row (half of an upload's CPU).
+	listID any
 	src    ListRowSource
+	values []any
 }
+
+var (
+	pendingValue  any = string(classifier.StatusPending)
+	rejectedValue any = string(classifier.StatusRejected)
+)
 
 func (c *copySource) Next() bool { return c.src.Next() }
 func (c *copySource) Err() error { return c.src.Err() }
+
+// Values reuses one slice (pgx encodes a row before it asks for the next)
+// and leaves NULLs as untyped nils, to allocate as little as a row allows.
 func (c *copySource) Values() ([]any, error) {
 	r := c.src.Row()
-	status := classifier.StatusPending
+	status := pendingValue
 	if r.Reason != "" {
-		status = classifier.StatusRejected
+		status = rejectedValue
 	}
-	return []any{c.listID, int32(r.Row), r.Input, nullText(r.Ref), nullText(r.Domain), nullInt(r.FirstRow),
-		string(status), nullText(r.Reason)}, nil
+	c.values = append(c.values[:0], c.listID, int32(r.Row), r.Input, orNull(r.Ref), orNull(r.Domain), nil, status, orNull(r.Reason))
+	if r.FirstRow > 0 {
+		c.values[5] = int32(r.FirstRow)
+	}
+	return c.values, nil
 }
 
-func nullText(s string) *string {
+func orNull(s string) any {
 	if s == "" {
 		return nil
 	}
-	return &s
-}
-
-func nullInt(n int) *int32 {
-	if n == 0 {
-		return nil
-	}
-	v := int32(n)
-	return &v
+	return s
 }
 
 // ListInsert writes a list whose rows were copied in the same transaction.

@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -219,7 +221,9 @@ func benchLists(t *testing.T) []benchRow {
 		upload   time.Duration
 		accepted wire.ListAccepted
 	)
+	cpu0 := cpuSeconds(t, pid)
 	before, peak := rssDuring(t, pid, func() { code, body, upload = uploadList(t, api.URL, list.gz, "") })
+	apiCPU := cpuSeconds(t, pid) - cpu0
 	require.Equal(t, http.StatusAccepted, code, "%.300s", body)
 	require.NoError(t, json.Unmarshal(body, &accepted))
 	require.Equal(t, n, accepted.Rows)
@@ -227,7 +231,8 @@ func benchLists(t *testing.T) []benchRow {
 	rate, floorRate := float64(n)/upload.Seconds(), float64(n)/floor.Seconds()
 	rows = append(rows,
 		benchRow{"lists", fmt.Sprintf("upload %s-row gzip CSV (%.0f MiB, 5%% duplicates, 1%% bad): time", count(n), float64(len(list.gz))/(1<<20)),
-			fmt.Sprintf("%.1f s", upload.Seconds()), fmt.Sprintf("bare pgx CopyFrom %.1f s", floor.Seconds()), "≤ 10 s", verdict(upload <= 10*time.Second)},
+			fmt.Sprintf("%.1f s (API CPU %.1f s)", upload.Seconds(), apiCPU), fmt.Sprintf("bare pgx CopyFrom %.1f s", floor.Seconds()),
+			"≤ 10 s", verdict(upload <= 10*time.Second)},
 		benchRow{"lists", "  upload rows/s", fmt.Sprintf("%.0fk/s", rate/1000),
 			fmt.Sprintf("bare CopyFrom %.0fk/s (%.0f%%)", floorRate/1000, 100*rate/floorRate), "≥ 50% of CopyFrom", verdict(rate >= floorRate/2)},
 		benchRow{"lists", "  API RSS growth during the upload", fmt.Sprintf("%.0f MiB", peak-before),
@@ -311,7 +316,9 @@ func bareCopy(t *testing.T, l *benchList) time.Duration {
 	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: dbtest.Schema(t), MaxConns: 2})
 	require.NoError(t, err)
 	defer d.Close()
-	id := uuid.New()
+	// The list id as pgtype's UUID, as the upload sends it: pgx's COPY
+	// encodes a uuid.UUID the slow way (db/list.go).
+	id := pgtype.UUID{Bytes: uuid.New(), Valid: true}
 	vals := func(i int) ([]any, error) {
 		r := l.rows[i]
 		status, reason := "PENDING", (*string)(nil)
@@ -334,6 +341,19 @@ func bareCopy(t *testing.T, l *benchList) time.Duration {
 		[]string{"list_id", "row", "input", "ref", "domain", "first_row", "status", "error"}, pgx.CopyFromSlice(len(l.rows), vals))
 	require.NoError(t, err)
 	return time.Since(start)
+}
+
+// cpuSeconds is the user and system CPU time a process has used.
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	// The fields after the command's closing parenthesis; utime and stime
+	// are the 14th and 15th of the line, in clock ticks (100 a second).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
 }
 
 // downloadResults reads a list's CSV results and returns the lines and
