@@ -67,6 +67,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	}
 	extendDeadlines(c)
 	body, err := openListBody(c.Request, s.cfg.Lists.MaxBytes, idemKey != "")
+	defer body.finish(c)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -1,12 +1,15 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -182,6 +185,38 @@ func TestListCreate(t *testing.T) {
 			require.Equal(t, noList, b.listCounts(t), "nothing may be written on a %d", tt.status)
 		})
 	}
+
+	// A refusal while the caller is still sending: the answer must reach it.
+	// Closing at once with the body unread makes the kernel send a reset,
+	// and a client still writing (Go's among them) loses the 413 for a
+	// "connection reset by peer", then retries the whole upload.
+	t.Run("ATooLargeListIsAnsweredBeforeTheConnectionCloses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxBytes: 1000}})
+		conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+		require.NoError(t, err)
+		defer conn.Close()
+		// 300 kB: little enough to sit in the sockets' buffers, so the write
+		// below returns and only the read sees how the connection ended.
+		body := bytes.Repeat([]byte("0123456789abcdef.com\n"), 15_000)
+		head := fmt.Sprintf("POST /lists HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: text/plain\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", b.keyA, len(body))
+		require.NoError(t, conn.(*net.TCPConn).SetWriteBuffer(len(head)+len(body)))
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = conn.Write(append([]byte(head), body...))
+		require.NoError(t, err)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusContinue, resp.StatusCode, "curl and the CLI send Expect: 100-continue")
+		resp, err = http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+		require.True(t, resp.Close, "the server says it closes")
+		_, err = io.Copy(io.Discard, br)
+		require.NoError(t, err, "the connection ends with a FIN after the answer, not a reset")
+		require.Equal(t, noList, b.listCounts(t))
+	})
 
 	t.Run("NoValidRowListsEveryReason", func(t *testing.T) {
 		t.Parallel()

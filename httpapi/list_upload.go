@@ -15,7 +15,10 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
@@ -60,23 +63,29 @@ type listBody struct {
 	n    int64
 	max  int64
 	hash hash.Hash // nil: not hashed
+	raw  *countingReader
+	req  *http.Request
 }
 
+// openListBody opens an upload's body. The body it returns, even with an
+// error, must be finished once the answer is written.
 func openListBody(r *http.Request, max int64, hashed bool) (*listBody, error) {
-	var in io.Reader = http.MaxBytesReader(nil, r.Body, max)
+	raw := &countingReader{r: r.Body}
+	b := &listBody{max: max, raw: raw, req: r}
+	in := http.MaxBytesReader(nil, io.NopCloser(raw), max)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
+		b.r = in
 	case "gzip":
 		zr, err := gzip.NewReader(in)
 		if err != nil {
-			return nil, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
+			return b, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
 		}
-		in = zr
+		b.r = zr
 	default:
-		return nil, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
+		return b, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
 			detail: fmt.Sprintf("Content-Encoding %q is not supported; send gzip, or no encoding.", enc)}
 	}
-	b := &listBody{r: in, max: max}
 	if hashed {
 		b.hash = sha256.New()
 	}
@@ -102,6 +111,40 @@ func (b *listBody) Read(p []byte) (int, error) {
 		return n, &problem{status: http.StatusBadRequest, slug: "unreadable-list",
 			detail: fmt.Sprintf("The body could not be read: %v.", err)}
 	}
+	return n, err
+}
+
+// finish runs once the handler has answered. When it refused the list
+// while the caller was still sending (over the limit, unreadable, a key
+// reused), the answer is flushed and the rest of the body read and dropped
+// for up to refusedDrain. net/http closes a connection whose body is
+// unread at once when the request carried Expect: 100-continue (as the CLI's
+// and curl's uploads do), and the kernel then answers the bytes still
+// arriving with a reset: a client still writing gets "connection reset by
+// peer" instead of the answer, and retries the whole upload.
+func (b *listBody) finish(c *gin.Context) {
+	if c.Writer.Status() < http.StatusBadRequest || b.raw.n == 0 {
+		return // accepted (the body was read to its end), or refused before a byte was asked for
+	}
+	c.Writer.Flush()
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(refusedDrain))
+	_, _ = io.Copy(io.Discard, b.req.Body)
+}
+
+// refusedDrain bounds the reading of a refused upload's rest: long enough
+// for the client to read the answer, short enough that a refused gigabyte
+// costs a handler a second.
+const refusedDrain = time.Second
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
 	return n, err
 }
 
