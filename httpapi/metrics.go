@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -19,7 +20,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "domainclass_http_requests_total",
-			Help: "HTTP requests answered, by method, route (the pattern, not the path) and status code.",
+			Help: "HTTP requests answered, by method (other: not a standard one), route (the pattern, not the path; unmatched) and status code.",
 		}, []string{"method", "route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "domainclass_http_request_duration_seconds",
@@ -38,7 +39,19 @@ func (m *Metrics) middleware(c *gin.Context) {
 	if route == "" {
 		route = "unmatched" // keep arbitrary paths out of the label set
 	}
-	code := strconv.Itoa(c.Writer.Status())
-	m.requests.WithLabelValues(c.Request.Method, route, code).Inc()
-	m.duration.WithLabelValues(c.Request.Method, route, code).Observe(time.Since(start).Seconds())
+	method, code := methodLabel(c.Request.Method), strconv.Itoa(c.Writer.Status())
+	m.requests.WithLabelValues(method, route, code).Inc()
+	m.duration.WithLabelValues(method, route, code).Observe(time.Since(start).Seconds())
+}
+
+// methodLabel keeps the method label to a fixed set: a request's method is
+// any token its sender chose, and every new label value is a new series
+// held in memory and sent on every scrape.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
