@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ var problemTypes = map[string]string{
 	"not-found":                 "Not found",
 	"method-not-allowed":        "Method not allowed",
 	"unauthorized":              "Unauthorized",
+	"cross-origin":              "Cross-origin request refused",
 	"rate-limited":              "Too many requests",
 	"too-many-queued":           "Too many domains queued",
 	"unsupported-media-type":    "Unsupported list format",
@@ -47,6 +49,9 @@ var problemTypes = map[string]string{
 	"unavailable":               "Service unavailable",
 	"internal":                  "Internal error",
 }
+
+// statusClientClosed is what a request whose caller hung up is counted as.
+const statusClientClosed = 499
 
 // problem is an error as the caller sees it: a status, a problem type, a
 // sentence saying what to do, the rejected inputs, and when to try again.
@@ -100,6 +105,14 @@ func problemOf(err error) (p *problem, ok bool) {
 // once, and shown as "Internal error."; their details never reach the
 // caller.
 func (s *Server) writeError(c *gin.Context, err error) {
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		// The caller hung up: nobody reads an answer, and it is not our
+		// fault. 499 is nginx's "client closed request", for the metrics.
+		s.cfg.Logger.InfoContext(c.Request.Context(), "client closed the request", "method", c.Request.Method,
+			"route", c.FullPath())
+		c.AbortWithStatus(statusClientClosed)
+		return
+	}
 	p, ok := problemOf(err)
 	switch {
 	case !ok:

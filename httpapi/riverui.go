@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -18,11 +17,20 @@ const RiverUIPrefix = "/riverui"
 func (s *Server) mountRiverUI(r *gin.Engine) {
 	h := gin.WrapH(s.cfg.RiverUI)
 	r.GET(RiverUIPrefix, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, RiverUIPrefix+"/") })
-	r.Any(RiverUIPrefix+"/*path", s.riverUIAuth, h)
+	r.Any(RiverUIPrefix+"/*path", s.riverUIAuth, sameOrigin, h)
+}
+
+// riverUIHealthChecks are River UI's probe routes, the only ones open
+// without credentials: matched on the path exactly as sent, so that no
+// "..", "%2e%2e" or "//" spelling reaches another route through them.
+var riverUIHealthChecks = map[string]bool{
+	RiverUIPrefix + "/api/health-checks/complete": true,
+	RiverUIPrefix + "/api/health-checks/minimal":  true,
 }
 
 func (s *Server) riverUIAuth(c *gin.Context) {
-	if strings.HasPrefix(c.Request.URL.Path, RiverUIPrefix+"/api/health-checks/") {
+	if (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) &&
+		riverUIHealthChecks[c.Request.URL.EscapedPath()] {
 		c.Next()
 		return
 	}
@@ -36,6 +44,31 @@ func (s *Server) riverUIAuth(c *gin.Context) {
 		writeProblem(c, http.StatusUnauthorized, "unauthorized", "River UI needs the operator's user name and password.", nil)
 		return
 	}
+	c.Next()
+}
+
+// crossOrigin refuses state-changing requests sent by another site's page
+// (Sec-Fetch-Site, else Origin against Host): a browser that keeps the
+// operator's Basic credentials would otherwise send them along with a form
+// or a fetch of evil.example, and cancel or delete jobs.
+var crossOrigin = http.NewCrossOriginProtection()
+
+func sameOrigin(c *gin.Context) {
+	if err := crossOrigin.Check(c.Request); err != nil {
+		writeProblem(c, http.StatusForbidden, "cross-origin", "River UI accepts changes only from its own pages.", nil)
+		return
+	}
+	c.Next()
+}
+
+// securityHeaders keeps the API's and River UI's answers out of frames and
+// caches and from being sniffed as another type.
+func securityHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
 	c.Next()
 }
 

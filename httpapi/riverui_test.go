@@ -64,7 +64,10 @@ func TestRiverUI(t *testing.T) {
 	t.Run("RequiresBasicAuth", func(t *testing.T) {
 		t.Parallel()
 		base := riverUIServer(t, "ops", "s3cret")
-		for _, path := range []string{"/riverui/", "/riverui/jobs", "/riverui/api/jobs?state=completed", "/riverui/api/jobs/retry"} {
+		for _, path := range []string{"/riverui/", "/riverui/jobs", "/riverui/api/jobs?state=completed", "/riverui/api/jobs/retry",
+			// Spellings that once reached the UI through the health checks' open door.
+			"/riverui/api/health-checks/%2e%2e/jobs", "/riverui/api/health-checks/%2E%2E/%2E%2E/", "/riverui/api/health-checks/minimal/%2e%2e/%2e%2e/jobs",
+			"/riverui/api/health-checks//../jobs", "/riverui/api/health-checks/minimal%2f..%2f..%2fjobs"} {
 			status, header, body := get(t, base+path, "", "")
 			require.Equal(t, http.StatusUnauthorized, status, path)
 			require.Equal(t, `Basic realm="River UI", charset="UTF-8"`, header.Get("WWW-Authenticate"))
@@ -87,6 +90,41 @@ func TestRiverUI(t *testing.T) {
 		status, header, _ := get(t, base+"/riverui", "", "")
 		require.Equal(t, http.StatusMovedPermanently, status)
 		require.Equal(t, "/riverui/", header.Get("Location"))
+	})
+
+	t.Run("RefusesChangesFromAnotherSite", func(t *testing.T) {
+		t.Parallel()
+		base := riverUIServer(t, "ops", "s3cret")
+		post := func(header ...string) int {
+			req, err := http.NewRequest(http.MethodPost, base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["1"]}`))
+			require.NoError(t, err)
+			req.SetBasicAuth("ops", "s3cret") // what a browser that kept the credentials sends
+			req.Header.Set("Content-Type", "text/plain")
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		require.Equal(t, http.StatusForbidden, post("Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"))
+		require.Equal(t, http.StatusForbidden, post("Sec-Fetch-Site", "same-site"))
+		require.Equal(t, http.StatusForbidden, post("Origin", "https://evil.example"), "an old browser: Origin alone")
+		require.NotEqual(t, http.StatusForbidden, post("Sec-Fetch-Site", "same-origin"), "River UI's own pages")
+		require.NotEqual(t, http.StatusForbidden, post(), "curl and scripts send neither")
+	})
+
+	t.Run("AnswersStayOutOfFramesAndCaches", func(t *testing.T) {
+		t.Parallel()
+		base := riverUIServer(t, "ops", "s3cret")
+		for _, path := range []string{"/riverui/", "/riverui/api/jobs?state=completed", "/healthz", "/domains/classify/x"} {
+			_, header, _ := get(t, base+path, "ops", "s3cret")
+			require.Equal(t, "DENY", header.Get("X-Frame-Options"), path)
+			require.Equal(t, "frame-ancestors 'none'", header.Get("Content-Security-Policy"), path)
+			require.Equal(t, "nosniff", header.Get("X-Content-Type-Options"), path)
+			require.Equal(t, "no-store", header.Get("Cache-Control"), path)
+		}
 	})
 
 	t.Run("OpenWithoutCredentialsWhenMountedSo", func(t *testing.T) {

@@ -109,7 +109,7 @@ func New(cfg Config) *Server {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
-	r.Use(s.recover, s.logRequests)
+	r.Use(s.recover, s.logRequests, securityHeaders)
 	if cfg.Metrics != nil {
 		r.Use(cfg.Metrics.middleware)
 	}
