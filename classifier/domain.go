@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"unicode"
 
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
@@ -26,6 +27,7 @@ const (
 	ReasonBadPort       = "has an invalid port"
 	ReasonBadIDN        = "is not a valid internationalized domain name"
 	ReasonInputTooLong  = "longer than 2048 characters"
+	ReasonControlChars  = "contains control characters"
 )
 
 const (
@@ -62,9 +64,9 @@ var idnaProfile = idna.New(
 // and one trailing dot; converts IDN to punycode; and keeps the public suffix
 // plus one label, using the Public Suffix List (its private section too, so
 // "acme.github.io" stays a domain of its own). It returns a *DomainError for
-// empty input, IP addresses, localhost, single labels, unknown top-level
-// domains, bad characters or label lengths, wildcards and bare public
-// suffixes. NormalizeDomain(NormalizeDomain(x)) == NormalizeDomain(x).
+// empty input, control characters anywhere, IP addresses, localhost, single
+// labels, unknown top-level domains, bad characters or label lengths,
+// wildcards and bare public suffixes. NormalizeDomain(NormalizeDomain(x)) == NormalizeDomain(x).
 func NormalizeDomain(input string) (string, error) {
 	reject := func(reason string) (string, error) {
 		return "", &DomainError{Input: input, Reason: reason}
@@ -76,6 +78,10 @@ func NormalizeDomain(input string) (string, error) {
 		return reject(ReasonEmpty)
 	case len(s) > maxInputLength:
 		return reject(ReasonInputTooLong)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		// Even in a path, which is dropped: the input itself is stored and
+		// shown back, and Postgres refuses a NUL in text.
+		return reject(ReasonControlChars)
 	case strings.Contains(s, "*"):
 		return reject(ReasonWildcard)
 	}

@@ -74,8 +74,8 @@ func HashAPIKey(key string) []byte {
 }
 
 // APIKeyAuth checks "Authorization: Bearer dc_…" against the stored hashes.
-// Lookups are cached for a short TTL (a revoked key stops working within
-// it); last_used_at is written at most once a minute per key.
+// Lookups, of unknown keys too, are cached for a short TTL (a revoked key
+// stops working within it); last_used_at is written at most once a minute per key.
 type APIKeyAuth struct {
 	db       db.DBTX
 	ttl      time.Duration
@@ -84,6 +84,7 @@ type APIKeyAuth struct {
 
 	mu      sync.Mutex
 	cache   map[[sha256.Size]byte]cachedKey
+	misses  map[[sha256.Size]byte]time.Time // unknown keys, until when they are refused without a query
 	touched map[string]time.Time
 }
 
@@ -92,7 +93,8 @@ type cachedKey struct {
 	expires time.Time
 }
 
-// maxCachedKeys bounds the cache; only valid keys are cached.
+// maxCachedKeys bounds each cache: the valid keys', and the unknown keys'
+// (kept apart, so that a flood of made-up keys never evicts real ones).
 const maxCachedKeys = 10_000
 
 // NewAPIKeyAuth returns API-key auth over exec (the pool): a key's lookup
@@ -100,7 +102,7 @@ const maxCachedKeys = 10_000
 // unless their key overrides them.
 func NewAPIKeyAuth(exec db.DBTX, ttl time.Duration, defaults Limits, logger *slog.Logger) *APIKeyAuth {
 	return &APIKeyAuth{db: exec, ttl: ttl, defaults: defaults, logger: logger,
-		cache: map[[sha256.Size]byte]cachedKey{}, touched: map[string]time.Time{}}
+		cache: map[[sha256.Size]byte]cachedKey{}, misses: map[[sha256.Size]byte]time.Time{}, touched: map[string]time.Time{}}
 }
 
 // Authenticate implements Authenticator.
@@ -119,11 +121,23 @@ func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
 	now := time.Now()
 	a.mu.Lock()
 	entry, hit := a.cache[sum]
+	missUntil, missed := a.misses[sum]
 	a.mu.Unlock()
+	if missed && now.Before(missUntil) {
+		return Caller{}, errUnauthorized("The API key is not valid (unknown or revoked).")
+	}
 	if !hit || now.After(entry.expires) {
 		k, err := db.APIKeyGetByHash(r.Context(), a.db, sum[:])
 		switch {
 		case errors.Is(err, db.ErrNotFound):
+			// The same unknown key sent again is refused without a query
+			// for ttl: a key is random, so none is created meanwhile.
+			a.mu.Lock()
+			if len(a.misses) >= maxCachedKeys {
+				clear(a.misses)
+			}
+			a.misses[sum] = now.Add(a.ttl)
+			a.mu.Unlock()
 			return Caller{}, errUnauthorized("The API key is not valid (unknown or revoked).")
 		case err != nil:
 			return Caller{}, err

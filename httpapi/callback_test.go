@@ -87,6 +87,18 @@ func TestClassifyCreate_CallbackURL(t *testing.T) {
 		{name: "Localhost", url: "https://localhost/h", detail: "(localhost)"},
 		{name: "LocalhostShouting", url: "https://LOCALHOST./h", detail: "(localhost)"},
 		{name: "LocalhostSubdomain", url: "https://api.localhost/h", detail: "(api.localhost)"},
+		// Found by a hostile review: IPv6 ranges that carry IPv4, and IPv4
+		// spelt as resolvers read it (inet_aton), were accepted and dialled.
+		{name: "NAT64LocalUse", url: "https://[64:ff9b:1::a00:1]/h", detail: "(64:ff9b:1::a00:1)"},
+		{name: "SixToFour", url: "https://[2002:7f00:1::]/h", detail: "(2002:7f00:1::)"},
+		{name: "IPv4Compatible", url: "https://[::7f00:1]/h", detail: "(::7f00:1)"},
+		{name: "SiteLocal", url: "https://[fec0::1]/h", detail: "(fec0::1)"},
+		{name: "IPv4AsOneNumber", url: "https://2130706433/h", detail: "(2130706433)"},
+		{name: "IPv4Hex", url: "https://0x7f.1/h", detail: "(0x7f.1)"},
+		{name: "IPv4Octal", url: "https://0177.0.0.1/h", detail: "(0177.0.0.1)"},
+		{name: "IPv4Short", url: "https://127.1/h", detail: "(127.1)"},
+		{name: "EmptyLabel", url: "https://example.com../h", detail: "empty label"},
+		{name: "PortOutOfRange", url: "https://example.com:99999/h", detail: "invalid port"},
 	} {
 		t.Run("Rejects"+tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -212,6 +214,9 @@ func decodeClassifyRequest(body []byte) (classifyRequest, error) {
 	if trimmed[0] != '{' {
 		return req, invalidJSON("The request body must be a JSON object.")
 	}
+	if err := checkKeys(trimmed, "classifier", "domains"); err != nil {
+		return req, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&req); err != nil {
 		var typeErr *json.UnmarshalTypeError
@@ -224,6 +229,39 @@ func decodeClassifyRequest(body []byte) (classifyRequest, error) {
 		return req, invalidJSON("The request body has data after the JSON object.")
 	}
 	return req, nil
+}
+
+// checkKeys refuses an object's keys that are not exactly one of fields,
+// or that appear twice. encoding/json matches "DOMAINS" to "domains" and
+// lets the last of two win, so a proxy, a log or a reviewer reading the
+// body could see other domains than the job gets; and a misspelt optional
+// field would be dropped without a word. Malformed JSON is left to Decode,
+// which says where.
+func checkKeys(body []byte, fields ...string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return nil
+	}
+	seen := make(map[string]bool, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		if !slices.Contains(fields, key) {
+			return invalidJSON(fmt.Sprintf("The field %q is not known; the fields are %q.", key, fields))
+		}
+		if seen[key] {
+			return invalidJSON(fmt.Sprintf("The field %q appears twice.", key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 func wantType(field string) string {
@@ -315,7 +353,15 @@ func (s *Server) callbackURL(h string) (string, error) {
 	if u.User != nil {
 		return "", invalid("must not hold credentials; deliveries are authenticated by their signature.")
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", invalid("has an invalid port %q.", p)
+		}
+	}
 	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if !strings.Contains(host, ":") && slices.Contains(strings.Split(host, "."), "") {
+		return "", invalid("has an empty label in its host %q.", u.Hostname())
+	}
 	if err := netguard.CheckHost(host, s.cfg.CallbackAllowPrivate); err != nil {
 		return "", invalid("points at a private, loopback or link-local address (%s); callbacks go to public internet addresses only.", host)
 	}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -399,8 +400,17 @@ func refText(raw *json.RawMessage) string {
 	return string(*raw)
 }
 
-// clip cuts s to maxInputBytes, on a rune boundary.
+// clip makes s storable and short: bytes that are not UTF-8 and control
+// characters become U+FFFD (Postgres refuses both a NUL and broken UTF-8 in
+// text, which would fail the whole upload), and it is cut to maxInputBytes,
+// on a rune boundary.
 func clip(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 	if len(s) <= maxInputBytes {
 		return s
 	}
