@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Verdict is what a model said about one domain.
@@ -186,6 +187,14 @@ func parseReasoning(raw json.RawMessage) (string, error) {
 	if raw == nil || json.Unmarshal(raw, &s) != nil {
 		return "", &ParseError{Reason: "reasoning is missing or not a string"}
 	}
+	// Control characters (an escape sequence would drive the terminal that
+	// shows the reason) fold into spaces, with the whitespace.
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 	s = strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
 	if s == "" {
 		return "", &ParseError{Reason: "reasoning is empty"}

@@ -33,6 +33,8 @@ func TestParseVerdict(t *testing.T) {
 		{"ObjectWithoutAnswerSkipped", `{"note": "x"} {"is_cpg": true, "confidence": 4, "reasoning": "Makes snacks."}`, yes4},
 		{"BracesInsideReasoningString", `{"is_cpg": true, "confidence": 4, "reasoning": "Brands {A} and {B}."}`,
 			Verdict{Answer: true, Confidence: 4, Reasoning: "Brands {A} and {B}."}},
+		{"ControlCharactersInReasoningFold", `{"is_cpg": true, "confidence": 4, "reasoning": "Makes\u001b[2J\u001b]0;pwned\u0007 snacks.\u0000"}`,
+			Verdict{Answer: true, Confidence: 4, Reasoning: "Makes [2J ]0;pwned snacks."}},
 		{"AnswerFalse", `{"is_cpg": false, "confidence": 5, "reasoning": "Software."}`, Verdict{false, 5, "Software."}},
 		{"AnswerYesString", `{"is_cpg": "yes", "confidence": 4, "reasoning": "Makes snacks."}`, yes4},
 		{"AnswerYesUpper", `{"is_cpg": "YES", "confidence": 4, "reasoning": "Makes snacks."}`, yes4},
