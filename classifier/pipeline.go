@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -87,8 +88,11 @@ type PipelineConfig struct {
 	// looks.
 	ClaimWait time.Duration
 	ClaimPoll time.Duration
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// EvidenceMaxChars caps the web text of one prompt; 0 is
+	// DefaultEvidenceMaxChars.
+	EvidenceMaxChars int
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // Pipeline answers one domain the cheapest way: known company, then a fresh
@@ -254,13 +258,14 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 		p.cfg.Logger.WarnContext(ctx, "search rejected; answering without evidence", "domain", domain, "error", err)
 		ev = Evidence{}
 	}
-	user, err := prompt.Render(PromptData{Domain: domain, Provider: ev.Provider, Evidence: ev.Text})
+	evidence := fenceEvidence(ev.Text, cmp.Or(p.cfg.EvidenceMaxChars, DefaultEvidenceMaxChars))
+	user, err := prompt.Render(PromptData{Domain: domain, Provider: ev.Provider, Evidence: evidence})
 	if err != nil {
 		return Result{}, err
 	}
 
 	resp, err := p.cfg.LLM.Complete(ctx, CompletionRequest{
-		Model: model, System: prompt.System, User: user,
+		Model: model, System: strings.TrimSpace(prompt.System) + "\n\n" + untrustedNote, User: user,
 		SchemaName: c.Name + "_verdict", Schema: c.ResponseSchema(),
 	})
 	if err != nil {

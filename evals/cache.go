@@ -93,7 +93,7 @@ func (c *Cache) complete(ctx context.Context, next classifier.Completer, req cla
 
 func responseKey(req classifier.CompletionRequest, sample int) (string, error) {
 	b, err := json.Marshal(map[string]any{
-		"v": 1, "model": req.Model, "system": req.System, "user": req.User,
+		"v": 1, "model": req.Model, "system": req.System, "user": classifier.WithoutFenceIDs(req.User),
 		"schema_name": req.SchemaName, "schema": req.Schema, "sample": sample,
 	})
 	if err != nil {

@@ -4,6 +4,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +55,16 @@ type Config struct {
 	HTTPClient        *http.Client
 	// Observer, when set, is told about every request sent.
 	Observer Observer
+	// MaxCompletionTokens is sent as max_completion_tokens; 0 is
+	// DefaultMaxCompletionTokens.
+	MaxCompletionTokens int
 }
+
+// DefaultMaxCompletionTokens bounds one answer: the verdict is about 60
+// tokens, and a reasoning model's thinking counts too, so 2048 leaves it
+// room while a page that talks the model into writing at length costs at
+// most that much.
+const DefaultMaxCompletionTokens = 2048
 
 // Observer is told about every model request: its status (the HTTP status
 // code, or "error" when no response came), how long it took, and the tokens
@@ -179,6 +189,7 @@ func (c *Client) params(req classifier.CompletionRequest, format string) openai.
 			openai.SystemMessage(req.System),
 			openai.UserMessage(req.User),
 		},
+		MaxCompletionTokens: openai.Int(int64(cmp.Or(c.cfg.MaxCompletionTokens, DefaultMaxCompletionTokens))),
 	}
 	switch format {
 	case FormatJSONSchema:

@@ -113,41 +113,77 @@ func (p Page) Evidence(max int) string {
 	return strings.TrimSpace(b.String())
 }
 
+// maxField caps a page's title and description: a real one is a line, and
+// a page that stuffs either must not fill the prompt with it.
+const maxField = 300
+
 // ExtractPage reads an HTML document: its title, its meta description
-// (or og:description), and its visible text with whitespace folded.
+// (or og:description), and its visible text with whitespace folded. Text a
+// visitor does not see is left out: scripts, styles, <noscript>,
+// <template>, comments, and elements marked hidden (the hidden attribute,
+// aria-hidden="true", or an inline style with display:none or
+// visibility:hidden), which is where a page hides instructions for a model.
 func ExtractPage(r io.Reader) Page {
 	var (
 		p        Page
 		text     strings.Builder
-		skip     int // depth inside script, style and similar
+		skip     int    // depth inside script, style and similar
+		hidden   string // the tag of the hidden element we are inside, "" when none
+		depth    int    // nesting of that tag inside itself
 		inTitle  bool
 		tokenize = html.NewTokenizer(r)
 	)
 	for {
-		switch tokenize.Next() {
+		tt := tokenize.Next()
+		switch tt {
 		case html.ErrorToken:
 			p.Text = fold(text.String())
-			p.Title = fold(p.Title)
+			p.Title = clipRunes(fold(p.Title), maxField)
 			return p
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := tokenize.TagName()
-			switch tag := string(name); tag {
+			tag := string(name)
+			if hidden != "" {
+				if tag == hidden && tt == html.StartTagToken {
+					depth++
+				}
+				continue
+			}
+			switch tag {
 			case "script", "style", "noscript", "template", "svg", "iframe":
-				if tokenize.Token().Type == html.StartTagToken {
+				if tt == html.StartTagToken {
 					skip++
 				}
+				continue
 			case "title":
 				inTitle = true
+				continue
 			case "meta":
 				if hasAttr {
 					readMeta(tokenize, &p)
 				}
+				continue
+			}
+			if hasAttr && tt == html.StartTagToken && !voidElements[tag] && isHidden(tokenize) {
+				hidden, depth = tag, 1
+				continue
+			}
+			switch tag {
 			case "br", "p", "div", "li", "h1", "h2", "h3", "h4", "section", "td":
 				text.WriteByte(' ')
 			}
 		case html.EndTagToken:
 			name, _ := tokenize.TagName()
-			switch string(name) {
+			tag := string(name)
+			if hidden != "" {
+				if tag == hidden {
+					if depth--; depth == 0 {
+						hidden = ""
+					}
+				}
+				continue
+			}
+			switch tag {
 			case "script", "style", "noscript", "template", "svg", "iframe":
 				if skip > 0 {
 					skip--
@@ -156,18 +192,52 @@ func ExtractPage(r io.Reader) Page {
 				inTitle = false
 			}
 		case html.TextToken:
-			if skip > 0 {
+			if skip > 0 || hidden != "" {
 				continue
 			}
 			t := string(tokenize.Text())
 			if inTitle {
-				p.Title += t
+				if len(p.Title) < 4*maxField {
+					p.Title += t
+				}
 				continue
 			}
 			text.WriteString(t)
 			text.WriteByte(' ')
 		}
 	}
+}
+
+// voidElements have no end tag, so they cannot hide anything inside them.
+var voidElements = map[string]bool{"area": true, "base": true, "br": true, "col": true, "embed": true, "hr": true,
+	"img": true, "input": true, "link": true, "meta": true, "source": true, "track": true, "wbr": true}
+
+// isHidden reads the current start tag's attributes: hidden,
+// aria-hidden="true", or a style that hides it.
+func isHidden(z *html.Tokenizer) bool {
+	hidden := false
+	for {
+		key, val, more := z.TagAttr()
+		switch k := strings.ToLower(string(key)); k {
+		case "hidden":
+			hidden = true
+		case "aria-hidden":
+			hidden = hidden || strings.EqualFold(strings.TrimSpace(string(val)), "true")
+		case "style":
+			style := strings.ReplaceAll(strings.ToLower(string(val)), " ", "")
+			hidden = hidden || strings.Contains(style, "display:none") || strings.Contains(style, "visibility:hidden")
+		}
+		if !more {
+			return hidden
+		}
+	}
+}
+
+func clipRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 func readMeta(z *html.Tokenizer, p *Page) {
@@ -185,7 +255,7 @@ func readMeta(z *html.Tokenizer, p *Page) {
 		}
 	}
 	if (name == "description" || name == "og:description") && p.Description == "" {
-		p.Description = fold(content)
+		p.Description = clipRunes(fold(content), maxField)
 	}
 }
 

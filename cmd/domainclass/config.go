@@ -41,6 +41,10 @@ type Config struct {
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
 	LLMTimeout        time.Duration
+	// LLMMaxCompletionTokens bounds one answer's tokens (max_completion_tokens).
+	LLMMaxCompletionTokens int
+	// EvidenceMaxChars bounds the web text one prompt carries.
+	EvidenceMaxChars int
 
 	SearchProvider     string
 	SearchAllowPrivate bool
@@ -70,24 +74,26 @@ type Config struct {
 // reviewed settings.
 func DefaultConfig() Config {
 	return Config{
-		DatabaseURL:       DefaultDatabaseURL,
-		HTTPAddr:          "127.0.0.1:8080",
-		WorkerAddr:        "127.0.0.1:8081",
-		OpenAIModel:       "gpt-5.4-mini",
-		LLMMaxConcurrency: llm.DefaultMaxConcurrency,
-		LLMRatePerMinute:  llm.DefaultRatePerMinute,
-		LLMTimeout:        llm.DefaultTimeout,
-		SearchProvider:    search.ProviderHomepage,
-		SearchTimeout:     search.DefaultTimeout,
-		Auth:              "on",
-		AuthCacheTTL:      httpapi.DefaultAuthCacheTTL,
-		LogFormat:         "json",
-		LogLevel:          "info",
-		Queue:             jobs.DefaultSettings(),
-		Callers:           httpapi.DefaultLimits(),
-		Lists:             httpapi.DefaultListConfig(),
-		Freshness:         classifier.DefaultFreshness(),
-		ClaimWait:         classifier.DefaultClaimWait,
+		DatabaseURL:            DefaultDatabaseURL,
+		HTTPAddr:               "127.0.0.1:8080",
+		WorkerAddr:             "127.0.0.1:8081",
+		OpenAIModel:            "gpt-5.4-mini",
+		LLMMaxConcurrency:      llm.DefaultMaxConcurrency,
+		LLMRatePerMinute:       llm.DefaultRatePerMinute,
+		LLMTimeout:             llm.DefaultTimeout,
+		LLMMaxCompletionTokens: llm.DefaultMaxCompletionTokens,
+		EvidenceMaxChars:       classifier.DefaultEvidenceMaxChars,
+		SearchProvider:         search.ProviderHomepage,
+		SearchTimeout:          search.DefaultTimeout,
+		Auth:                   "on",
+		AuthCacheTTL:           httpapi.DefaultAuthCacheTTL,
+		LogFormat:              "json",
+		LogLevel:               "info",
+		Queue:                  jobs.DefaultSettings(),
+		Callers:                httpapi.DefaultLimits(),
+		Lists:                  httpapi.DefaultListConfig(),
+		Freshness:              classifier.DefaultFreshness(),
+		ClaimWait:              classifier.DefaultClaimWait,
 	}
 }
 
@@ -122,6 +128,8 @@ func (c *Config) environment() []envVar {
 		{"LLM_MAX_CONCURRENCY", &c.LLMMaxConcurrency, ""},
 		{"LLM_RATE_PER_MINUTE", &c.LLMRatePerMinute, ""},
 		{"LLM_TIMEOUT", &c.LLMTimeout, ""},
+		{"LLM_MAX_COMPLETION_TOKENS", &c.LLMMaxCompletionTokens, ""},
+		{"EVIDENCE_MAX_CHARS", &c.EvidenceMaxChars, ""},
 
 		{"SEARCH_PROVIDER", &c.SearchProvider, ""},
 		{"SEARCH_ALLOW_PRIVATE", &c.SearchAllowPrivate, ""},
@@ -251,6 +259,10 @@ func (c Config) Validate() error {
 		return errors.New("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
 	case c.LLMMaxConcurrency < 1 || c.LLMRatePerMinute < 1:
 		return errors.New("LLM_MAX_CONCURRENCY and LLM_RATE_PER_MINUTE must be at least 1")
+	case c.LLMMaxCompletionTokens < 16:
+		return errors.New("LLM_MAX_COMPLETION_TOKENS must be at least 16 (an answer is about 60 tokens)")
+	case c.EvidenceMaxChars < 100:
+		return errors.New("EVIDENCE_MAX_CHARS must be at least 100")
 	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0:
 		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT and CLAIM_WAIT must be positive")
 	case c.AuthCacheTTL < 0:

@@ -13,7 +13,7 @@ import (
 func (c Config) newLLMClient(observer llm.Observer) (*llm.Client, error) {
 	return llm.New(llm.Config{
 		BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Timeout: c.LLMTimeout,
-		ResponseFormat: c.LLMResponseFormat, Observer: observer,
+		ResponseFormat: c.LLMResponseFormat, Observer: observer, MaxCompletionTokens: c.LLMMaxCompletionTokens,
 	})
 }
 

@@ -22,7 +22,9 @@ type Request struct {
 	User           string
 	Domain         string // from the prompt's "Domain: …" line
 	ResponseFormat string // json_schema, json_object or "" (none)
-	Call           int    // 1 for the first call about this domain
+	// MaxCompletionTokens is the request's max_completion_tokens, 0 when unset.
+	MaxCompletionTokens int
+	Call                int // 1 for the first call about this domain
 }
 
 // Reply is what the server answers. A zero Status is 200.
@@ -155,6 +157,7 @@ type chatRequest struct {
 	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
+	MaxCompletionTokens int `json:"max_completion_tokens"`
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -167,7 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_json", "request body is not JSON")
 		return
 	}
-	req := Request{Model: cr.Model}
+	req := Request{Model: cr.Model, MaxCompletionTokens: cr.MaxCompletionTokens}
 	for _, m := range cr.Messages {
 		switch m.Role {
 		case "system":
