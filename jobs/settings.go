@@ -89,6 +89,13 @@ const (
 	// DefaultDiscardedRetention: given-up jobs are kept 7 days so that an
 	// operator back from a weekend can still replay them.
 	DefaultDiscardedRetention = 7 * 24 * time.Hour
+	// DefaultJobRetention: an ended job (POST /domains/classify), its
+	// inputs and its answers are deleted this long after it ended (the
+	// shared answers in the cache are not: they have their own freshness).
+	// Callers read a job within minutes, or hours at most; 30 days leaves a
+	// month's reconciliation, and is well past River's own 7 days, so a
+	// job is never deleted while its River job could still be retried.
+	DefaultJobRetention = 30 * 24 * time.Hour
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.
 	// Snoozing uses no attempt.
 	DefaultBusySnooze = 5 * time.Second
@@ -112,25 +119,45 @@ const (
 	// Webhooks recommends 15–30 s; receivers should answer 2xx at once and
 	// work afterwards, so 15 s only cuts off a server that is stuck.
 	DefaultWebhookTimeout = 15 * time.Second
+	// DefaultWebhookPerHost: deliveries in flight to one receiver (host and
+	// port) per worker process. A receiver that hangs holds at most these
+	// many webhook workers until WebhookTimeout, so 20 workers keep 16 for
+	// everybody else; 4 at once is more than a healthy receiver answering
+	// within a second needs at ≈3 job ends a second. The rest of its
+	// deliveries wait (a snooze of WebhookBusySnooze, no attempt used).
+	DefaultWebhookPerHost = 4
+	// DefaultWebhookPerCaller: deliveries in flight for one caller's jobs
+	// and lists per worker process, over all its receivers: half the
+	// workers, so that one caller with many slow receivers cannot take all.
+	DefaultWebhookPerCaller = 10
+	// WebhookBusySnooze is how long a delivery waits when its receiver or
+	// its caller has every slot: about the time a healthy delivery takes,
+	// with jitter so that the waiting ones do not all return at once.
+	WebhookBusySnooze = time.Second
 	// DefaultWebhookMaxThrottles: a receiver's 429 or 503 with Retry-After
 	// snoozes the delivery without using an attempt, at most this many times
 	// per delivery; after that a throttle counts as a failed attempt, so a
 	// receiver that always throttles still reaches the end of the schedule.
 	// 10 snoozes of at most MaxSnooze (10 min) add at most 100 minutes.
+	// River counts snoozes, not why: a delivery deferred for a busy
+	// receiver (WebhookBusySnooze) uses up one of these too, which only
+	// means that such a receiver's later 429s count as failed attempts.
 	DefaultWebhookMaxThrottles = 10
 )
 
 // DefaultWebhookRetrySchedule is the wait before each retry of a failed
 // delivery: the example schedule of the Standard Webhooks spec, so
-// receivers meet the behaviour they know from other senders. Retries come
-// fast first (a dropped connection, a deploy in progress), then spread over
+// receivers meet the behaviour they know from other senders, except that
+// the first retry waits 5 s rather than none: a receiver that just timed
+// out gets no second request at once. Retries come fast first (a dropped
+// connection, a deploy in progress), then spread over
 // about three days (75.6 h in all), long enough to outlast a weekend
 // outage of the receiver's on-call; after the last one the delivery is
 // discarded and can be replayed for RETENTION_DISCARDED (7 days). One
 // delivery makes len(schedule)+1 attempts: 11 with this schedule.
 func DefaultWebhookRetrySchedule() []time.Duration {
 	return []time.Duration{
-		0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+		5 * time.Second, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
 		5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour,
 	}
 }
@@ -149,6 +176,7 @@ type Settings struct {
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
+	JobRetention       time.Duration
 	// BusySnooze is how long a job sleeps while another job asks the model
 	// about one of its domains; MaxSnooze caps any Retry-After honoured.
 	BusySnooze time.Duration
@@ -166,6 +194,8 @@ type Settings struct {
 	WebhookTimeout       time.Duration
 	WebhookRetrySchedule []time.Duration
 	WebhookMaxThrottles  int
+	WebhookPerHost       int
+	WebhookPerCaller     int
 }
 
 // DefaultSettings returns the reviewed defaults.
@@ -178,6 +208,7 @@ func DefaultSettings() Settings {
 		RescueStuckAfter:      DefaultRescueStuckAfter,
 		SoftStopTimeout:       DefaultSoftStopTimeout,
 		CompletedRetention:    DefaultCompletedRetention,
+		JobRetention:          DefaultJobRetention,
 		CancelledRetention:    DefaultCancelledRetention,
 		DiscardedRetention:    DefaultDiscardedRetention,
 		BusySnooze:            DefaultBusySnooze,
@@ -192,6 +223,8 @@ func DefaultSettings() Settings {
 		WebhookTimeout:        DefaultWebhookTimeout,
 		WebhookRetrySchedule:  DefaultWebhookRetrySchedule(),
 		WebhookMaxThrottles:   DefaultWebhookMaxThrottles,
+		WebhookPerHost:        DefaultWebhookPerHost,
+		WebhookPerCaller:      DefaultWebhookPerCaller,
 	}
 }
 
@@ -218,8 +251,12 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("ListDomainConcurrency, ListChunkRows and ListChunksInFlight must be at least 1")
 	case s.ListChunkBudget <= 0:
 		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
+	case s.JobRetention < s.DiscardedRetention:
+		return fmt.Errorf("JobRetention (%s) must be at least DiscardedRetention (%s): a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
 	case s.WebhookWorkers < 1 || s.WebhookWorkers > 10_000:
 		return fmt.Errorf("WebhookWorkers must be between 1 and 10000, got %d", s.WebhookWorkers)
+	case s.WebhookPerHost < 1 || s.WebhookPerCaller < 1:
+		return fmt.Errorf("WebhookPerHost and WebhookPerCaller must be at least 1, got %d and %d", s.WebhookPerHost, s.WebhookPerCaller)
 	case s.WebhookTimeout <= 0:
 		return fmt.Errorf("WebhookTimeout must be positive, got %s", s.WebhookTimeout)
 	case len(s.WebhookRetrySchedule) < 1 || len(s.WebhookRetrySchedule) > 100:

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,6 +47,10 @@ const (
 	// URL, or ended again since, and that newer end has its own delivery);
 	// the delivery is cancelled without a request.
 	WebhookSkipped = "skipped"
+	// WebhookDeferred: the receiver or the caller already had every
+	// delivery slot of this process (WebhookPerHost, WebhookPerCaller); the
+	// delivery waits WebhookBusySnooze without a request or an attempt.
+	WebhookDeferred = "deferred"
 )
 
 // webhookMaxResponseBytes caps how much of a receiver's answer is read:
@@ -117,8 +123,44 @@ type WebhookWorker struct {
 	Logger    *slog.Logger
 	// OnDelivery, when set, is called once per attempt with its outcome
 	// (WebhookDelivered, WebhookGone, WebhookThrottled, WebhookFailed,
-	// WebhookDiscarded, WebhookSkipped), for metrics.
+	// WebhookDiscarded, WebhookSkipped, WebhookDeferred), for metrics.
 	OnDelivery func(outcome string)
+
+	slots deliverySlots
+}
+
+// deliverySlots counts this process's deliveries in flight by receiver
+// and by caller, so that one slow receiver, or one caller's many, cannot
+// hold every webhook worker while other receivers wait.
+type deliverySlots struct {
+	mu       sync.Mutex
+	byHost   map[string]int
+	byCaller map[string]int
+}
+
+// take reserves a slot for host and caller if both are under their
+// limits, and returns its release.
+func (s *deliverySlots) take(host, caller string, perHost, perCaller int) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byHost == nil {
+		s.byHost, s.byCaller = map[string]int{}, map[string]int{}
+	}
+	if s.byHost[host] >= perHost || s.byCaller[caller] >= perCaller {
+		return nil, false
+	}
+	s.byHost[host]++
+	s.byCaller[caller]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.byHost[host]--; s.byHost[host] == 0 {
+			delete(s.byHost, host)
+		}
+		if s.byCaller[caller]--; s.byCaller[caller] == 0 {
+			delete(s.byCaller, caller)
+		}
+	}, true
 }
 
 // Timeout is the delivery timeout plus a margin, so that the request's own
@@ -164,7 +206,7 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	log := w.Logger.With("job_id", job.Args.JobID, "list_id", job.Args.ListID, "river_job_id", job.ID,
 		"attempt", job.Attempt, "webhook_id", wid)
 
-	callback, body, err := w.load(ctx, job.Args)
+	callback, caller, body, err := w.load(ctx, job.Args)
 	if skip := (*skipError)(nil); errors.As(err, &skip) {
 		return w.skip(ctx, log, skip.err)
 	} else if err != nil {
@@ -177,6 +219,13 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if len(w.Key) == 0 {
 		return w.fail(ctx, log, job, errors.New("WEBHOOK_SECRET is not set in this worker, so deliveries cannot be signed"))
 	}
+	release, ok := w.slots.take(strings.ToLower(target.Host), caller, w.Settings.WebhookPerHost, w.Settings.WebhookPerCaller)
+	if !ok {
+		log.DebugContext(ctx, "receiver or caller has every delivery slot; waiting", "host", target.Hostname())
+		w.report(WebhookDeferred)
+		return river.JobSnooze(WebhookBusySnooze - WebhookBusySnooze/4 + time.Duration(rand.Int64N(int64(WebhookBusySnooze/2))))
+	}
+	defer release()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
 		return w.skip(ctx, log, fmt.Errorf("the callback URL cannot be requested: %w", err))
@@ -240,14 +289,14 @@ func skipf(format string, args ...any) error { return &skipError{fmt.Errorf(form
 // /domains/classify/{id} shows it) or the list's status, and where to. A
 // *skipError says there is nothing to deliver: the job or list is gone,
 // has no callback URL, or ended again since (that end has its own delivery).
-func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback string, body []byte, err error) {
+func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback, caller string, body []byte, err error) {
 	kind := "job"
 	if a.ListID != "" {
 		kind = "list"
 	}
 	id, err := uuid.Parse(a.subject())
 	if err != nil {
-		return "", nil, skipf("malformed args: %s id %q is not a UUID", kind, a.subject())
+		return "", "", nil, skipf("malformed args: %s id %q is not a UUID", kind, a.subject())
 	}
 	var (
 		l           *classifier.List
@@ -257,24 +306,24 @@ func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback strin
 	)
 	if kind == "list" {
 		if l, err = db.ListGet(ctx, w.DB, id); err == nil {
-			callback, completedAt, status = l.CallbackURL, l.CompletedAt, l.Status
+			callback, caller, completedAt, status = l.CallbackURL, l.Caller, l.CompletedAt, l.Status
 		}
 	} else if j, err = db.JobGet(ctx, w.DB, id); err == nil {
-		callback, completedAt, status = j.CallbackURL, j.CompletedAt, j.Status
+		callback, caller, completedAt, status = j.CallbackURL, j.Caller, j.CompletedAt, j.Status
 	}
 	switch {
 	case errors.Is(err, db.ErrNotFound):
-		return "", nil, skipf("%s %s does not exist", kind, id)
+		return "", "", nil, skipf("%s %s does not exist", kind, id)
 	case err != nil:
-		return "", nil, fmt.Errorf("error loading %s %s: %w", kind, id, err)
+		return "", "", nil, fmt.Errorf("error loading %s %s: %w", kind, id, err)
 	}
 	switch {
 	case callback == "":
-		return "", nil, skipf("%s %s has no callback URL", kind, id)
+		return "", "", nil, skipf("%s %s has no callback URL", kind, id)
 	case completedAt == nil || !completedAt.Equal(a.EndedAt):
 		// Retried since this end (and may have ended again, with a delivery
 		// of its own): this report would be stale.
-		return "", nil, skipf("%s %s has been retried since this end (now %s); the newer end is delivered on its own", kind, id, status)
+		return "", "", nil, skipf("%s %s has been retried since this end (now %s); the newer end is delivered on its own", kind, id, status)
 	}
 	// The event's time is when it ended.
 	if l != nil {
@@ -285,9 +334,9 @@ func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback strin
 			JobReport: wire.NewJobReport(j)})
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("error encoding the report: %w", err)
+		return "", "", nil, fmt.Errorf("error encoding the report: %w", err)
 	}
-	return callback, body, nil
+	return callback, caller, body, nil
 }
 
 // fail reports a failed attempt and returns err for River to retry (or, on

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -306,6 +307,42 @@ func TestWebhookWorker_Work(t *testing.T) {
 		require.Equal(t, []string{jobs.WebhookFailed, jobs.WebhookDelivered}, b.webhook.Outcomes())
 	})
 
+	// Found by a hostile review: 40 jobs with a callback that never answers
+	// took all 20 webhook workers, and another caller's webhook came 26.9 s
+	// late. Here 5 workers: without the per-receiver bound, the hanging
+	// receiver would take all 5 and the healthy one would wait for good.
+	t.Run("AHangingReceiverHoldsAtMostItsShareOfWorkers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{webhook: &webhookOpts{settings: func(s *jobs.Settings) {
+			s.WebhookWorkers, s.WebhookPerHost, s.WebhookTimeout = 5, 4, 30*time.Second
+		}}})
+		release := make(chan struct{})
+		var inFlight, most atomic.Int32
+		hanging := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+		defer close(release)
+		for i := range 10 {
+			b.submitWithCallback(t, hanging.URL(), fmt.Sprintf("hang%d.com", i))
+		}
+		require.Eventually(t, func() bool { return inFlight.Load() == 4 }, 30*time.Second, 10*time.Millisecond,
+			"the hanging receiver gets its 4 deliveries")
+		healthy := newReceiver(t, nil)
+		b.submitWithCallback(t, healthy.URL(), "acme.com")
+		require.Eventually(t, func() bool { return len(healthy.deliveries()) == 1 }, 20*time.Second, 10*time.Millisecond,
+			"the healthy receiver is served while the other hangs")
+		require.EqualValues(t, 4, most.Load(), "never more than WebhookPerHost at once to one receiver")
+		require.Contains(t, b.webhook.Outcomes(), jobs.WebhookDeferred, "the other deliveries to it wait")
+		require.Len(t, hanging.deliveries(), 4, "and send nothing meanwhile")
+	})
+
 	t.Run("SoftStopMidDeliveryIsNoFailure", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, byDomain(nil), setupOpts{
@@ -574,7 +611,7 @@ func TestWebhookWorker_NextRetry(t *testing.T) {
 	for _, d := range schedule {
 		total += d
 	}
-	require.Equal(t, 75*time.Hour+35*time.Minute+5*time.Second, total, "about three days, as in the spec's example")
+	require.Equal(t, 75*time.Hour+35*time.Minute+10*time.Second, total, "about three days, as in the spec's example")
 
 	for failures := range len(schedule) + 3 {
 		want := schedule[min(failures, len(schedule)-1)]
