@@ -214,3 +214,19 @@ func confidenceOrNil(r classifier.Result) *int16 {
 	c := int16(r.Confidence)
 	return &c
 }
+
+// JobPurge deletes jobs that ended (COMPLETED or FAILED) more than
+// olderThan ago, with their answers and Idempotency-Keys (ON DELETE
+// CASCADE), at most batch at a time, and returns how many it deleted.
+// Shared answers (table result) are not touched.
+func JobPurge(ctx context.Context, exec DBTX, olderThan time.Duration, batch int) (int64, error) {
+	tag, err := exec.Exec(ctx, `
+		DELETE FROM classify_job WHERE id = ANY (ARRAY(
+			SELECT id FROM classify_job
+			WHERE status IN ('COMPLETED', 'FAILED') AND completed_at < now() - make_interval(secs => $1)
+			LIMIT $2))`, olderThan.Seconds(), batch)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +159,55 @@ func TestTranslate(t *testing.T) {
 	err = down.Ping(ctx)
 	require.ErrorIs(t, err, db.ErrUnavailable)
 	require.False(t, errors.Is(err, db.ErrNotFound))
+}
+
+func TestJobPurge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	ids := map[string]uuid.UUID{}
+	for _, name := range []string{"old-completed", "old-failed", "old-running", "fresh-completed"} {
+		id, err := insertJob(t, tx, "c", 0, name+".com")
+		require.NoError(t, err)
+		ids[name] = id
+		require.NoError(t, db.JobDomainFinish(ctx, tx, id, 0, classifier.Result{Domain: name + ".com", Classifier: "cpg",
+			Status: classifier.StatusCompleted, Answer: true, Confidence: 5, Reasoning: "x", Source: classifier.SourceLLM,
+			ClassifiedAt: time.Now()}, "o"))
+		require.NoError(t, db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: "c", Key: name,
+			Fingerprint: []byte(name), JobID: id, Response: []byte("{}")}))
+	}
+	_, err := tx.Exec(ctx, `UPDATE classify_job SET status = 'COMPLETED', completed_at = now() - interval '31 days'
+		WHERE id = $1`, ids["old-completed"])
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE classify_job SET status = 'FAILED', completed_at = now() - interval '31 days'
+		WHERE id = $1`, ids["old-failed"])
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE classify_job SET status = 'RUNNING', started_at = now() - interval '31 days'
+		WHERE id = $1`, ids["old-running"])
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE classify_job SET status = 'COMPLETED', completed_at = now() - interval '1 day'
+		WHERE id = $1`, ids["fresh-completed"])
+	require.NoError(t, err)
+
+	n, err := db.JobPurge(ctx, tx, 30*24*time.Hour, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "one batch at most")
+	n, err = db.JobPurge(ctx, tx, 30*24*time.Hour, 10)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+
+	for name, id := range ids {
+		_, err := db.JobGet(ctx, tx, id)
+		if strings.HasPrefix(name, "old-") && name != "old-running" {
+			require.ErrorIs(t, err, db.ErrNotFound, name)
+		} else {
+			require.NoError(t, err, "%s is kept: not ended, or ended lately", name)
+		}
+	}
+	var answers, domainRows, keys int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM result), (SELECT count(*) FROM classify_job_domain),
+		(SELECT count(*) FROM idempotency_key)`).Scan(&answers, &domainRows, &keys))
+	require.Equal(t, 4, answers, "the shared answers stay")
+	require.Equal(t, 2, domainRows, "a purged job's own rows go with it")
+	require.Equal(t, 2, keys)
 }

@@ -70,6 +70,9 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	for i := range domains {
+		domains[i].Input = clip(domains[i].Input) // what the job keeps of an input: as a list row does
+	}
 	accepted := wire.Accepted{JobID: id.String(), Status: classifier.StatusPending, StatusURL: statusURL(id),
 		Classifier: cls.Name, Domains: wire.DomainInputs(domains)}
 	resp, _ := json.Marshal(accepted)

@@ -74,6 +74,18 @@ func TestHostile(t *testing.T) {
 		require.Contains(t, string(r.body), `"rejected":2`)
 	})
 
+	t.Run("AJobKeepsItsInputsCapped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		long := "https://acme.com/" + strings.Repeat("a", 2000)
+		r := b.do(t, http.MethodPost, "/domains/classify", `{"domains":["`+long+`"]}`)
+		require.Equal(t, http.StatusAccepted, r.status, string(r.body))
+		var stored string
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT inputs[1] FROM classify_job`).Scan(&stored))
+		require.Equal(t, long[:512]+"…", stored, "ten 2 KB inputs no longer store 20 KB a job")
+		require.Contains(t, string(r.body), long[:512]+"…", "the answer shows what is kept")
+	})
+
 	for _, tt := range []struct{ name, body, detail string }{
 		{"CaseVariantKey", `{"domains":["evil.com"],"DOMAINS":["good.com"]}`, `The field "DOMAINS" is not known`},
 		{"RepeatedKey", `{"domains":["evil.com"],"domains":["good.com"]}`, `The field "domains" appears twice`},

@@ -11,8 +11,9 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// PurgeArgs is the periodic clean-up of expired Idempotency-Keys (they
-// replay for 24 hours; after that they are only dead weight).
+// PurgeArgs is the periodic clean-up: expired Idempotency-Keys (they
+// replay for 24 hours; after that they are only dead weight) and jobs
+// ended longer than JobRetention ago.
 type PurgeArgs struct{}
 
 // Kind is the River job kind.
@@ -36,30 +37,44 @@ const PurgeInterval = time.Hour
 // transactions.
 const purgeBatch = 5000
 
-// PurgeWorker deletes expired Idempotency-Keys.
+// PurgeWorker deletes expired Idempotency-Keys and old ended jobs.
 type PurgeWorker struct {
 	river.WorkerDefaults[PurgeArgs]
 	DB     db.DBTX
 	Logger *slog.Logger
+	// JobRetention is how long an ended job is kept (Settings.JobRetention);
+	// 0 keeps jobs forever.
+	JobRetention time.Duration
 }
 
-// Work deletes expired keys in batches until none are left.
+// Work deletes in batches until nothing is left to delete.
 func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+	keys, err := purgeAll(func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, purgeBatch) })
+	if err != nil {
+		return fmt.Errorf("error purging idempotency keys: %w", err)
+	}
+	var jobs int64
+	if w.JobRetention > 0 {
+		if jobs, err = purgeAll(func() (int64, error) { return db.JobPurge(ctx, w.DB, w.JobRetention, purgeBatch) }); err != nil {
+			return fmt.Errorf("error purging ended jobs: %w", err)
+		}
+	}
+	if keys > 0 || jobs > 0 {
+		w.Logger.InfoContext(ctx, "purged expired idempotency keys and old jobs", "keys_deleted", keys, "jobs_deleted", jobs)
+	}
+	return river.RecordOutput(ctx, map[string]int64{"idempotency_keys_deleted": keys, "jobs_deleted": jobs})
+}
+
+// purgeAll calls purge until a batch comes back short.
+func purgeAll(purge func() (int64, error)) (int64, error) {
 	var total int64
 	for {
-		n, err := db.IdempotencyKeyPurge(ctx, w.DB, purgeBatch)
-		if err != nil {
-			return fmt.Errorf("error purging idempotency keys: %w", err)
-		}
+		n, err := purge()
 		total += n
-		if n < purgeBatch {
-			break
+		if err != nil || n < purgeBatch {
+			return total, err
 		}
 	}
-	if total > 0 {
-		w.Logger.InfoContext(ctx, "purged expired idempotency keys", "deleted", total)
-	}
-	return river.RecordOutput(ctx, map[string]int64{"idempotency_keys_deleted": total})
 }
 
 // PeriodicJobs are the jobs every worker registers; River's leader enqueues

@@ -195,7 +195,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.DB.Pool, Logger: m.Logger}); err != nil {
+	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.DB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {
 		return nil, err
 	}
 	return workers, nil
