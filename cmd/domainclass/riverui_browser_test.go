@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +77,40 @@ func TestRiverUIInABrowser(t *testing.T) {
 		require.NotContains(t, title, "River")
 	})
 
+	// A page of another site posts to River UI while the browser holds the
+	// operator's credentials (here: sent with every request, as a browser
+	// that kept a Basic login does): the API refuses it with 403.
+	t.Run("AnotherSitesPageCannotChangeAnything", func(t *testing.T) {
+		cancelURL := e.api.APIURL() + "/riverui/api/jobs/cancel"
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<html><body><script>
+fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
+  headers: {"Content-Type": "text/plain"}, body: '{"ids":["1"]}'});
+</script></body></html>`, cancelURL)
+		}))
+		defer evil.Close()
+		// localhost, not 127.0.0.1: another site, not only another origin.
+		evilPage := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
+		refused := `domainclass_http_requests_total{code="403",method="POST",route="/riverui/*path"}`
+		ctx := browser(t)
+		auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:correct horse"))
+		require.NoError(t, chromedp.Do(ctx,
+			chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+				if _, err := cdp.Call(ctx, target, network.Enable, network.EnableParams{}); err != nil {
+					return err
+				}
+				_, err := cdp.Call(ctx, target, network.SetExtraHTTPHeaders,
+					network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}})
+				return err
+			}),
+			chromedp.Navigate(evilPage),
+		))
+		require.Eventually(t, func() bool {
+			return strings.Contains(scrapeText(t, e.api.APIURL()), refused+" 1")
+		}, 30*time.Second, 50*time.Millisecond, "the page's POST reaches the API and is refused")
+	})
+
 	t.Run("WithBasicAuthTheClassifyJobIsListed", func(t *testing.T) {
 		ctx := browser(t)
 		auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:correct horse"))
@@ -99,4 +138,15 @@ func TestRiverUIInABrowser(t *testing.T) {
 			require.NoError(t, os.WriteFile(keep, shot, 0o644))
 		}
 	})
+}
+
+// scrapeText is the API's /metrics page.
+func scrapeText(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }
