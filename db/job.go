@@ -48,33 +48,38 @@ func JobInsert(ctx context.Context, exec DBTX, p JobInsertParams) error {
 	for i, d := range p.Domains {
 		inputs[i], domains[i] = d.Input, d.Domain
 	}
-	var (
-		queued   int
-		inserted bool
-	)
-	// The caller's domains not yet final, from its unfinished jobs' rows
-	// (domains minus done), reading at most MaxQueuedDomains of them
-	// however large a backlog grows. The job is written only if it fits.
+	// The caller's queued domains are one row of caller_queue: the job is
+	// written only if the row, with this job's domains added, stays within
+	// MaxQueuedDomains. The row stays locked until the transaction ends,
+	// which orders one caller's accepts: the limit holds exactly however
+	// many arrive at once, at one row's cost however long the backlog.
+	var inserted bool
 	err := exec.QueryRow(ctx, `
-		WITH queued AS (
-			SELECT coalesce(sum(n), 0)::int AS n FROM (
-				SELECT cardinality(j.domains) - j.done AS n FROM classify_job j
-				WHERE j.caller = $2 AND j.status IN ('PENDING', 'RUNNING')
-				LIMIT greatest($8::int, 0)
-			) q
+		WITH admit AS (
+			INSERT INTO caller_queue AS q (caller, domains)
+			SELECT $2, cardinality($6::text[])
+			WHERE $8::int <= 0 OR cardinality($6::text[]) <= $8::int
+			ON CONFLICT (caller) DO UPDATE SET domains = q.domains + excluded.domains
+			WHERE $8::int <= 0 OR q.domains + excluded.domains <= $8::int
+			RETURNING 1
 		), ins AS (
 			INSERT INTO classify_job (id, caller, classifier, callback_url, inputs, domains, river_job_id)
-			SELECT $1, $2, $3, NULLIF($4, ''), $5, $6, $7 FROM queued
-			WHERE $8::int <= 0 OR n + cardinality($6::text[]) <= $8::int
+			SELECT $1, $2, $3, NULLIF($4, ''), $5, $6, $7 FROM admit
 			RETURNING 1
 		)
-		SELECT n, EXISTS (SELECT FROM ins) FROM queued`,
+		SELECT EXISTS (SELECT FROM ins)`,
 		p.ID, p.Caller, p.Classifier, p.CallbackURL, inputs, domains, p.RiverJobID, p.MaxQueuedDomains,
-	).Scan(&queued, &inserted)
+	).Scan(&inserted)
 	if err != nil {
 		return translate(err)
 	}
 	if !inserted {
+		var queued int
+		err := exec.QueryRow(ctx, `SELECT coalesce((SELECT domains FROM caller_queue WHERE caller = $1), 0)`,
+			p.Caller).Scan(&queued)
+		if err != nil {
+			return translate(err)
+		}
 		return &QueueFullError{Queued: queued, Limit: p.MaxQueuedDomains}
 	}
 	return nil
@@ -123,10 +128,19 @@ func jobDomains(ctx context.Context, exec DBTX, jobID uuid.UUID, classifierName 
 // an operator, and returns it with its domains (ErrNotFound for an unknown
 // id).
 func JobStart(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.Job, error) {
+	// A FAILED job retried counts toward its caller's queued domains again.
 	if _, err := exec.Exec(ctx, `
-		UPDATE classify_job
-		SET status = 'RUNNING', started_at = coalesce(started_at, now()), error = NULL, completed_at = NULL
-		WHERE id = $1 AND status IN ('PENDING', 'FAILED')`, id); err != nil {
+		WITH old AS (
+			SELECT id, status FROM classify_job WHERE id = $1 FOR UPDATE
+		), started AS (
+			UPDATE classify_job j
+			SET status = 'RUNNING', started_at = coalesce(started_at, now()), error = NULL, completed_at = NULL
+			FROM old
+			WHERE j.id = old.id AND old.status IN ('PENDING', 'FAILED')
+			RETURNING j.caller, cardinality(j.domains) AS n, old.status AS was
+		)
+		UPDATE caller_queue q SET domains = q.domains + s.n
+		FROM started s WHERE q.caller = s.caller AND s.was = 'FAILED'`, id); err != nil {
 		return nil, translate(err)
 	}
 	return JobGet(ctx, exec, id)
@@ -173,24 +187,36 @@ type JobEnd struct {
 // (a redelivered job), so that the caller queues follow-up work, such as a
 // webhook, once per end.
 func JobComplete(ctx context.Context, exec DBTX, id uuid.UUID) (end JobEnd, ended bool, err error) {
-	return jobEnd(ctx, exec, `
-		UPDATE classify_job SET status = 'COMPLETED', error = NULL, completed_at = now()
-		WHERE id = $1 AND status <> 'COMPLETED'
-		RETURNING status, completed_at, coalesce(callback_url, '')`, id)
+	return jobEnd(ctx, exec, `status = 'COMPLETED', error = NULL, completed_at = now()`,
+		`old.status <> 'COMPLETED'`, id)
 }
 
 // JobFail marks job id FAILED with a reason (River gave it up). ended is
 // false when the job had already ended.
 func JobFail(ctx context.Context, exec DBTX, id uuid.UUID, reason string) (end JobEnd, ended bool, err error) {
-	return jobEnd(ctx, exec, `
-		UPDATE classify_job SET status = 'FAILED', error = $2, completed_at = now()
-		WHERE id = $1 AND status NOT IN ('COMPLETED', 'FAILED')
-		RETURNING status, completed_at, coalesce(callback_url, '')`, id, reason)
+	return jobEnd(ctx, exec, `status = 'FAILED', error = $2, completed_at = now()`,
+		`old.status NOT IN ('COMPLETED', 'FAILED')`, id, reason)
 }
 
-func jobEnd(ctx context.Context, exec DBTX, sql string, args ...any) (JobEnd, bool, error) {
+// jobEnd sets the job's columns (set) when its old status allows (when),
+// and takes its domains off its caller's queued count if they were on it
+// (it was PENDING or RUNNING): one statement.
+func jobEnd(ctx context.Context, exec DBTX, set, when string, args ...any) (JobEnd, bool, error) {
 	var end JobEnd
-	err := exec.QueryRow(ctx, sql, args...).Scan(&end.Status, &end.CompletedAt, &end.CallbackURL)
+	err := exec.QueryRow(ctx, `
+		WITH old AS (
+			SELECT id, status FROM classify_job WHERE id = $1 FOR UPDATE
+		), ended AS (
+			UPDATE classify_job j SET `+set+`
+			FROM old
+			WHERE j.id = old.id AND `+when+`
+			RETURNING j.status, j.completed_at, coalesce(j.callback_url, '') AS callback_url, j.caller,
+			          cardinality(j.domains) AS n, old.status IN ('PENDING', 'RUNNING') AS counted
+		), dequeued AS (
+			UPDATE caller_queue q SET domains = greatest(q.domains - e.n, 0)
+			FROM ended e WHERE q.caller = e.caller AND e.counted
+		)
+		SELECT status, completed_at, callback_url FROM ended`, args...).Scan(&end.Status, &end.CompletedAt, &end.CallbackURL)
 	switch err = translate(err); {
 	case err == nil:
 		return end, true, nil

@@ -3,12 +3,16 @@ package db_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -46,11 +50,73 @@ func TestJobInsert_QueuedDomainsLimit(t *testing.T) {
 	_, err = insertJob(t, tx, "b", 3, "c.com", "d.com")
 	require.NoError(t, err, "another caller's queue is its own")
 
-	// A domain answered leaves the queue.
+	// A job's domains count until the job ends.
 	require.NoError(t, db.JobDomainFinish(ctx, tx, id, 0, classifier.Result{Domain: "a.com", Classifier: "cpg",
 		Status: classifier.StatusCompleted, Answer: true, Confidence: 5, Source: classifier.SourceKnown, ClassifiedAt: time.Now()}, "o"))
 	_, err = insertJob(t, tx, "a", 3, "c.com", "d.com")
+	require.ErrorAs(t, err, &full, "a domain answered: the job is still running")
+	_, ended, err := db.JobFail(ctx, tx, id, "given up")
 	require.NoError(t, err)
+	require.True(t, ended)
+	id2, err := insertJob(t, tx, "a", 3, "c.com", "d.com")
+	require.NoError(t, err, "a job ended (FAILED here) leaves the queue")
+
+	// Retried by an operator, the failed job counts again: 2 + 2 + 1 > 4.
+	_, err = db.JobStart(ctx, tx, id)
+	require.NoError(t, err)
+	_, err = insertJob(t, tx, "a", 4, "e.com")
+	require.ErrorAs(t, err, &full)
+	require.Equal(t, db.QueueFullError{Queued: 4, Limit: 4}, *full)
+	for _, j := range []uuid.UUID{id, id2} {
+		_, ended, err := db.JobComplete(ctx, tx, j)
+		require.NoError(t, err)
+		require.True(t, ended)
+		_, ended, err = db.JobComplete(ctx, tx, j)
+		require.NoError(t, err)
+		require.False(t, ended, "ending twice takes nothing off twice")
+	}
+	_, err = insertJob(t, tx, "a", 3, "x.com", "y.com", "z.com")
+	require.NoError(t, err, "both ended: the queue is empty")
+}
+
+// TestJobInsert_QueuedDomainsLimitUnderConcurrency: a hostile review sent
+// 50 concurrent 10-domain jobs against a limit of 100 and got 170 in.
+func TestJobInsert_QueuedDomainsLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	start := make(chan struct{})
+	var accepted, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			<-start
+			tx, err := d.Pool.Begin(ctx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer db.Rollback(ctx, tx)
+			ds := make([]string, 10)
+			for k := range ds {
+				ds[k] = fmt.Sprintf("d%d-%d.com", i, k)
+			}
+			_, err = insertJob(t, tx, "a", 100, ds...)
+			if full := (*db.QueueFullError)(nil); errors.As(err, &full) {
+				refused.Add(1)
+				return
+			}
+			if assert.NoError(t, err) && assert.NoError(t, tx.Commit(ctx)) {
+				accepted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.EqualValues(t, 10, accepted.Load(), "exactly the limit: 10 jobs of 10")
+	require.EqualValues(t, 40, refused.Load())
+	var queued int
+	require.NoError(t, d.Pool.QueryRow(ctx, `SELECT domains FROM caller_queue WHERE caller = 'a'`).Scan(&queued))
+	require.Equal(t, 100, queued)
 }
 
 func TestJobGet(t *testing.T) {

@@ -18,8 +18,8 @@ const (
 	// more than a worker answers (≈ 3 fresh domains/s ≈ 180/min), so honest
 	// batch clients never meet it; a runaway loop does, within a second.
 	DefaultCallerRatePerMinute = 120
-	// DefaultCallerMaxQueuedDomains: domains of one caller accepted and not
-	// yet final. 1000 is ≈ 5 minutes of one worker's fresh capacity (Little:
+	// DefaultCallerMaxQueuedDomains: domains of one caller's jobs accepted
+	// and not yet ended. 1000 is ≈ 5 minutes of one worker's fresh capacity (Little:
 	// 1000 / 3 per s), so one caller's burst can delay the others by minutes,
 	// not hours; cached domains drain in seconds.
 	DefaultCallerMaxQueuedDomains = 1000
@@ -34,8 +34,9 @@ type Limits struct {
 	// RatePerMinute is how many jobs a caller may start a minute; it is
 	// counted per API process.
 	RatePerMinute int
-	// MaxQueuedDomains is how many of its domains may be accepted and not
-	// yet answered; it is counted in Postgres, across processes.
+	// MaxQueuedDomains is how many domains of its jobs may be accepted and
+	// not yet ended; it is counted in Postgres (caller_queue), across
+	// processes.
 	MaxQueuedDomains int
 }
 
