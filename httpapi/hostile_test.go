@@ -163,4 +163,3 @@ func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 	c.queries.Add(1)
 	return c.DBTX.Exec(ctx, sql, args...)
 }
-
