@@ -96,14 +96,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
 		ctx := browser(t)
 		auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:correct horse"))
 		require.NoError(t, chromedp.Do(ctx,
-			chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
-				if _, err := cdp.Call(ctx, target, network.Enable, network.EnableParams{}); err != nil {
-					return err
-				}
-				_, err := cdp.Call(ctx, target, network.SetExtraHTTPHeaders,
-					network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}})
-				return err
-			}),
+			sendWithEveryRequest("Authorization", auth),
 			chromedp.Navigate(evilPage),
 		))
 		require.Eventually(t, func() bool {
@@ -115,14 +108,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
 		ctx := browser(t)
 		auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:correct horse"))
 		require.NoError(t, chromedp.Do(ctx,
-			chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
-				if _, err := cdp.Call(ctx, target, network.Enable, network.EnableParams{}); err != nil {
-					return err
-				}
-				_, err := cdp.Call(ctx, target, network.SetExtraHTTPHeaders,
-					network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}})
-				return err
-			}),
+			sendWithEveryRequest("Authorization", auth),
 			chromedp.Navigate(jobsPage),
 			chromedp.WaitVisible(`//*[normalize-space(text())="classify"]`),
 		))
@@ -149,4 +135,18 @@ func scrapeText(t *testing.T, base string) string {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// sendWithEveryRequest makes the browser add a header to every request it
+// sends, to any origin: the operator's Basic credentials, as a browser that
+// kept a login sends them.
+func sendWithEveryRequest(name, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, target, network.Enable, network.EnableParams{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, target, network.SetExtraHTTPHeaders,
+			network.SetExtraHTTPHeadersParams{Headers: network.Headers{name: value}})
+		return err
+	})
 }
