@@ -88,7 +88,7 @@ func TestBench(t *testing.T) {
 	for _, part := range []struct {
 		name string
 		run  func(*testing.T) []benchRow
-	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists}} {
+	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists}, {"fair", benchFair}} {
 		if only == "" || only == part.name {
 			add(part.run(t)...)
 		}
