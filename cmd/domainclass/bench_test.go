@@ -90,7 +90,11 @@ func TestBench(t *testing.T) {
 		run  func(*testing.T) []benchRow
 	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists}, {"fair", benchFair}} {
 		if only == "" || only == part.name {
-			add(part.run(t)...)
+			// A subtest each, so that a section's processes and their
+			// connections are gone before the next section starts.
+			var got []benchRow
+			t.Run(part.name, func(t *testing.T) { got = part.run(t) })
+			add(got...)
 		}
 	}
 
