@@ -245,14 +245,15 @@ func ListRowsFail(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int
 	return n, translate(err)
 }
 
-// ListNextChunk takes the next chunk of a running list to queue, and
-// reports false when every chunk has been queued or the list has ended.
-func ListNextChunk(ctx context.Context, exec DBTX, id uuid.UUID) (int, bool, error) {
+// ListNextChunk takes the next chunk of a running list to queue, if it is
+// at most upTo, and reports false when it is not, when every chunk has
+// been queued, or when the list has ended.
+func ListNextChunk(ctx context.Context, exec DBTX, id uuid.UUID, upTo int) (int, bool, error) {
 	var chunk int
 	err := exec.QueryRow(ctx, `
 		UPDATE list SET next_chunk = next_chunk + 1
-		WHERE id = $1 AND next_chunk < chunks AND status IN ('PENDING', 'RUNNING')
-		RETURNING next_chunk - 1`, id).Scan(&chunk)
+		WHERE id = $1 AND next_chunk <= $2 AND next_chunk < chunks AND status IN ('PENDING', 'RUNNING')
+		RETURNING next_chunk - 1`, id, upTo).Scan(&chunk)
 	if err = translate(err); isNotFound(err) {
 		return 0, false, nil
 	}

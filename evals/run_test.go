@@ -67,7 +67,7 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply) *runBundle 
 	require.NoError(t, err)
 	cache, err := evals.OpenCache(t.TempDir())
 	require.NoError(t, err)
-	return &runBundle{t: t, llm: srv, cpg: cpg, cache: cache, client: llm.Limit(client, 4, 60000)}
+	return &runBundle{t: t, llm: srv, cpg: cpg, cache: cache, client: llm.Limit(client, 4, 60000, nil)}
 }
 
 func (b *runBundle) config(data string, candidates ...evals.Candidate) evals.Config {

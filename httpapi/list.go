@@ -155,7 +155,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	first := jobs.FirstChunks(id, l.Chunks, s.cfg.Lists.Queue)
+	first := jobs.FirstChunks(id)
 	if err := db.ListInsert(ctx, tx, l, len(first)); err != nil {
 		s.writeError(c, err)
 		return
@@ -299,7 +299,9 @@ func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (float6
 	// a second, unless the rate limit allows fewer.
 	perSecond := math.Min(float64(l.ModelConcurrency)/math.Max(perCall, 0.001), float64(l.ModelRatePerMinute)/60)
 	seconds := float64(est.Fresh) / perSecond
-	seconds += float64(est.Known+est.Cached) * cachedSeconds / float64(max(l.Queue.ListWorkers*l.Queue.ListDomainConcurrency, 1))
+	// Known and cached answers are the database's work: beyond about 32 at
+	// once they only queue for connections, however many chunks run.
+	seconds += float64(est.Known+est.Cached) * cachedSeconds / float64(max(min(l.Queue.ListWorkers*l.Queue.ListDomainConcurrency, 32), 1))
 	seconds = math.Round(seconds*10) / 10
 	if l.Price == nil {
 		return seconds, nil

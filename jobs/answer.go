@@ -46,6 +46,9 @@ type answerer struct {
 	// ends with the rest pending (deferred), so one run stays well inside
 	// its job timeout.
 	startBy time.Time
+	// allStarted, when set, is called once every domain has been started
+	// (or skipped), while the last of them are still being answered.
+	allStarted func()
 }
 
 // outcome is what answering a set of domains came to.
@@ -108,6 +111,11 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 			a.log(ctx, log.With("domain", d.Domain), r, err)
 			return nil
 		})
+	}
+	if a.allStarted != nil {
+		// As one of the group, so that it runs once a domain's slot frees
+		// and never beside more than concurrency-1 of them.
+		g.Go(func() error { a.allStarted(); return nil })
 	}
 	_ = g.Wait() // every func returns nil: errors are per domain, in got
 

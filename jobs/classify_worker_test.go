@@ -53,7 +53,7 @@ func newPipeline(t *testing.T, exec db.DBTX, model *llmtest.Server, noLLM bool, 
 	if !noLLM {
 		c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
 		require.NoError(t, err)
-		completer = llm.Limit(c, llm.DefaultMaxConcurrency, 60_000)
+		completer = llm.Limit(c, llm.DefaultMaxConcurrency, 60_000, nil)
 	}
 	return classifier.NewPipeline(classifier.PipelineConfig{
 		Store: jobs.NewPipelineStore(exec), LLM: completer, Search: search.None{}, Model: "test-model",

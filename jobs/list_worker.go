@@ -35,14 +35,15 @@ func (ClassifyListArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueList, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// FirstChunks are the chunk jobs an upload inserts, in its transaction: the
-// first ChunksInFlight; each finished chunk queues the next.
-func FirstChunks(listID uuid.UUID, chunks int, s Settings) []river.InsertManyParams {
-	params := make([]river.InsertManyParams, min(chunks, s.ListChunksInFlight))
-	for i := range params {
-		params[i] = river.InsertManyParams{Args: ClassifyListArgs{ListID: listID.String(), Chunk: i}}
-	}
-	return params
+// FirstChunks are the chunk jobs an upload inserts, in its transaction:
+// the first chunk alone. The list's chunks then queue one another while
+// they run (ClassifyListWorker.feed), never as one ends: each is a fetch of
+// its own, taken by whichever worker process is free. One insert of
+// several would go whole to the first process to fetch, and a chunk queued
+// as one ends would go to the process whose slot just freed, so a list
+// would gather on one process.
+func FirstChunks(listID uuid.UUID) []river.InsertManyParams {
+	return []river.InsertManyParams{{Args: ClassifyListArgs{ListID: listID.String(), Chunk: 0}}}
 }
 
 // ListChunkOutput is recorded on a chunk's River job (River UI shows it):
@@ -60,8 +61,8 @@ type ListChunkOutput struct {
 
 // ClassifyListWorker works ClassifyListArgs: it answers the chunk's domains
 // through the same pipeline as jobs, storing each answer (with its
-// duplicates) as it comes, then queues the next chunk and, when every row
-// of the list is final, ends the list.
+// duplicates) as it comes, queues the list's next chunks as it runs (feed)
+// and, when every row of the list is final, ends the list.
 type ClassifyListWorker struct {
 	river.WorkerDefaults[ClassifyListArgs]
 
@@ -91,9 +92,9 @@ func (w *ClassifyListWorker) Timeout(*river.Job[ClassifyListArgs]) time.Duration
 	return w.Settings.JobTimeout
 }
 
-// Work answers the chunk. Outcomes: nil when its rows are final (the next
-// chunk is queued and, if it was the last, the list ended, in one
-// transaction); a cancel when the list has ended (cancelled); a snooze when
+// Work answers the chunk. Outcomes: nil when its rows are final (and, if
+// it was the last, the list ended, in the transaction that completes the
+// job); a cancel when the list has ended (cancelled); a snooze when
 // the provider throttles, another job holds a shared domain, or the run's
 // budget is spent (no attempt used); an error for transient failures (on
 // the last attempt the chunk's rows fail and the list is given up).
@@ -112,6 +113,11 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
 		return river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
 	}
+	// Keep ListChunksInFlight chunks queued or running: this one and the
+	// ones after it (a first chunk queues the second, and so on).
+	if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1); err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
+	}
 	c, err := w.Registry.Get(l.Classifier)
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("list %s: %w", id, err))
@@ -123,13 +129,20 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	}
 
 	// 2. Answer each domain the cheapest way; a model call starts only
-	// through the list's gate, which a cancel closes.
+	// through the list's gate, which a cancel closes, and in its list's
+	// turn: behind interactive jobs, beside other callers' lists (llm.Share).
 	pending := make([]pendingDomain, len(rows))
 	for i, r := range rows {
 		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
 	}
 	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		startBy: time.Now().Add(w.Settings.ListRunBudget())}
+		startBy: time.Now().Add(w.Settings.ListRunBudget()),
+		allStarted: func() {
+			if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
+				log.WarnContext(ctx, "error queueing the next chunk; the next chunk to start will", "error", err)
+			}
+		}}
+	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: id.String()})
 	o := a.answer(llm.WithGate(ctx, w.gate(id)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
 		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
 			n, err := db.ListRowFinish(ctx, w.DB, id, d.Key, r, owner)
@@ -154,12 +167,40 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return err
 	}
 
-	// 3. The chunk is done: queue the next, end the list if every row is
+	// 3. The chunk is done: make sure the chunk after its window is queued
+	// (a no-op unless the feed above failed), end the list if every row is
 	// final, complete the River job; all of it or nothing.
+	if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
+	}
 	if err := w.finish(ctx, log, job, id); err != nil {
 		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error finishing chunk: %w", err))
 	}
 	return nil
+}
+
+// feed queues the list's next chunk if it is at most upTo (and the list
+// has one and is running). A chunk feeds as it starts and once all its
+// domains have started: while it holds its River slot, so that the worker
+// processes race for the new job evenly.
+func (w *ClassifyListWorker) feed(ctx context.Context, id uuid.UUID, upTo int) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := db.Begin(ctx, w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	next, ok, err := db.ListNextChunk(ctx, tx, id, upTo)
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := client.InsertTx(ctx, tx, ClassifyListArgs{ListID: id.String(), Chunk: next}, nil); err != nil {
+		return fmt.Errorf("error queueing chunk %d: %w", next, err)
+	}
+	return db.Commit(ctx, tx)
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
@@ -192,15 +233,6 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	next, ok, err := db.ListNextChunk(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if ok {
-		if _, err := client.InsertTx(ctx, tx, ClassifyListArgs{ListID: id.String(), Chunk: next}, nil); err != nil {
-			return fmt.Errorf("error queueing chunk %d: %w", next, err)
-		}
-	}
 	end, ended, err := db.ListComplete(ctx, tx, id)
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +65,7 @@ func acceptList(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, call
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
 	_, err := db.ListRowsCopy(ctx, tx, l.ID, src.reset())
 	require.NoError(t, err)
-	first := jobs.FirstChunks(l.ID, l.Chunks, s)
+	first := jobs.FirstChunks(l.ID)
 	require.NoError(t, db.ListInsert(ctx, tx, l, len(first)))
 	_, err = ins.InsertManyTx(ctx, tx, first)
 	require.NoError(t, err)
@@ -136,7 +138,7 @@ func TestClassifyListWorker_Work(t *testing.T) {
 		require.Equal(t, jobs.ListChunkOutput{ListID: l.ID.String(), Chunk: 0, Domains: 2, Counts: jobs.Counts{Known: 1, LLM: 1},
 			ListDone: 4, ListRows: 6}, out)
 
-		// Chunk 0 queued chunk 1 as it finished.
+		// Chunk 0 queued chunk 1 once all its domains had started.
 		next := rivertest.RequireManyInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, []rivertest.ExpectedJob{
 			{Args: &jobs.ClassifyListArgs{}}, {Args: &jobs.ClassifyListArgs{}}})
 		var second jobs.ClassifyListArgs
@@ -149,12 +151,13 @@ func TestClassifyListWorker_Work(t *testing.T) {
 		s := listSettings(2, 2)
 		b, w := setupListTx(t, byDomain(nil), s)
 		l := acceptList(t, b.tx, b.client, s, "https://example.com/hooks", "a.com", "b.com", "c.com", "a.com")
+		first := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+		_, err := w.WorkJob(ctx, t, b.tx, first.JobRow)
+		require.NoError(t, err)
 		chunks := rivertest.RequireManyInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, []rivertest.ExpectedJob{
 			{Args: &jobs.ClassifyListArgs{}}, {Args: &jobs.ClassifyListArgs{}}})
-		for _, c := range chunks {
-			_, err := w.WorkJob(ctx, t, b.tx, c)
-			require.NoError(t, err)
-		}
+		_, err = w.WorkJob(ctx, t, b.tx, chunks[1])
+		require.NoError(t, err)
 		now, err := db.ListGet(ctx, b.tx, l.ID)
 		require.NoError(t, err)
 		require.Equal(t, classifier.StatusCompleted, now.Status)
@@ -163,6 +166,44 @@ func TestClassifyListWorker_Work(t *testing.T) {
 		hook := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.WebhookArgs{}, &rivertest.RequireInsertedOpts{Queue: jobs.QueueWebhook})
 		require.Equal(t, l.ID.String(), hook.Args.ListID)
 		require.True(t, now.CompletedAt.Equal(hook.Args.EndedAt))
+	})
+
+	t.Run("AListKeepsItsChunksInFlightQueuedWhileTheyRun", func(t *testing.T) {
+		t.Parallel()
+		s := listSettings(1, 3) // a chunk a row, 3 in flight
+		b, w := setupListTx(t, byDomain(nil), s)
+		l := acceptList(t, b.tx, b.client, s, "", "a.com", "b.com", "c.com", "d.com", "e.com", "f.com")
+		// available lists the list's chunk jobs waiting to run, by chunk.
+		available := func() map[int]*rivertype.JobRow {
+			res, err := b.client.JobListTx(ctx, b.tx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).
+				States(rivertype.JobStateAvailable).First(100))
+			require.NoError(t, err)
+			out := map[int]*rivertype.JobRow{}
+			for _, j := range res.Jobs {
+				var a jobs.ClassifyListArgs
+				require.NoError(t, json.Unmarshal(j.EncodedArgs, &a))
+				require.Equal(t, l.ID.String(), a.ListID)
+				out[a.Chunk] = j
+			}
+			return out
+		}
+		queued := func() []int {
+			return slices.Sorted(maps.Keys(available()))
+		}
+		require.Equal(t, []int{0}, queued(), "the upload queues the first chunk alone")
+		work := func(chunk int) {
+			t.Helper()
+			j := available()[chunk]
+			require.NotNil(t, j, "chunk %d is not queued", chunk)
+			_, err := w.WorkJob(ctx, t, b.tx, j)
+			require.NoError(t, err)
+		}
+		work(0)
+		require.Equal(t, []int{1, 2, 3}, queued(), "chunk 0 queued one as it started, one once all its domains had, one as it ended")
+		work(1)
+		require.Equal(t, []int{2, 3, 4}, queued(), "from chunk 1 on, each queues one as its domains have all started: 3 in flight")
+		work(2)
+		require.Equal(t, []int{3, 4, 5}, queued())
 	})
 
 	t.Run("AChunkOfACancelledListIsCancelledWithoutAModelCall", func(t *testing.T) {

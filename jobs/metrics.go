@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -22,6 +23,8 @@ type Metrics struct {
 	llmDuration       prometheus.Histogram
 	llmTokens         *prometheus.CounterVec
 	webhookDeliveries *prometheus.CounterVec
+	llmSlotsInUse     *prometheus.GaugeVec
+	llmWait           *prometheus.HistogramVec
 }
 
 // NewMetrics registers the worker metrics on reg.
@@ -52,8 +55,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "domainclass_webhook_deliveries_total",
 			Help: "Webhook delivery attempts, by outcome.",
 		}, []string{"outcome"}),
+		llmSlotsInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "domainclass_llm_slots_in_use",
+			Help: "Model slots of this process held now, by class (interactive, list); LLM_MAX_CONCURRENCY in all.",
+		}, []string{"class"}),
+		llmWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "domainclass_llm_wait_seconds",
+			Help:    "Time a model call waited for its slot and its turn of the rate limit, by class (interactive, list).",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"class"}),
 	}
-	reg.MustRegister(m.domainResults, m.jobsEnded, m.llmRequests, m.llmDuration, m.llmTokens, m.webhookDeliveries)
+	for _, c := range llm.Classes() {
+		m.llmSlotsInUse.WithLabelValues(string(c))
+		m.llmWait.WithLabelValues(string(c))
+	}
+	reg.MustRegister(m.domainResults, m.jobsEnded, m.llmRequests, m.llmDuration, m.llmTokens, m.webhookDeliveries,
+		m.llmSlotsInUse, m.llmWait)
 	return m
 }
 
@@ -135,6 +152,21 @@ func (m *Metrics) ObserveLLMRequest(status string, d time.Duration, promptTokens
 	m.llmDuration.Observe(d.Seconds())
 	m.llmTokens.WithLabelValues("prompt").Add(float64(promptTokens))
 	m.llmTokens.WithLabelValues("completion").Add(float64(completionTokens))
+}
+
+// ObserveSlotsInUse records how many model slots class holds (llm.SlotObserver).
+func (m *Metrics) ObserveSlotsInUse(c llm.Class, n int) {
+	if m != nil {
+		m.llmSlotsInUse.WithLabelValues(string(c)).Set(float64(n))
+	}
+}
+
+// ObserveSlotWait records how long a model call of class waited for its
+// slot (llm.SlotObserver).
+func (m *Metrics) ObserveSlotWait(c llm.Class, d time.Duration) {
+	if m != nil {
+		m.llmWait.WithLabelValues(string(c)).Observe(d.Seconds())
+	}
 }
 
 // QueueCollector exports domainclass_queue_jobs{queue,state} and

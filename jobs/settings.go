@@ -36,15 +36,22 @@ const (
 	// domains cached, and bound goroutines and connections.
 	DefaultClassifyWorkers = 10
 	// DefaultListWorkers: River MaxWorkers of queue "list", the chunks of
-	// lists running at once per process. With DefaultListDomainConcurrency
-	// that is 32 domains in flight, four times the 8 model slots: room for
-	// the known and cached domains and the searches of a chunk while others
-	// wait for the model (Little's law: 8 slots × 2.5 s per call need 8 in
-	// flight at ≈ 3 domains/s).
-	DefaultListWorkers = 4
-	// DefaultListDomainConcurrency: domains of one chunk at once. Higher
-	// than a job's 5: a chunk has hundreds, and few chunks run at once.
-	DefaultListDomainConcurrency = 8
+	// lists running at once per process. Fair share is decided where model
+	// slots are handed out (llm.Share), and it can only share between lists
+	// that have calls waiting there: a list whose chunks all sit queued in
+	// River behind another's gets nothing. 32 runs every chunk in flight of
+	// four lists (DefaultListChunksInFlight each) at once, instead of
+	// River's first come, first served deciding. A running chunk that waits
+	// for the model costs goroutines, not connections or slots.
+	DefaultListWorkers = 32
+	// DefaultListDomainConcurrency: domains of one chunk at once. Keep it at
+	// least LLM_MAX_CONCURRENCY (8 by default), twice for room: a process
+	// shares its model slots only between the lists whose calls wait there,
+	// so one chunk of a list must be able to ask for the list's whole
+	// share. With 16 at 16 slots, two callers' lists measured at 1.00 of
+	// each other on two worker processes; with 8, a list whose chunks sat
+	// on one process got 0.41 (docs/BENCHMARKS.md).
+	DefaultListDomainConcurrency = 16
 	// DefaultListChunkRows: rows per chunk job. At the model-bound rate one
 	// chunk gets (8 in flight / 2.5 s ≈ 3 domains/s) a chunk runs about a
 	// minute; from the cache, a fifth of a second, of which the chunk's own
@@ -53,10 +60,11 @@ const (
 	// worker.
 	DefaultListChunkRows = 200
 	// DefaultListChunksInFlight: chunks of one list queued or running at a
-	// time; each finished chunk queues the next. 8 keeps the list workers of
-	// two worker processes busy with one list, keeps river_job small however
-	// long the list, and lets other lists' chunks interleave. Raise it with
-	// more worker processes.
+	// time; the chunks queue one another as they run. 8 puts chunks of every
+	// list on every worker process with near certainty (with two, all 8 on
+	// one has odds of 1 in 128), so that each process shares its own slots
+	// between all the lists; and keeps river_job small however long the
+	// list. Raise it with more than four worker processes.
 	DefaultListChunksInFlight = 8
 	// DefaultListChunkBudget: a chunk starts no new domain after 2 minutes
 	// of one run and snoozes (no attempt used) to go on later, so a run ends

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -30,34 +29,30 @@ const (
 )
 
 // Limited bounds the calls of a Completer for the whole process: at most
-// concurrency in flight, started no faster than perMinute.
+// concurrency in flight, started no faster than perMinute, and shared
+// between interactive jobs and lists as the scheduler says (share.go).
 type Limited struct {
 	next  classifier.Completer
-	slots *semaphore.Weighted // FIFO, so jobs are served in arrival order
-	rate  *rate.Limiter
+	slots *scheduler
 }
 
-// Limit wraps next in the process-wide bounds.
-func Limit(next classifier.Completer, concurrency, perMinute int) *Limited {
-	return &Limited{
-		next:  next,
-		slots: semaphore.NewWeighted(int64(concurrency)),
-		// Burst 1 spaces calls evenly: the rate is never exceeded, even in
-		// the first second of a burst of jobs.
-		rate: rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1),
-	}
+// Limit wraps next in the process-wide bounds; obs, if not nil, is told
+// how the slots are used.
+func Limit(next classifier.Completer, concurrency, perMinute int, obs SlotObserver) *Limited {
+	// Burst 1 spaces calls evenly: the rate is never exceeded, even in the
+	// first second of a burst of jobs.
+	lim := rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1)
+	return &Limited{next: next, slots: newScheduler(concurrency, lim, obs)}
 }
 
-// Complete waits for a slot and for the rate, asks ctx's Gate, if any, and
-// then calls the model.
+// Complete waits for a slot and for the rate, in ctx's Share's turn, asks
+// ctx's Gate, if any, and then calls the model.
 func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
-	if err := l.slots.Acquire(ctx, 1); err != nil {
+	release, err := l.slots.acquire(ctx, ShareOf(ctx))
+	if err != nil {
 		return classifier.CompletionResponse{}, err
 	}
-	defer l.slots.Release(1)
-	if err := l.rate.Wait(ctx); err != nil {
-		return classifier.CompletionResponse{}, err
-	}
+	defer release()
 	if gate, ok := ctx.Value(gateKey{}).(Gate); ok {
 		release, err := gate(ctx)
 		if err != nil {

@@ -162,7 +162,7 @@ func TestLimit(t *testing.T) {
 			r.Wait = release
 			return r
 		})
-		limited := llm.Limit(newClient(t, srv, ""), 3, 60_000)
+		limited := llm.Limit(newClient(t, srv, ""), 3, 60_000, nil)
 		var wg sync.WaitGroup
 		for range 10 {
 			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
@@ -188,7 +188,7 @@ func TestLimit(t *testing.T) {
 			mu.Unlock()
 			return classifier.CompletionResponse{}, nil
 		})
-		limited := llm.Limit(next, 10, 1200) // one call per 50 ms
+		limited := llm.Limit(next, 10, 1200, nil) // one call per 50 ms
 		var wg sync.WaitGroup
 		for range 5 {
 			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
@@ -209,7 +209,7 @@ func TestLimit(t *testing.T) {
 		block := make(chan struct{})
 		defer close(block)
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
-		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000)
+		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
 		go func() { _, _ = limited.Complete(context.Background(), request("a.com")) }()
 		require.Eventually(t, func() bool { return srv.Total() == 1 }, 5*time.Second, 5*time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())

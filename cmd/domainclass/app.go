@@ -82,7 +82,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	cfg := m.Config
 	maxConns := cfg.DBMaxConns
 	if maxConns == 0 {
-		maxConns = int32(cfg.Queue.ClassifyWorkers + cfg.Queue.ListWorkers + 10)
+		// List chunks mostly wait for model slots: 16 connections serve
+		// their writes however many run.
+		maxConns = int32(cfg.Queue.ClassifyWorkers + min(cfg.Queue.ListWorkers, 16) + 10)
 	}
 	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker()}); err != nil {
@@ -159,7 +161,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		if err != nil {
 			return nil, err
 		}
-		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute)
+		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
 	} else {
 		m.Logger.Warn("OPENAI_API_KEY is not set: known and cached domains are answered, others fail with \"no LLM configured\"")
 	}

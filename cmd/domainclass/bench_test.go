@@ -88,9 +88,14 @@ func TestBench(t *testing.T) {
 	for _, part := range []struct {
 		name string
 		run  func(*testing.T) []benchRow
-	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists}, {"webhooks", benchWebhooks}} {
+	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists},
+		{"fair", benchFair}, {"webhooks", benchWebhooks}} {
 		if only == "" || only == part.name {
-			add(part.run(t)...)
+			// A subtest each, so that a section's processes and their
+			// connections are gone before the next section starts.
+			var got []benchRow
+			t.Run(part.name, func(t *testing.T) { got = part.run(t) })
+			add(got...)
 		}
 	}
 

@@ -29,7 +29,7 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslm
 type Config struct {
 	DatabaseURL    string
 	DatabaseSchema string // holds all tables; "" = search_path
-	DBMaxConns     int32  // 0: ClassifyWorkers + 10
+	DBMaxConns     int32  // 0: ClassifyWorkers + min(ListWorkers, 16) + 10
 
 	HTTPAddr   string
 	WorkerAddr string

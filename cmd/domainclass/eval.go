@@ -131,7 +131,7 @@ func (c *cli) eval(ctx context.Context, o evalOptions) error {
 	progress := evals.NewProgress(c.stderr, len(candidates)*len(cases)*o.repeat, isTerminal(c.stderr))
 	res, err := evals.Run(ctx, evals.Config{
 		Classifier: cls, Cases: cases, Candidates: candidates, Repeat: o.repeat, Concurrency: concurrency,
-		LLM: llm.Limit(client, concurrency, rate), Searchers: searchers, Cache: cache,
+		LLM: llm.Limit(client, concurrency, rate, nil), Searchers: searchers, Cache: cache,
 		OnAnswer: progress.Add, Logger: cfg.NewLogger(c.stderr),
 	})
 	if err != nil {

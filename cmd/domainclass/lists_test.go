@@ -223,6 +223,9 @@ func TestLists(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		id := listIDOf(t, errOut)
 		e.waitList(id, "COMPLETED")
+		page := scrape(t, e.api.APIURL()) // role all: one server, one /metrics
+		require.Equal(t, 1.0, metric(t, page, `domainclass_llm_wait_seconds_count{class="list"}`), "a list's call waits as a list's")
+		require.Zero(t, metric(t, page, `domainclass_llm_wait_seconds_count{class="interactive"}`))
 
 		code, out, errOut := e.cli(context.Background(), "", client, "lists", "status", id)
 		require.Equal(t, 0, code, errOut)

@@ -69,8 +69,10 @@ func TestOperators(t *testing.T) {
 		require.Eventually(t, func() bool {
 			page := scrape(t, w.WorkerURL())
 			return metric(t, page, `domainclass_queue_jobs{queue="classify",state="running"}`) == 1 &&
-				metric(t, page, `domainclass_domain_results_total{classifier="cpg",outcome="completed",source="llm"}`) == 2
-		}, 10*time.Second, 20*time.Millisecond, "while the job runs: running=1 and two domains answered")
+				metric(t, page, `domainclass_domain_results_total{classifier="cpg",outcome="completed",source="llm"}`) == 2 &&
+				metric(t, page, `domainclass_llm_slots_in_use{class="interactive"}`) == 1
+		}, 10*time.Second, 20*time.Millisecond, "while the job runs: running=1, two domains answered, slow.com's call holds a slot")
+		require.Zero(t, metric(t, scrape(t, w.WorkerURL()), `domainclass_llm_slots_in_use{class="list"}`))
 		close(release)
 		e.wait(id, "COMPLETED", 10*time.Second)
 		e.wait(e.submit("acme.com"), "COMPLETED", 10*time.Second)
@@ -80,6 +82,9 @@ func TestOperators(t *testing.T) {
 		require.Equal(t, 1.0, metric(t, page, `domainclass_domain_results_total{classifier="cpg",outcome="completed",source="cache"}`))
 		require.Equal(t, 3.0, metric(t, page, `domainclass_llm_requests_total{status="200"}`))
 		require.Equal(t, 3.0, metric(t, page, `domainclass_llm_request_duration_seconds_count`))
+		require.Equal(t, 3.0, metric(t, page, `domainclass_llm_wait_seconds_count{class="interactive"}`), "a job's calls are interactive")
+		require.Zero(t, metric(t, page, `domainclass_llm_wait_seconds_count{class="list"}`))
+		require.Zero(t, metric(t, page, `domainclass_llm_slots_in_use{class="interactive"}`), "every slot given back")
 		require.Equal(t, 360.0, metric(t, page, `domainclass_llm_tokens_total{kind="prompt"}`))
 		require.Equal(t, 75.0, metric(t, page, `domainclass_llm_tokens_total{kind="completion"}`))
 		require.Equal(t, 2.0, metric(t, page, `domainclass_jobs_ended_total{status="COMPLETED"}`))

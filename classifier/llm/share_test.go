@@ -1,0 +1,201 @@
+package llm
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+)
+
+// queue adds a waiting call of share sh, as acquire does, and returns it.
+func queue(s *scheduler, sh Share) *waiter {
+	w := &waiter{share: sh, since: time.Now(), ready: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enqueue(w)
+	s.dispatch()
+	return w
+}
+
+func granted(w *waiter) bool {
+	select {
+	case <-w.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+func unlimited(slots int) *scheduler {
+	return newScheduler(slots, rate.NewLimiter(rate.Inf, 1), nil)
+}
+
+func TestScheduler_InteractiveFirst(t *testing.T) {
+	s := unlimited(1)
+	a := Share{Class: ClassList, Caller: "a", List: "a1"}
+	first := queue(s, a)
+	require.True(t, granted(first), "a free slot goes to whoever asks")
+
+	listCall := queue(s, a)
+	jobCall := queue(s, Share{Class: ClassInteractive})
+	require.False(t, granted(listCall))
+	require.False(t, granted(jobCall))
+
+	s.release(a)
+	require.True(t, granted(jobCall), "the interactive call, although it asked after the list's")
+	require.False(t, granted(listCall))
+	s.release(Share{Class: ClassInteractive})
+	require.True(t, granted(listCall), "lists get every slot no interactive call wants")
+}
+
+// Callers' lists hold equal shares of the slots, whatever how many calls
+// each has waiting and whoever came first; a caller's two lists split that
+// caller's share.
+func TestScheduler_CallersShareEvenly(t *testing.T) {
+	s := unlimited(12)
+	a1 := Share{Class: ClassList, Caller: "a", List: "a1"}
+	a2 := Share{Class: ClassList, Caller: "a", List: "a2"}
+	b1 := Share{Class: ClassList, Caller: "b", List: "b1"}
+	var calls []*waiter // in the order they asked
+	for i := 0; i < 12; i++ {
+		calls = append(calls, queue(s, a1)) // a1 came first and took every slot
+	}
+	for i := 0; i < 100; i++ {
+		calls = append(calls, queue(s, a1), queue(s, a2), queue(s, b1))
+	}
+	// running holds the calls granted a slot, in the order they were: every
+	// call takes as long, so the one granted first ends first.
+	var running []*waiter
+	track := func() {
+		for k := 0; k < len(calls); k++ {
+			if w := calls[k]; granted(w) {
+				running = append(running, w)
+				calls = append(calls[:k], calls[k+1:]...)
+				k--
+			}
+		}
+	}
+	track()
+	endOldest := func() string {
+		w := running[0]
+		running = running[1:]
+		s.release(w.share)
+		track()
+		return w.share.List
+	}
+	inUse := func() map[string]int {
+		m := map[string]int{}
+		for _, w := range running {
+			m[w.share.List]++
+		}
+		return m
+	}
+	require.Equal(t, map[string]int{"a1": 12}, inUse())
+
+	for i := 0; i < 12; i++ { // a1's first calls end, one by one
+		endOldest()
+	}
+	require.Equal(t, map[string]int{"a1": 3, "a2": 3, "b1": 6}, inUse(),
+		"caller b holds half the slots; caller a's two lists split the other half")
+
+	served := map[string]int{}
+	for i := 0; i < 120; i++ {
+		served[endOldest()]++
+	}
+	require.Equal(t, map[string]int{"a1": 30, "a2": 30, "b1": 60}, served, "calls answered in steady state")
+	require.Equal(t, map[string]int{"a1": 3, "a2": 3, "b1": 6}, inUse())
+}
+
+func TestScheduler_GivingUpFreesNothingAndLeaksNothing(t *testing.T) {
+	s := unlimited(1)
+	a := Share{Class: ClassList, Caller: "a", List: "a1"}
+	release, err := s.acquire(context.Background(), a)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.acquire(ctx, Share{Class: ClassList, Caller: "b", List: "b1"})
+	require.ErrorIs(t, err, context.Canceled)
+	s.mu.Lock()
+	require.NotContains(t, s.callers, "b", "the caller that gave up is forgotten")
+	s.mu.Unlock()
+
+	release()
+	release() // twice is once
+	for i := 0; i < 3; i++ {
+		r, err := s.acquire(context.Background(), a)
+		require.NoError(t, err, "call %d", i)
+		r()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, 1, s.free)
+	require.Empty(t, s.callers)
+	require.Zero(t, s.inUse[ClassList])
+}
+
+// recorder notes the class of every slot granted, in order (the scheduler
+// reports slots in use under its lock).
+type recorder struct {
+	grants []Class
+	inUse  map[Class]int
+}
+
+func (r *recorder) ObserveSlotsInUse(c Class, n int) {
+	if n > r.inUse[c] {
+		r.grants = append(r.grants, c)
+	}
+	r.inUse[c] = n
+}
+
+func (r *recorder) ObserveSlotWait(Class, time.Duration) {}
+
+// The rate is taken in the same turn as the slot: list calls waiting for
+// the rate do not hold slots, and an interactive call that arrives while
+// they wait goes first.
+func TestScheduler_RateInTurn(t *testing.T) {
+	rec := &recorder{inUse: map[Class]int{}}
+	s := newScheduler(10, rate.NewLimiter(rate.Every(time.Hour), 1), rec)
+	ctx := context.Background()
+	list := Share{Class: ClassList, Caller: "a", List: "a1"}
+	release, err := s.acquire(ctx, list) // the bucket's one token
+	require.NoError(t, err)
+	defer release()
+
+	done := make(chan Class, 2)
+	go func() { r, _ := s.acquire(ctx, list); r(); done <- ClassList }()
+	waitQueued(t, s, 1)
+	go func() { r, _ := s.acquire(ctx, Share{Class: ClassInteractive}); r(); done <- ClassInteractive }()
+	waitQueued(t, s, 2)
+	s.mu.Lock()
+	require.Equal(t, 9, s.free, "calls waiting for the rate hold no slot")
+	s.rate.SetLimit(rate.Inf) // the next tokens are due now
+	s.dispatch()
+	s.mu.Unlock()
+	<-done
+	<-done
+	require.Equal(t, []Class{ClassList, ClassInteractive, ClassList}, rec.grants,
+		"the interactive call got the first token after the list's first call, before the list's second")
+}
+
+// waitQueued waits until n calls wait in s, the way acquire leaves them.
+func waitQueued(t *testing.T, s *scheduler, n int) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		q := len(s.interactive)
+		for _, c := range s.callers {
+			for _, l := range c.lists {
+				q += len(l.waiting)
+			}
+		}
+		s.mu.Unlock()
+		if q == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}

@@ -1,0 +1,239 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/httpapi/wire"
+)
+
+// The fair-share bars, with one worker process and then two: interactive
+// jobs beside a big list, and the lists of two callers. Knobs:
+// BENCH_FAIR_SECONDS (interactive load per step, default 60),
+// BENCH_FAIR_WINDOW (rate windows of the two-caller step, default 20s),
+// BENCH_FAIR_STAGGER (how long caller A's list runs before B's, default 30s).
+
+type fairBench struct {
+	t       *testing.T
+	e       *e2e
+	workers int
+	ideal   float64 // min(C/L, rate) of all the worker processes
+	app     *client.Client
+	teamA   *client.Client
+	teamB   *client.Client
+	run     int
+}
+
+func benchFair(t *testing.T) []benchRow {
+	var rows []benchRow
+	for _, workers := range []int{1, 2} {
+		rows = append(rows, fairRun(t, workers)...)
+	}
+	return rows
+}
+
+func fairRun(t *testing.T, workers int) []benchRow {
+	t.Helper()
+	latency := envDuration("BENCH_LLM_LATENCY", 200*time.Millisecond)
+	c := envInt("BENCH_LLM_CONCURRENCY", 16)
+	seconds := envDuration("BENCH_FAIR_SECONDS", 60*time.Second)
+	window := envDuration("BENCH_FAIR_WINDOW", 20*time.Second)
+	stagger := envDuration("BENCH_FAIR_STAGGER", 30*time.Second)
+	ideal := float64(c) / latency.Seconds()
+	env := map[string]string{
+		"AUTH": "on", "LOG_LEVEL": "error",
+		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(int(ideal*60) * 10),
+		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
+	}
+	for _, k := range []string{"LIST_DOMAIN_CONCURRENCY", "LIST_CHUNKS_IN_FLIGHT", "LIST_WORKERS"} {
+		if v := os.Getenv("BENCH_" + k); v != "" {
+			env[k] = v
+		}
+	}
+	e := newE2E(t, llmtest.Steady(true, 4, "x", latency), env)
+	api := e.start(RoleAPI)
+	for range workers {
+		e.start(RoleWorker)
+	}
+	f := &fairBench{t: t, e: e, workers: workers, ideal: ideal * float64(workers),
+		app:   client.New(api.APIURL(), e.apiKey("app")),
+		teamA: client.New(api.APIURL(), e.apiKey("team-a")),
+		teamB: client.New(api.APIURL(), e.apiKey("team-b")),
+	}
+	procs := fmt.Sprintf("%d worker", workers)
+	if workers > 1 {
+		procs += "s"
+	}
+	setting := fmt.Sprintf("%s, C=%d, L=%s each", procs, c, latency)
+
+	// Interactive jobs, idle and beside a 100k-domain list.
+	idle := f.interactive(seconds)
+	big := f.upload(f.teamA, "big", 100_000)
+	f.waitDraining(f.teamA, big)
+	var loaded []time.Duration
+	bigDone, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
+	f.cancel(f.teamA, big)
+	p95Idle, p95Loaded := percentile(idle, 0.95), percentile(loaded, 0.95)
+	busy := (float64(bigDone) + float64(10*len(loaded))) / elapsed.Seconds()
+
+	// Two callers' lists: A's starts, B's 30 s later; then A adds a second.
+	bRows := 5000 * workers // B lasts past both windows at any worker count
+	a1 := f.upload(f.teamA, "a1", 50_000)
+	f.waitDraining(f.teamA, a1)
+	time.Sleep(stagger) // B starts after A, 30 s by default as the bar says
+	b := f.upload(f.teamB, "b", bRows)
+	f.waitDraining(f.teamB, b)
+	rA, rB, both := f.rates(window, []*client.Client{f.teamA}, []string{a1}, f.teamB, b)
+	a2 := f.upload(f.teamA, "a2", 50_000)
+	f.waitDraining(f.teamA, a2)
+	rA2, rB2, three := f.rates(window, []*client.Client{f.teamA, f.teamA}, []string{a1, a2}, f.teamB, b)
+	for _, id := range []string{a1, a2} {
+		f.cancel(f.teamA, id)
+	}
+	f.cancel(f.teamB, b)
+	ratio, ratio2 := rB/rA, rB2/rA2
+	drain := min(busy, both, three) / f.ideal
+
+	section := "fair"
+	return []benchRow{
+		{section, fmt.Sprintf("10-domain jobs at 1/s for %s, idle (%s): p95 completion", seconds, setting),
+			ms(p95Idle), fmt.Sprintf("p50 %s, %d jobs", ms(percentile(idle, 0.5)), len(idle)), "-", "-"},
+		{section, "  the same while a 100k-domain list drains: p95 completion",
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s", ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5))),
+			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
+		{section, fmt.Sprintf("caller B's list (%s) ÷ caller A's (50k, %s ahead): rows/s over %s", count(bRows), stagger, window),
+			fmt.Sprintf("%.2f", ratio), fmt.Sprintf("B %.1f/s, A %.1f/s", rB, rA), "0.8–1.25", verdict(ratio >= 0.8 && ratio <= 1.25)},
+		{section, "  the same with a second list of A's running: B ÷ A's two",
+			fmt.Sprintf("%.2f", ratio2), fmt.Sprintf("B %.1f/s, A %.1f/s in all", rB2, rA2), "0.8–1.25", verdict(ratio2 >= 0.8 && ratio2 <= 1.25)},
+		{section, "  domains/s in all, slowest of the three steps (jobs + list, two lists, three)",
+			fmt.Sprintf("%.1f/s", min(busy, both, three)),
+			fmt.Sprintf("min(C/L, rate) = %.1f/s (%.0f%%); steps %.1f, %.1f, %.1f", f.ideal, 100*drain, busy, both, three),
+			"≥ 95%", verdict(drain >= 0.95)},
+	}
+}
+
+// interactive submits a job of 10 fresh domains every second for d, as the
+// app's caller, and returns each job's time from accepted to completed (the
+// API's own created_at and completed_at).
+func (f *fairBench) interactive(d time.Duration) []time.Duration {
+	f.t.Helper()
+	ctx := context.Background()
+	f.run++
+	var (
+		mu    sync.Mutex
+		times []time.Duration
+		wg    sync.WaitGroup
+	)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := 0; i < int(d/time.Second); i++ {
+		domains := make([]string, 10)
+		for k := range domains {
+			domains[k] = fmt.Sprintf("app-%d-%d-%d.com", f.run, i, k)
+		}
+		a, err := f.app.Classify(ctx, wire.ClassifyRequest{Domains: domains}, "")
+		require.NoError(f.t, err)
+		wg.Go(func() {
+			for {
+				r, err := f.app.Job(ctx, a.JobID)
+				require.NoError(f.t, err)
+				if r.Ended() {
+					mu.Lock()
+					times = append(times, r.CompletedAt.Sub(r.CreatedAt))
+					mu.Unlock()
+					return
+				}
+				time.Sleep(20 * time.Millisecond) // polling a status
+			}
+		})
+		<-tick.C
+	}
+	wg.Wait()
+	return times
+}
+
+func (f *fairBench) upload(c *client.Client, name string, n int) string {
+	f.t.Helper()
+	var b strings.Builder
+	b.WriteString("domain\n")
+	for i := range n {
+		fmt.Fprintf(&b, "%s-%d-%d.com\n", name, f.workers, i)
+	}
+	body := b.String()
+	a, err := c.UploadList(context.Background(), func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(body)), nil
+	}, client.ListOptions{ContentType: client.ListCSV})
+	require.NoError(f.t, err)
+	return a.ListID
+}
+
+func (f *fairBench) done(c *client.Client, id string) int {
+	f.t.Helper()
+	s, err := c.List(context.Background(), id)
+	require.NoError(f.t, err)
+	return s.Progress.Done
+}
+
+// waitDraining returns once a list has answers and a few seconds more, so
+// that its chunks have reached every worker.
+func (f *fairBench) waitDraining(c *client.Client, id string) {
+	f.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for f.done(c, id) == 0 {
+		require.True(f.t, time.Now().Before(deadline), "list %s has no answer after 2 minutes", id)
+		time.Sleep(50 * time.Millisecond) // polling a status, with a deadline
+	}
+	time.Sleep(5 * time.Second) // settle: the rates are read in steady state
+}
+
+// progressDuring returns how many rows of a list were answered while fn
+// ran, and how long it ran.
+func (f *fairBench) progressDuring(c *client.Client, id string, fn func()) (int, time.Duration) {
+	before, start := f.done(c, id), time.Now()
+	fn()
+	return f.done(c, id) - before, time.Since(start)
+}
+
+// rates measures rows/s over window of the lists as (of one caller, in all)
+// and of list b, and domains/s in all.
+func (f *fairBench) rates(window time.Duration, as []*client.Client, aIDs []string, bc *client.Client, b string) (rA, rB, total float64) {
+	f.t.Helper()
+	doneA := func() (n int) {
+		for i, id := range aIDs {
+			n += f.done(as[i], id)
+		}
+		return n
+	}
+	a0, b0, start := doneA(), f.done(bc, b), time.Now()
+	time.Sleep(window) // the measuring window
+	a1, b1 := doneA(), f.done(bc, b)
+	secs := time.Since(start).Seconds()
+	require.Less(f.t, b1, f.mustRows(bc, b), "list B ended inside the window: make it longer than BENCH_FAIR_WINDOW allows")
+	rA, rB = float64(a1-a0)/secs, float64(b1-b0)/secs
+	return rA, rB, rA + rB
+}
+
+func (f *fairBench) mustRows(c *client.Client, id string) int {
+	s, err := c.List(context.Background(), id)
+	require.NoError(f.t, err)
+	return s.Rows
+}
+
+func (f *fairBench) cancel(c *client.Client, id string) {
+	f.t.Helper()
+	_, err := c.CancelList(context.Background(), id)
+	require.NoError(f.t, err)
+}
