@@ -178,11 +178,12 @@ type QueueCollector struct {
 	queues   []string
 	logger   *slog.Logger
 
-	jobs, oldest *prometheus.Desc
+	jobs, oldest, up *prometheus.Desc
 
 	mu      sync.Mutex
 	at      time.Time
 	cached  []db.QueueStat
+	dbUp    bool // the last query answered
 	queries int
 }
 
@@ -195,6 +196,8 @@ func NewQueueCollector(exec db.DBTX, interval time.Duration, logger *slog.Logger
 			"River jobs by queue and state (refreshed at most every few seconds).", []string{"queue", "state"}, nil),
 		oldest: prometheus.NewDesc("domainclass_queue_oldest_available_age_seconds",
 			"Age of the oldest job that is due and waiting for a worker (available, or scheduled or retryable past its time); 0 when none waits.", []string{"queue"}, nil),
+		up: prometheus.NewDesc("domainclass_database_up",
+			"1 when this process's last query for the queue gauges answered, 0 when Postgres could not be reached (the queue gauges then repeat the last numbers).", nil, nil),
 	}
 }
 
@@ -202,11 +205,13 @@ func NewQueueCollector(exec db.DBTX, interval time.Duration, logger *slog.Logger
 func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.jobs
 	ch <- c.oldest
+	ch <- c.up
 }
 
 // Collect implements prometheus.Collector.
 func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
-	stats := c.refresh()
+	stats, up := c.refresh()
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, map[bool]float64{true: 1}[up])
 	counts := map[[2]string]int64{}
 	oldest := map[string]float64{}
 	queues := map[string]bool{}
@@ -235,11 +240,11 @@ func (c *QueueCollector) Queries() int {
 	return c.queries
 }
 
-func (c *QueueCollector) refresh() []db.QueueStat {
+func (c *QueueCollector) refresh() ([]db.QueueStat, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && time.Since(c.at) < c.interval {
-		return c.cached
+		return c.cached, c.dbUp
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), db.QueueStatsTimeout)
 	defer cancel()
@@ -251,6 +256,7 @@ func (c *QueueCollector) refresh() []db.QueueStat {
 	} else {
 		c.cached = stats
 	}
+	c.dbUp = err == nil
 	c.at = time.Now()
-	return c.cached
+	return c.cached, c.dbUp
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/riverqueue/river"
@@ -98,7 +99,17 @@ func TestQueueCollector(t *testing.T) {
 	require.InDelta(t, 90, age, 5)
 	require.Equal(t, 0.0, gauge(t, reg, "domainclass_queue_oldest_available_age_seconds", map[string]string{"queue": "webhook"}))
 
+	require.Equal(t, 1.0, gauge(t, reg, "domainclass_database_up", nil))
+
 	// Six scrapes above within the interval: one query in all.
-	require.Equal(t, int64(1), counter.n.Load()-before, "queries issued for %d scrapes", 7)
+	require.Equal(t, int64(1), counter.n.Load()-before, "queries issued for %d scrapes", 8)
 	require.Equal(t, 1, collector.Queries())
+
+	// A process that cannot reach Postgres says so.
+	unreachable, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?connect_timeout=1")
+	require.NoError(t, err)
+	defer unreachable.Close()
+	downReg := prometheus.NewRegistry()
+	downReg.MustRegister(jobs.NewQueueCollector(unreachable, time.Hour, slog.New(slog.DiscardHandler), jobs.QueueClassify))
+	require.Equal(t, 0.0, gauge(t, downReg, "domainclass_database_up", nil))
 }
