@@ -81,6 +81,7 @@ func newRootCommand(c *cli) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(
 		c.migrateCommand(),
+		c.rolesCommand(),
 		c.serveCommand(RoleAPI, "serve the HTTP API, River UI and /metrics (inserts jobs, runs none)"),
 		c.serveCommand(RoleWorker, "run the River workers (health and metrics on WORKER_ADDR)"),
 		c.serveCommand(RoleAll, "api and worker in one process (local use)"),
@@ -159,6 +160,41 @@ func (c *cli) migrateCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func (c *cli) rolesCommand() *cobra.Command {
+	var r db.Roles
+	cmd := &cobra.Command{
+		Use:   "roles",
+		Short: "create the api and worker roles with only what each uses (as the owner; again after each migrate)",
+		Long: `Creates the Postgres login roles the api and worker processes can run as
+(when they do not exist; without a password: set one with ALTER ROLE, or use
+your own authentication) and grants each only what it uses in DATABASE_SCHEMA:
+the api cannot change answers or delete River jobs, the worker cannot read
+API keys. Run it as the owner of the tables, after migrate, and again after
+every migrate that adds a table.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, err := c.config()
+			if err != nil {
+				return err
+			}
+			d, err := cfg.openDB(ctx, "roles", 2)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := db.GrantRoles(ctx, d.Pool, cfg.DatabaseSchema, r); err != nil {
+				return fmt.Errorf("error granting roles: %w", err)
+			}
+			fmt.Fprintf(c.stdout, "roles: %s (api) and %s (worker) hold what they use; set their passwords with ALTER ROLE\n", r.API, r.Worker)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&r.API, "api", "domainclass_api", "the api processes' role")
+	cmd.Flags().StringVar(&r.Worker, "worker", "domainclass_worker", "the worker processes' role")
+	return cmd
 }
 
 func (c *cli) serveCommand(role, short string) *cobra.Command {

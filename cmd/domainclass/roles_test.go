@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
+)
+
+// TestLeastPrivilegeRoles runs the api and the worker as the roles that
+// `domainclass roles` creates: a job with a webhook, a list and a cancel,
+// and River UI all work, and each role is refused what it must not do.
+func TestLeastPrivilegeRoles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	apiRole, workerRole := "dc_api_"+suffix, "dc_worker_"+suffix
+	// Registered first, so that it runs last: once the processes are gone.
+	owner, err := pgx.Connect(ctx, dbtest.URL())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, r := range []string{apiRole, workerRole} {
+			_, _ = owner.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{r}.Sanitize())
+			_, _ = owner.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{r}.Sanitize())
+		}
+		owner.Close(context.Background())
+	})
+	rc := newHookReceiver(t)
+	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
+		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
+
+	code, out, errOut := e.cli(ctx, "", nil, "roles", "--api", apiRole, "--worker", workerRole)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, apiRole)
+	code, _, errOut = e.cli(ctx, "", nil, "roles", "--api", apiRole, "--worker", workerRole)
+	require.Equal(t, 0, code, "again: %s", errOut)
+
+	as := func(role string) string {
+		u, err := url.Parse(dbtest.URL())
+		require.NoError(t, err)
+		u.User = url.User(role)
+		return u.String()
+	}
+	e.env["DATABASE_URL"] = as(apiRole)
+	api := e.start(RoleAPI)
+	e.env["DATABASE_URL"] = as(workerRole)
+	e.start(RoleWorker)
+	e.env["DATABASE_URL"] = dbtest.URL()
+
+	// A job with a webhook.
+	status, body := e.post(`{"domains": ["acme.com", "beta.com"]}`, "X-Callback-URL", rc.srv.URL+"/hooks")
+	require.Equal(t, http.StatusAccepted, status, "%s", body)
+	var job jobView
+	require.NoError(t, json.Unmarshal(body, &job))
+	e.wait(job.JobID, "COMPLETED", 30*time.Second)
+	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, 30*time.Second, 10*time.Millisecond)
+
+	// A list to its end, and another cancelled.
+	client := []string{"DOMAINCLASS_URL=" + api.APIURL()}
+	code, _, errOut = e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "gamma.com", "acme.com")
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "submit", "--list", "delta.com")
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "cancel", listIDOf(t, errOut))
+	require.Equal(t, 0, code, errOut)
+
+	// River UI reads what the api role may read.
+	resp, err := http.Get(api.APIURL() + "/riverui/api/jobs?state=completed")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// And each role is refused the rest.
+	refused := func(role, sql string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, as(role))
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, fmt.Sprintf("SET search_path = %s", pgx.Identifier{e.schema}.Sanitize()))
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "%s as %s: want permission denied, got %v", sql, role, err)
+		require.Equal(t, "42501", pgErr.Code, "%s as %s: %s", sql, role, pgErr.Message)
+	}
+	refused(apiRole, `UPDATE result SET reasoning = 'forged'`)
+	refused(apiRole, `DELETE FROM river_job`)
+	refused(apiRole, `DELETE FROM classify_job`)
+	refused(workerRole, `SELECT key_hash FROM api_key`)
+	refused(workerRole, `INSERT INTO classify_job (id, caller, classifier, inputs, domains) VALUES (gen_random_uuid(), 'x', 'cpg', '{}', '{}')`)
+}

@@ -1,0 +1,129 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// What each process's role may do, table by table: the least that the api
+// and the worker use. The owner (who runs migrate) keeps everything else.
+// A table missing here is out of reach of both, which is the point for
+// goose's bookkeeping and for api_key in the worker.
+var (
+	apiGrants = map[string]string{
+		// Accepting jobs and lists, answering their status and results.
+		"classify_job":        "SELECT, INSERT",
+		"classify_job_domain": "SELECT",
+		"idempotency_key":     "SELECT, INSERT, UPDATE",
+		"caller_queue":        "SELECT, INSERT, UPDATE",
+		"list":                "SELECT, INSERT, UPDATE",
+		"list_row":            "SELECT, INSERT",
+		// Reading answers (a list's estimate, known companies), never
+		// writing them: answers are the workers'.
+		"result":        "SELECT",
+		"known_company": "SELECT",
+		// Authentication, and its last_used_at.
+		"api_key": "SELECT, UPDATE",
+		// River: inserting jobs; River UI reads them and cancels or retries
+		// them, and pauses queues. Not DELETE: a job is never deleted from
+		// the web.
+		"river_job":          "SELECT, INSERT, UPDATE",
+		"river_queue":        "SELECT, INSERT, UPDATE",
+		"river_leader":       "SELECT",
+		"river_migration":    "SELECT",
+		"river_notification": "SELECT, INSERT", // River's insert announces jobs through it
+	}
+	workerGrants = map[string]string{
+		"classify_job":        "SELECT, UPDATE, DELETE", // DELETE: JOB_RETENTION's purge
+		"classify_job_domain": "SELECT, INSERT",
+		"idempotency_key":     "SELECT, DELETE", // the purge of expired keys
+		"caller_queue":        "SELECT, UPDATE",
+		"list":                "SELECT, UPDATE",
+		"list_row":            "SELECT, UPDATE",
+		"result":              "SELECT, INSERT, UPDATE",
+		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
+		"known_company":       "SELECT",
+		// River's client: fetching, completing, rescuing, cleaning,
+		// electing a leader.
+		"river_job":          "SELECT, INSERT, UPDATE, DELETE",
+		"river_queue":        "SELECT, INSERT, UPDATE, DELETE",
+		"river_leader":       "SELECT, INSERT, UPDATE, DELETE",
+		"river_migration":    "SELECT",
+		"river_notification": "SELECT, INSERT, DELETE",
+	}
+	sequences = []string{"river_job_id_seq", "river_notification_id_seq"}
+)
+
+// Roles names the login roles the api and the worker processes use.
+type Roles struct {
+	API, Worker string
+}
+
+// GrantRoles creates the api and worker roles when they do not exist
+// (LOGIN, no password: set one, or use your own authentication) and grants
+// each exactly what it uses in schema (the pool's search_path when ""). It
+// is safe to run again, and must be, after a migration that adds a table.
+// Run it as the tables' owner.
+func GrantRoles(ctx context.Context, exec DBTX, schema string, r Roles) error {
+	if r.API == "" || r.Worker == "" || r.API == r.Worker {
+		return fmt.Errorf("the api and worker roles need two different names, got %q and %q", r.API, r.Worker)
+	}
+	if schema == "" {
+		if err := exec.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			return translate(err)
+		}
+	}
+	qs := pgx.Identifier{schema}.Sanitize()
+	var stmts []string
+	for _, role := range []string{r.API, r.Worker} {
+		q := pgx.Identifier{role}.Sanitize()
+		var exists bool
+		if err := exec.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists); err != nil {
+			return translate(err)
+		}
+		if !exists {
+			stmts = append(stmts, "CREATE ROLE "+q+" LOGIN")
+		}
+		// Start from nothing, so that a grant removed here is removed there.
+		stmts = append(stmts, "GRANT USAGE ON SCHEMA "+qs+" TO "+q,
+			"REVOKE ALL ON ALL TABLES IN SCHEMA "+qs+" FROM "+q,
+			"REVOKE ALL ON ALL SEQUENCES IN SCHEMA "+qs+" FROM "+q)
+	}
+	for role, grants := range map[string]map[string]string{r.API: apiGrants, r.Worker: workerGrants} {
+		q := pgx.Identifier{role}.Sanitize()
+		for table, privileges := range grants {
+			ok, err := exists(ctx, exec, schema, table)
+			if err != nil {
+				return err
+			}
+			if !ok && strings.HasPrefix(table, "river_") {
+				continue // not in this River version's schema
+			} else if !ok {
+				return fmt.Errorf("table %s.%s does not exist: run migrate first", schema, table)
+			}
+			stmts = append(stmts, fmt.Sprintf("GRANT %s ON %s.%s TO %s", privileges, qs, pgx.Identifier{table}.Sanitize(), q))
+		}
+		for _, seq := range sequences {
+			if ok, err := exists(ctx, exec, schema, seq); err != nil {
+				return err
+			} else if ok {
+				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s.%s TO %s", qs, pgx.Identifier{seq}.Sanitize(), q))
+			}
+		}
+	}
+	for _, s := range stmts {
+		if _, err := exec.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", strings.SplitN(s, " TO ", 2)[0], translate(err))
+		}
+	}
+	return nil
+}
+
+func exists(ctx context.Context, exec DBTX, schema, name string) (bool, error) {
+	var ok bool
+	err := exec.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, name}.Sanitize()).Scan(&ok)
+	return ok, translate(err)
+}
