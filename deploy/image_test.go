@@ -1,0 +1,137 @@
+package deploy
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestImage builds the container image with `go tool task image` (podman)
+// and inspects it: this sandbox builds images but cannot run containers.
+// It checks what the Containerfile promises: the binary as entrypoint with
+// the api as default command, a non-root user, the two ports, the version
+// label, a static binary, and no other file than it and the CA
+// certificates (no shell).
+func TestImage(t *testing.T) {
+	t.Parallel()
+	podman, err := exec.LookPath("podman")
+	if err != nil {
+		t.Skip("no podman on this machine; `go tool task test` installs Debian's podman when run as root")
+	}
+	name := fmt.Sprintf("localhost/domainclass-test:%08x", rand.Uint32())
+	build := exec.Command("go", "tool", "task", "image", "IMAGE="+name)
+	build.Dir = ".."
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = exec.Command(podman, "rmi", "--force", name).Run() })
+
+	out, err = exec.Command(podman, "image", "inspect", name).Output()
+	require.NoError(t, err)
+	var images []struct {
+		Config struct {
+			User         string              `json:"User"`
+			Entrypoint   []string            `json:"Entrypoint"`
+			Cmd          []string            `json:"Cmd"`
+			ExposedPorts map[string]struct{} `json:"ExposedPorts"`
+			Env          []string            `json:"Env"`
+			Labels       map[string]string   `json:"Labels"`
+		} `json:"Config"`
+	}
+	require.NoError(t, json.Unmarshal(out, &images))
+	require.Len(t, images, 1)
+	c := images[0].Config
+	require.Equal(t, []string{"/usr/local/bin/domainclass"}, c.Entrypoint)
+	require.Equal(t, []string{"api"}, c.Cmd, "the role is the command: api by default")
+	require.Equal(t, "65532:65532", c.User, "not root")
+	require.Contains(t, c.ExposedPorts, "8080/tcp")
+	require.Contains(t, c.ExposedPorts, "8081/tcp")
+	require.Contains(t, c.Env, "HTTP_ADDR=0.0.0.0:8080")
+	version, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimSpace(string(version)), c.Labels["org.opencontainers.image.version"])
+	require.Equal(t, "domainclass", c.Labels["org.opencontainers.image.title"])
+
+	bin, err := elf.Open("../build/image/domainclass")
+	require.NoError(t, err)
+	defer bin.Close()
+	for _, p := range bin.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "a static binary: no dynamic loader in a scratch image")
+	}
+
+	// Every file of every layer.
+	dir := t.TempDir()
+	out, err = exec.Command(podman, "save", "--format", "oci-dir", "-o", filepath.Join(dir, "oci"), name).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	files := layerFiles(t, filepath.Join(dir, "oci"))
+	slices.Sort(files)
+	require.Equal(t, []string{"etc/ssl/certs/ca-certificates.crt", "usr/local/bin/domainclass"}, files,
+		"nothing but the binary and the certificates: no shell")
+}
+
+// layerFiles lists the regular files in an OCI image layout's layers.
+func layerFiles(t *testing.T, layout string) []string {
+	t.Helper()
+	var index struct {
+		Manifests []struct {
+			Digest string `json:"digest"`
+		} `json:"manifests"`
+	}
+	readJSON(t, filepath.Join(layout, "index.json"), &index)
+	require.Len(t, index.Manifests, 1)
+	var manifest struct {
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	readJSON(t, blob(layout, index.Manifests[0].Digest), &manifest)
+	var files []string
+	for _, l := range manifest.Layers {
+		f, err := os.Open(blob(layout, l.Digest))
+		require.NoError(t, err)
+		br := bufio.NewReader(f)
+		var r io.Reader = br
+		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+			zr, err := gzip.NewReader(br)
+			require.NoError(t, err)
+			r = zr
+		}
+		tr := tar.NewReader(r)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			if h.Typeflag != tar.TypeDir {
+				files = append(files, strings.TrimPrefix(h.Name, "./"))
+			}
+		}
+		f.Close()
+	}
+	return files
+}
+
+func blob(layout, digest string) string {
+	algo, hex, _ := strings.Cut(digest, ":")
+	return filepath.Join(layout, "blobs", algo, hex)
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, v), path)
+}
