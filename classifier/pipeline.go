@@ -7,6 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ResultStore is what the pipeline needs from storage.
@@ -248,7 +253,7 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 		model = p.cfg.Model
 	}
 
-	ev, err := p.cfg.Search.Search(ctx, domain)
+	ev, err := p.search(ctx, domain)
 	if err != nil {
 		if !IsPermanent(err) {
 			return Result{}, fmt.Errorf("error searching for %s: %w", domain, err)
@@ -312,3 +317,24 @@ func deref(r *Result) Result {
 type noSearch struct{}
 
 func (noSearch) Search(context.Context, string) (Evidence, error) { return Evidence{}, nil }
+
+// search runs the search step in a client span: the provider and how many
+// sources it found (the sources themselves are in the stored answer).
+func (p *Pipeline) search(ctx context.Context, domain string) (Evidence, error) {
+	ctx, span := tracer().Start(ctx, "search", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("domainclass.domain", domain)))
+	defer span.End()
+	ev, err := p.cfg.Search.Search(ctx, domain)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return ev, err
+	}
+	span.SetAttributes(attribute.String("domainclass.search.provider", ev.Provider),
+		attribute.Int("domainclass.search.sources", len(ev.Sources)))
+	return ev, nil
+}
+
+// tracer makes the pipeline's spans (a no-op until tracing is set up).
+// It asks the global provider each time, so that the one installed last
+// serves (in production there is one; tests install their own).
+func tracer() trace.Tracer { return otel.Tracer("github.com/domainclass/domainclass/classifier") }

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
@@ -109,7 +111,7 @@ func New(cfg Config) *Server {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
-	r.Use(s.recover, s.logRequests, securityHeaders)
+	r.Use(nameSpan, s.recover, s.logRequests, securityHeaders)
 	if cfg.Metrics != nil {
 		r.Use(cfg.Metrics.middleware)
 	}
@@ -173,6 +175,23 @@ func (s *Server) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
+}
+
+// nameSpan names the request's server span (when the process traces, an
+// otelhttp handler wraps this one) by its route pattern, which only the
+// router knows: "POST /domains/classify", not the path with its ids.
+func nameSpan(c *gin.Context) {
+	c.Next()
+	span := trace.SpanFromContext(c.Request.Context())
+	if !span.IsRecording() {
+		return
+	}
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	span.SetName(methodLabel(c.Request.Method) + " " + route)
+	span.SetAttributes(attribute.String("http.route", route))
 }
 
 func (s *Server) logRequests(c *gin.Context) {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Client is the River client of this application.
@@ -27,6 +28,8 @@ type ClientConfig struct {
 	TestOnly bool
 	// PeriodicJobs are enqueued by the elected leader (workers only).
 	PeriodicJobs []*river.PeriodicJob
+	// Middleware wraps every insert and every job's work (tracing).
+	Middleware []rivertype.Middleware
 }
 
 // WebhookFetchPollInterval: River wakes a queue on insert notifications,
@@ -50,6 +53,7 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 		CancelledJobRetentionPeriod: s.CancelledRetention,
 		DiscardedJobRetentionPeriod: s.DiscardedRetention,
 		TestOnly:                    cfg.TestOnly,
+		Middleware:                  cfg.Middleware,
 	}
 	if cfg.Workers != nil {
 		rc.Workers = cfg.Workers

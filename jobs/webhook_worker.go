@@ -19,6 +19,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
@@ -52,6 +57,11 @@ const (
 	// delivery waits WebhookBusySnooze without a request or an attempt.
 	WebhookDeferred = "deferred"
 )
+
+// tracer makes the deliveries' spans (a no-op until tracing is set up).
+// It asks the global provider each time, so that the one installed last
+// serves (in production there is one; tests install their own).
+func tracer() trace.Tracer { return otel.Tracer("github.com/domainclass/domainclass/jobs") }
 
 // webhookMaxResponseBytes caps how much of a receiver's answer is read:
 // enough to reuse the connection after a normal answer, never a download.
@@ -238,7 +248,24 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	req.Header.Set(HeaderWebhookSignature, SignWebhook(w.Key, wid, now, body))
 
 	dest := redactURL(target)
+	// A client span, and its context on the request (traceparent): the
+	// receiver can join the trace. The span names the host, never the URL,
+	// whose query may hold the receiver's token.
+	ctx, span := tracer().Start(ctx, "webhook POST", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("server.address", target.Hostname()),
+			attribute.String("domainclass.webhook.id", wid)))
+	defer span.End()
+	req = req.WithContext(ctx)
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := w.Client.Do(req)
+	if err != nil {
+		span.SetStatus(codes.Error, "no answer")
+	} else {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		if resp.StatusCode >= 300 {
+			span.SetStatus(codes.Error, resp.Status)
+		}
+	}
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The client is stopping (soft stop): River puts the job back with
 		// its attempt restored; this was no failure of the receiver.

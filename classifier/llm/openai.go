@@ -10,13 +10,16 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-
 	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
@@ -123,6 +126,29 @@ func New(cfg Config) (*Client, error) {
 // format was tried) is permanent; anything else (5xx, timeouts, connection
 // errors) is transient.
 func (c *Client) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
+	// A client span in OpenTelemetry's GenAI conventions: the model asked,
+	// the model that answered, the tokens; never the prompt or the key.
+	ctx, span := tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.provider.name", "openai"), attribute.String("gen_ai.request.model", req.Model)))
+	defer span.End()
+	resp, err := c.complete(ctx, req)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return resp, err
+	}
+	span.SetAttributes(attribute.String("gen_ai.response.model", resp.Model),
+		attribute.Int("gen_ai.usage.input_tokens", resp.PromptTokens),
+		attribute.Int("gen_ai.usage.output_tokens", resp.CompletionTokens))
+	return resp, nil
+}
+
+// tracer makes the model calls' spans (a no-op until tracing is set up).
+// It asks the global provider each time, so that the one installed last
+// serves (in production there is one; tests install their own).
+func tracer() trace.Tracer { return otel.Tracer("github.com/domainclass/domainclass/classifier/llm") }
+
+func (c *Client) complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
 	format := c.formatFor(req.Model)
 	for {
 		start := time.Now()

@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"riverqueue.com/riverui"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -42,6 +45,10 @@ type Main struct {
 	Logger *slog.Logger
 	// TestOnly makes River skip its start-up jitter.
 	TestOnly bool
+	// Traced instruments the process (HTTP, Postgres, River, the model,
+	// webhooks) even when the configuration exports no traces: the caller
+	// has installed a tracer provider of its own (a test's).
+	Traced bool
 
 	DB       *db.DB
 	River    *jobs.Client
@@ -58,6 +65,7 @@ type Main struct {
 	workerLn     net.Listener
 	riverCancel  context.CancelFunc
 	uiCancel     context.CancelFunc
+	stopTracing  func(context.Context) error
 }
 
 // NewMain returns a Main for role with cfg.
@@ -80,6 +88,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
+	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
+		return err
+	}
+	traced := m.Traced || cfg.tracing()
+	var pgTracer pgx.QueryTracer
+	var riverMW []rivertype.Middleware
+	if traced {
+		pgTracer, riverMW = pgxTracer(), riverMiddleware()
+	}
 	maxConns := cfg.DBMaxConns
 	if maxConns == 0 {
 		// List chunks mostly wait for model slots: 16 connections serve
@@ -87,7 +104,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		maxConns = int32(cfg.Queue.ClassifyWorkers + min(cfg.Queue.ListWorkers, 16) + 10)
 	}
 	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
-		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker()}); err != nil {
+		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker(), Tracer: pgTracer}); err != nil {
 		return err
 	}
 
@@ -111,7 +128,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	if m.River, err = jobs.NewClient(m.DB.Pool, jobs.ClientConfig{
 		Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel), Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
-		PeriodicJobs: periodic,
+		PeriodicJobs: periodic, Middleware: riverMW,
 	}); err != nil {
 		return fmt.Errorf("error creating River client: %w", err)
 	}
@@ -135,6 +152,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		h, err := m.apiHandler(ctx)
 		if err != nil {
 			return err
+		}
+		if traced {
+			// A server span per request, continuing a caller's traceparent;
+			// httpapi names it by its route.
+			h = otelhttp.NewHandler(h, "http.server")
 		}
 		if m.apiServer, m.apiLn, err = m.serve(cfg.HTTPAddr, h); err != nil {
 			return err
@@ -338,6 +360,11 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.DB != nil {
 		m.DB.Close()
+	}
+	if m.stopTracing != nil {
+		if err := m.stopTracing(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("error flushing traces: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

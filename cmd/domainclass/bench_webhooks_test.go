@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -29,12 +30,14 @@ func benchWebhooks(t *testing.T) []benchRow {
 	e.start(RoleAPI)
 	e.start(RoleWorker)
 	healthyKey, hangingKey := e.apiKey("healthy"), e.apiKey("hanging")
+	e.key = healthyKey // the jobs waited for are the healthy caller's
 	rc := newHookReceiver(t)
 	var hanging atomic.Int32
 	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hanging.Add(1)
 		defer hanging.Add(-1)
-		<-r.Context().Done() // until the sender's WEBHOOK_TIMEOUT
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server notices when the sender hangs up
+		<-r.Context().Done()               // until the sender's WEBHOOK_TIMEOUT
 	}))
 	defer stuck.Close()
 

@@ -63,6 +63,13 @@ type Config struct {
 	LogFormat string
 	LogLevel  string
 
+	// OpenTelemetry traces: on when TracesExporter is "otlp", or unset with
+	// an OTLP endpoint given; the exporter reads its other OTEL_* variables
+	// (endpoint, headers, timeout) itself.
+	TracesExporter     string
+	OTLPEndpoint       string
+	OTLPTracesEndpoint string
+
 	Queue     jobs.Settings
 	Callers   httpapi.Limits
 	Lists     httpapi.ListConfig // its limits only; the rest is wired from the other settings
@@ -143,6 +150,9 @@ func (c *Config) environment() []envVar {
 		{"AUTH_CACHE_TTL", &c.AuthCacheTTL, ""},
 		{"RIVERUI_USER", &c.RiverUIUser, ""},
 		{"RIVERUI_PASSWORD", &c.RiverUIPassword, ""},
+		{"OTEL_TRACES_EXPORTER", &c.TracesExporter, ""},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", &c.OTLPEndpoint, ""},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &c.OTLPTracesEndpoint, ""},
 		{"LOG_FORMAT", &c.LogFormat, ""},
 		{"LOG_LEVEL", &c.LogLevel, ""},
 
@@ -262,6 +272,8 @@ func (c Config) Validate() error {
 		return errors.New("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
 	case c.LLMMaxConcurrency < 1 || c.LLMRatePerMinute < 1:
 		return errors.New("LLM_MAX_CONCURRENCY and LLM_RATE_PER_MINUTE must be at least 1")
+	case c.TracesExporter != "" && c.TracesExporter != "otlp" && c.TracesExporter != "none":
+		return fmt.Errorf("OTEL_TRACES_EXPORTER must be otlp or none, got %q", c.TracesExporter)
 	case c.LLMMaxCompletionTokens < 16:
 		return errors.New("LLM_MAX_COMPLETION_TOKENS must be at least 16 (an answer is about 60 tokens)")
 	case c.EvidenceMaxChars < 100:
@@ -328,4 +340,16 @@ func envMap(environ []string) map[string]string {
 		}
 	}
 	return m
+}
+
+// tracing reports whether traces are exported: OTEL_TRACES_EXPORTER=otlp,
+// or an OTLP endpoint with no OTEL_TRACES_EXPORTER (none turns them off).
+func (c Config) tracing() bool {
+	switch c.TracesExporter {
+	case "otlp":
+		return true
+	case "none":
+		return false
+	}
+	return c.OTLPEndpoint != "" || c.OTLPTracesEndpoint != ""
 }

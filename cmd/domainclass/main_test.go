@@ -44,6 +44,11 @@ type e2e struct {
 	env    map[string]string
 	mains  []*Main
 	api    *Main
+	// traced starts processes instrumented (Main.Traced), for a test that
+	// installed its own tracer provider.
+	traced bool
+	// key is sent by get and wait, for an api with AUTH=on.
+	key string
 }
 
 func newE2E(t *testing.T, handle func(llmtest.Request) llmtest.Reply, env map[string]string) *e2e {
@@ -96,7 +101,7 @@ func (e *e2e) start(role string) *Main {
 	cfg, err := LoadConfig(e.environ())
 	require.NoError(e.t, err)
 	m := NewMain(cfg, role, slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
-	m.TestOnly = true
+	m.TestOnly, m.Traced = true, e.traced
 	require.NoError(e.t, m.Run(context.Background()))
 	e.mains = append(e.mains, m)
 	if m.runsAPI() && e.api == nil {
@@ -203,7 +208,12 @@ func (e *e2e) submit(domains ...string) string {
 
 func (e *e2e) get(id string) jobView {
 	e.t.Helper()
-	resp, err := http.Get(e.api.APIURL() + "/domains/classify/" + id)
+	req, err := http.NewRequest(http.MethodGet, e.api.APIURL()+"/domains/classify/"+id, nil)
+	require.NoError(e.t, err)
+	if e.key != "" {
+		req.Header.Set("Authorization", "Bearer "+e.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	defer resp.Body.Close()
 	require.Equal(e.t, http.StatusOK, resp.StatusCode)
