@@ -8,12 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -121,9 +118,11 @@ func TestHostile(t *testing.T) {
 
 	t.Run("AnUnknownKeySentAgainCostsNoQuery", func(t *testing.T) {
 		t.Parallel()
-		d := dbtest.New(t)
-		counted := &countingDB{DBTX: d.Pool}
-		auth := httpapi.NewAPIKeyAuth(counted, time.Minute, httpapi.Limits{RatePerMinute: 60, MaxQueuedDomains: 100},
+		counter := &dbtest.QueryCounter{}
+		d, err := db.Open(context.Background(), db.Config{URL: dbtest.URL(), Schema: dbtest.Schema(t), Tracer: counter})
+		require.NoError(t, err)
+		t.Cleanup(d.Close)
+		auth := httpapi.NewAPIKeyAuth(d.Pool, time.Minute, httpapi.Limits{RatePerMinute: 60, MaxQueuedDomains: 100},
 			slog.New(slog.DiscardHandler))
 		unknown, _ := httpapi.NewAPIKey()
 		for range 5 {
@@ -132,7 +131,7 @@ func TestHostile(t *testing.T) {
 			_, err := auth.Authenticate(req)
 			require.Error(t, err)
 		}
-		require.EqualValues(t, 1, counted.queries.Load(), "one lookup, then the miss is remembered")
+		require.EqualValues(t, 1, counter.N(), "one lookup, then the miss is remembered")
 
 		known := createKey(t, d, "team-a", db.APIKey{})
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -141,25 +140,4 @@ func TestHostile(t *testing.T) {
 		require.NoError(t, err, "a new key is not among the misses")
 		require.Equal(t, "team-a", caller.Name)
 	})
-}
-
-// countingDB counts the queries sent through a real pool.
-type countingDB struct {
-	db.DBTX
-	queries atomic.Int64
-}
-
-func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	c.queries.Add(1)
-	return c.DBTX.QueryRow(ctx, sql, args...)
-}
-
-func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	c.queries.Add(1)
-	return c.DBTX.Query(ctx, sql, args...)
-}
-
-func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c.queries.Add(1)
-	return c.DBTX.Exec(ctx, sql, args...)
 }

@@ -3,11 +3,9 @@ package jobs_test
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -18,15 +16,6 @@ import (
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
 )
-
-// queryCounter counts the queries a pool sends.
-type queryCounter struct{ n atomic.Int64 }
-
-func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	q.n.Add(1)
-	return ctx
-}
-func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // gauge returns the value of a metric with the given labels, or -1.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
@@ -63,7 +52,7 @@ func TestQueueCollector(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := dbtest.Schema(t)
-	counter := &queryCounter{}
+	counter := &dbtest.QueryCounter{}
 	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: schema, Tracer: counter})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
@@ -88,7 +77,7 @@ func TestQueueCollector(t *testing.T) {
 	collector := jobs.NewQueueCollector(d.Pool, time.Hour, slog.New(slog.DiscardHandler), jobs.QueueClassify, "webhook")
 	reg.MustRegister(collector)
 
-	before := counter.n.Load()
+	before := counter.N()
 	require.Equal(t, 3.0, gauge(t, reg, "domainclass_queue_jobs", map[string]string{"queue": "classify", "state": "available"}))
 	require.Equal(t, 2.0, gauge(t, reg, "domainclass_queue_jobs", map[string]string{"queue": "classify", "state": "scheduled"}))
 	require.Equal(t, 0.0, gauge(t, reg, "domainclass_queue_jobs", map[string]string{"queue": "classify", "state": "discarded"}),
@@ -102,7 +91,7 @@ func TestQueueCollector(t *testing.T) {
 	require.Equal(t, 1.0, gauge(t, reg, "domainclass_database_up", nil))
 
 	// Six scrapes above within the interval: one query in all.
-	require.Equal(t, int64(1), counter.n.Load()-before, "queries issued for %d scrapes", 8)
+	require.Equal(t, int64(1), counter.N()-before, "queries issued for %d scrapes", 8)
 	require.Equal(t, 1, collector.Queries())
 
 	// A process that cannot reach Postgres says so.
