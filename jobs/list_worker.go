@@ -184,11 +184,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 // domains have started: while it holds its River slot, so that the worker
 // processes race for the new job evenly.
 func (w *ClassifyListWorker) feed(ctx context.Context, id uuid.UUID, upTo int) error {
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return err
-	}
-	tx, err := db.Begin(ctx, w.DB)
+	client, tx, err := w.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -223,12 +219,19 @@ func (w *ClassifyListWorker) gate(id uuid.UUID) llm.Gate {
 	}
 }
 
-func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID) error {
+// begin opens a transaction, with the River client that inserts and
+// completes jobs in it.
+func (w *ClassifyListWorker) begin(ctx context.Context) (*river.Client[pgx.Tx], pgx.Tx, error) {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	tx, err := db.Begin(ctx, w.DB)
+	return client, tx, err
+}
+
+func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID) error {
+	client, tx, err := w.begin(ctx)
 	if err != nil {
 		return err
 	}

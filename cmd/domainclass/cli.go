@@ -175,21 +175,13 @@ API keys. Run it as the owner of the tables, after migrate, and again after
 every migrate that adds a table.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, err := c.config()
-			if err != nil {
-				return err
-			}
-			d, err := cfg.openDB(ctx, "roles", 2)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			if err := db.GrantRoles(ctx, d.Pool, cfg.DatabaseSchema, r); err != nil {
-				return fmt.Errorf("error granting roles: %w", err)
-			}
-			fmt.Fprintf(c.stdout, "roles: %s (api) and %s (worker) hold what they use; set their passwords with ALTER ROLE\n", r.API, r.Worker)
-			return nil
+			return c.withDB(cmd, "roles", func(d *db.DB, cfg Config) error {
+				if err := db.GrantRoles(cmd.Context(), d.Pool, cfg.DatabaseSchema, r); err != nil {
+					return fmt.Errorf("error granting roles: %w", err)
+				}
+				fmt.Fprintf(c.stdout, "roles: %s (api) and %s (worker) hold what they use; set their passwords with ALTER ROLE\n", r.API, r.Worker)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&r.API, "api", "domainclass_api", "the api processes' role")
