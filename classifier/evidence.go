@@ -30,9 +30,7 @@ func fenceEvidence(text string, max int) string {
 	if text == "" {
 		return ""
 	}
-	if r := []rune(text); len(r) > max {
-		text = string(r[:max]) + "…"
-	}
+	text = Truncate(text, max)
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	id := hex.EncodeToString(b)

@@ -153,7 +153,7 @@ func parseAnswer(raw json.RawMessage, answerField string) (bool, error) {
 			return false, nil
 		}
 	}
-	return false, &ParseError{Reason: fmt.Sprintf("%s is not a clear yes or no: %s", answerField, truncate(string(raw), 40))}
+	return false, &ParseError{Reason: fmt.Sprintf("%s is not a clear yes or no: %s", answerField, Truncate(string(raw), 40))}
 }
 
 func parseConfidence(raw json.RawMessage) (int, error) {
@@ -171,13 +171,13 @@ func parseConfidence(raw json.RawMessage) (int, error) {
 	case string:
 		var err error
 		if f, err = strconv.ParseFloat(strings.TrimSpace(x), 64); err != nil {
-			return 0, &ParseError{Reason: fmt.Sprintf("confidence is not a number: %s", truncate(x, 20))}
+			return 0, &ParseError{Reason: fmt.Sprintf("confidence is not a number: %s", Truncate(x, 20))}
 		}
 	default:
-		return 0, &ParseError{Reason: fmt.Sprintf("confidence is not a number: %s", truncate(string(raw), 20))}
+		return 0, &ParseError{Reason: fmt.Sprintf("confidence is not a number: %s", Truncate(string(raw), 20))}
 	}
 	if f != math.Trunc(f) || f < 1 || f > 5 {
-		return 0, &ParseError{Reason: fmt.Sprintf("confidence %s is not an integer from 1 to 5", truncate(string(raw), 20))}
+		return 0, &ParseError{Reason: fmt.Sprintf("confidence %s is not an integer from 1 to 5", Truncate(string(raw), 20))}
 	}
 	return int(f), nil
 }
@@ -199,11 +199,11 @@ func parseReasoning(raw json.RawMessage) (string, error) {
 	if s == "" {
 		return "", &ParseError{Reason: "reasoning is empty"}
 	}
-	return truncate(s, maxReasoningLength), nil
+	return Truncate(s, maxReasoningLength), nil
 }
 
-// truncate cuts s to at most n runes, marking the cut with an ellipsis.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n runes, marking the cut with an ellipsis.
+func Truncate(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s

@@ -288,7 +288,7 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 		Usage: &Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Latency: resp.Latency, Raw: resp.Content},
 	}
 	if resp.Refusal != "" {
-		r.Status, r.Error = StatusFailed, "model refused: "+truncate(resp.Refusal, 200)
+		r.Status, r.Error = StatusFailed, "model refused: "+Truncate(resp.Refusal, 200)
 		return r, nil
 	}
 	v, err := ParseVerdict(resp.Content, c.AnswerField)

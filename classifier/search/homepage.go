@@ -138,7 +138,7 @@ func ExtractPage(r io.Reader) Page {
 		switch tt {
 		case html.ErrorToken:
 			p.Text = fold(text.String())
-			p.Title = clipRunes(fold(p.Title), maxField)
+			p.Title = classifier.Truncate(fold(p.Title), maxField)
 			return p
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := tokenize.TagName()
@@ -233,13 +233,6 @@ func isHidden(z *html.Tokenizer) bool {
 	}
 }
 
-func clipRunes(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
-}
-
 func readMeta(z *html.Tokenizer, p *Page) {
 	var name, content string
 	for {
@@ -255,7 +248,7 @@ func readMeta(z *html.Tokenizer, p *Page) {
 		}
 	}
 	if (name == "description" || name == "og:description") && p.Description == "" {
-		p.Description = clipRunes(fold(content), maxField)
+		p.Description = classifier.Truncate(fold(content), maxField)
 	}
 }
 
