@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
@@ -41,15 +42,45 @@ func startTracing(ctx context.Context, cfg Config, role string) (func(context.Co
 	return tp.Shutdown, nil
 }
 
-// pgxTracer is the Postgres span maker: one span a query, named by its
+// pgxTracer is the Postgres span maker: one span a statement, named by its
 // first word, without the statement's text, its parameters (they can hold
-// callers' inputs and URLs) or a span per pool acquire. The text and the
-// acquires tripled what a traced accept exported and cost a quarter of its
-// throughput (docs/BENCHMARKS.md, "tracing"); the statement is in the code
-// that the span's parent names.
+// callers' inputs and URLs), a span per pool acquire, or spans for BEGIN,
+// COMMIT and ROLLBACK. The text and the acquires tripled what a traced
+// accept exported and cost a quarter of its throughput; the transaction's
+// own statements were two of its nine spans (docs/BENCHMARKS.md,
+// "tracing"). The statement is in the code that the span's parent names.
 func pgxTracer() pgx.QueryTracer {
-	return otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName(), otelpgx.WithDisableAcquireTracer(),
-		otelpgx.WithDisableSQLStatementInAttributes(), otelpgx.WithDisableConnectionDetailsInAttributes())
+	return txControlUntraced{otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName(), otelpgx.WithDisableAcquireTracer(),
+		otelpgx.WithDisableSQLStatementInAttributes(), otelpgx.WithDisableConnectionDetailsInAttributes())}
+}
+
+// txControlUntraced is otelpgx's tracer without spans for the statements
+// that open and close a transaction: its other hooks (batches, copies,
+// prepares, connects) are otelpgx's own.
+type txControlUntraced struct{ *otelpgx.Tracer }
+
+type untracedQuery struct{}
+
+func (t txControlUntraced) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if isTxControl(data.SQL) {
+		return context.WithValue(ctx, untracedQuery{}, true)
+	}
+	return t.Tracer.TraceQueryStart(ctx, conn, data)
+}
+
+func (t txControlUntraced) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if ctx.Value(untracedQuery{}) != nil {
+		return
+	}
+	t.Tracer.TraceQueryEnd(ctx, conn, data)
+}
+
+// isTxControl reports whether sql is what pgx sends to begin, commit or
+// roll back a transaction ("begin", "begin isolation level …", "commit",
+// "rollback").
+func isTxControl(sql string) bool {
+	word, _, _ := strings.Cut(strings.TrimSpace(sql), " ")
+	return strings.EqualFold(word, "begin") || strings.EqualFold(word, "commit") || strings.EqualFold(word, "rollback")
 }
 
 // riverMiddleware traces River: a span for each insert, and one for each
