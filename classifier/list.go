@@ -24,9 +24,20 @@ type List struct {
 	// Failed split the answered ones, Known, Cache and LLM count the
 	// completed ones by where their answer came from.
 	Done, Completed, Failed, Known, Cache, LLM int
-	CreatedAt                                  time.Time
-	StartedAt, CompletedAt                     *time.Time
+	// Tier is how fresh domains are asked: TierStandard (one call at a
+	// time) or TierEconomy (the provider's Batch API). CostUSD is what the
+	// list's model calls cost so far, from the price table.
+	Tier                   string
+	CostUSD                float64
+	CreatedAt              time.Time
+	StartedAt, CompletedAt *time.Time
 }
+
+// List tiers.
+const (
+	TierStandard = "standard"
+	TierEconomy  = "economy"
+)
 
 // Ended reports whether the list has ended: COMPLETED, CANCELLED or FAILED.
 func (l *List) Ended() bool {

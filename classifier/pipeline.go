@@ -143,49 +143,51 @@ func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 // and other errors for transient failures (retry later). Permanent provider
 // errors and unreadable output come back as a FAILED Result, not an error.
 func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner string) (Result, error) {
+	if r, err := p.cheap(ctx, c, domain); err != nil || r != nil {
+		return deref(r), err
+	}
+	if p.cfg.LLM == nil {
+		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
+	}
+	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL); err != nil || r != nil {
+		return deref(r), err
+	}
+	// Another worker may have finished between our cache look-up and claim.
+	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+		p.release(ctx, c, domain, owner)
+		return deref(r), err
+	}
+	r, err := p.Decide(ctx, c, domain, DecideOptions{})
+	if err != nil {
+		p.release(ctx, c, domain, owner)
+		return Result{}, err
+	}
+	return r, nil
+}
+
+// cheap answers a domain from the known companies or the cache, or returns
+// nil.
+func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string) (*Result, error) {
 	if name, ok, err := p.cfg.Store.KnownCompany(ctx, c.Name, domain); err != nil {
-		return Result{}, fmt.Errorf("error looking up known company %s: %w", domain, err)
+		return nil, fmt.Errorf("error looking up known company %s: %w", domain, err)
 	} else if ok {
-		return Result{
+		return &Result{
 			Domain: domain, Classifier: c.Name, Status: StatusCompleted, Answer: true, Confidence: 5,
 			Reasoning: fmt.Sprintf("Listed as a known CPG company (%s).", name), Source: SourceKnown,
 			ClassifiedAt: p.cfg.Now().UTC(),
 		}, nil
 	}
+	return p.cached(ctx, c, domain)
+}
 
-	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
-		return deref(r), err
+// release gives owner's claim on domain up. It must happen even when ctx is
+// done (soft stop), or others wait for the claim's lease to run out.
+func (p *Pipeline) release(ctx context.Context, c *Classifier, domain, owner string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.cfg.Store.ClaimRelease(rctx, c.Name, domain, owner); err != nil {
+		p.cfg.Logger.WarnContext(ctx, "error releasing domain claim", "domain", domain, "error", err)
 	}
-
-	if p.cfg.LLM == nil {
-		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
-	}
-
-	if r, err := p.claim(ctx, c, domain, owner); err != nil || r != nil {
-		return deref(r), err
-	}
-	release := func() {
-		// The claim must go even when ctx is done (soft stop), or others wait
-		// for its lease to run out.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := p.cfg.Store.ClaimRelease(rctx, c.Name, domain, owner); err != nil {
-			p.cfg.Logger.WarnContext(ctx, "error releasing domain claim", "domain", domain, "error", err)
-		}
-	}
-
-	// Another worker may have finished between our cache look-up and claim.
-	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
-		release()
-		return deref(r), err
-	}
-
-	r, err := p.Decide(ctx, c, domain, DecideOptions{})
-	if err != nil {
-		release()
-		return Result{}, err
-	}
-	return r, nil
 }
 
 // cached returns a fresh cached answer, or nil.
@@ -205,12 +207,12 @@ func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string) (*R
 // claim takes the domain for owner. While another owner holds it, it waits
 // for that owner's answer and returns it as a cache hit, or ErrBusy once
 // ClaimWait has passed.
-func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string) (*Result, error) {
+func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration) (*Result, error) {
 	deadline := p.cfg.Now().Add(p.cfg.ClaimWait)
 	ticker := time.NewTicker(p.cfg.ClaimPoll)
 	defer ticker.Stop()
 	for {
-		ok, err := p.cfg.Store.ClaimAcquire(ctx, c.Name, domain, owner, p.cfg.ClaimTTL)
+		ok, err := p.cfg.Store.ClaimAcquire(ctx, c.Name, domain, owner, ttl)
 		if err != nil {
 			return nil, fmt.Errorf("error claiming %s: %w", domain, err)
 		} else if ok {
@@ -244,19 +246,43 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
 	}
-	prompt, err := c.Prompt(opts.PromptVersion)
+	pr, err := p.Prepare(ctx, c, domain, opts)
 	if err != nil {
 		return Result{}, err
 	}
-	model := opts.Model
-	if model == "" {
-		model = p.cfg.Model
+	resp, err := p.cfg.LLM.Complete(ctx, pr.Request)
+	if err != nil {
+		if IsPermanent(err) {
+			r := failed(c, domain, "model request rejected: "+err.Error(), p.cfg.Now())
+			r.Source, r.Model, r.PromptVersion = SourceLLM, pr.Request.Model, pr.PromptVersion
+			return r, nil
+		}
+		return Result{}, fmt.Errorf("error asking the model about %s: %w", domain, err)
 	}
+	return p.Verdict(c, pr, resp), nil
+}
 
+// Prepared is the model request for one domain, ready to be sent now or in
+// a batch: what Decide sends, with what it was made from.
+type Prepared struct {
+	Domain        string
+	Request       CompletionRequest
+	PromptVersion string
+	// Sources are the addresses of the evidence in the prompt.
+	Sources []string
+}
+
+// Prepare runs the search step for one domain and renders its prompt.
+func (p *Pipeline) Prepare(ctx context.Context, c *Classifier, domain string, opts DecideOptions) (Prepared, error) {
+	prompt, err := c.Prompt(opts.PromptVersion)
+	if err != nil {
+		return Prepared{}, err
+	}
+	model := cmp.Or(opts.Model, p.cfg.Model)
 	ev, err := p.search(ctx, domain)
 	if err != nil {
 		if !IsPermanent(err) {
-			return Result{}, fmt.Errorf("error searching for %s: %w", domain, err)
+			return Prepared{}, fmt.Errorf("error searching for %s: %w", domain, err)
 		}
 		// A search the provider refuses (bad key, odd query) should not cost
 		// the answer: the model answers from what it knows.
@@ -266,30 +292,28 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 	evidence := fenceEvidence(ev.Text, cmp.Or(p.cfg.EvidenceMaxChars, DefaultEvidenceMaxChars))
 	user, err := prompt.Render(PromptData{Domain: domain, Provider: ev.Provider, Evidence: evidence})
 	if err != nil {
-		return Result{}, err
+		return Prepared{}, err
 	}
+	return Prepared{
+		Domain: domain, PromptVersion: prompt.Version, Sources: ev.Sources,
+		Request: CompletionRequest{
+			Model: model, System: strings.TrimSpace(prompt.System) + "\n\n" + untrustedNote, User: user,
+			SchemaName: c.Name + "_verdict", Schema: c.ResponseSchema(),
+		},
+	}, nil
+}
 
-	resp, err := p.cfg.LLM.Complete(ctx, CompletionRequest{
-		Model: model, System: strings.TrimSpace(prompt.System) + "\n\n" + untrustedNote, User: user,
-		SchemaName: c.Name + "_verdict", Schema: c.ResponseSchema(),
-	})
-	if err != nil {
-		if IsPermanent(err) {
-			r := failed(c, domain, "model request rejected: "+err.Error(), p.cfg.Now())
-			r.Source, r.Model, r.PromptVersion = SourceLLM, model, prompt.Version
-			return r, nil
-		}
-		return Result{}, fmt.Errorf("error asking the model about %s: %w", domain, err)
-	}
-
+// Verdict reads the model's response to a prepared request: the answer,
+// or a FAILED Result when it refused or wrote something unreadable.
+func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) Result {
 	r := Result{
-		Domain: domain, Classifier: c.Name, Source: SourceLLM, ClassifiedAt: p.cfg.Now().UTC(),
-		Model: cmp.Or(resp.Model, model), PromptVersion: prompt.Version, Evidence: ev.Sources,
+		Domain: pr.Domain, Classifier: c.Name, Source: SourceLLM, ClassifiedAt: p.cfg.Now().UTC(),
+		Model: cmp.Or(resp.Model, pr.Request.Model), PromptVersion: pr.PromptVersion, Evidence: pr.Sources,
 		Usage: &Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Latency: resp.Latency, Raw: resp.Content},
 	}
 	if resp.Refusal != "" {
 		r.Status, r.Error = StatusFailed, "model refused: "+Truncate(resp.Refusal, 200)
-		return r, nil
+		return r
 	}
 	v, err := ParseVerdict(resp.Content, c.AnswerField)
 	if err != nil {
@@ -297,10 +321,36 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 		if resp.FinishReason == "length" {
 			r.Error += " (the model ran out of output tokens)"
 		}
-		return r, nil
+		return r
 	}
 	r.Status, r.Answer, r.Confidence, r.Reasoning = StatusCompleted, v.Answer, v.Confidence, v.Reasoning
-	return r, nil
+	return r
+}
+
+// Stage is Classify for a batch: a domain the known list or the cache
+// answers comes back answered; a fresh one is claimed for owner for ttl
+// (the batch's whole window) and comes back as the request to batch, with
+// a PENDING Result. The claim stays held until the answer is stored.
+func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration) (Result, *Prepared, error) {
+	if r, err := p.cheap(ctx, c, domain); err != nil || r != nil {
+		return deref(r), nil, err
+	}
+	if p.cfg.LLM == nil {
+		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil, nil
+	}
+	if r, err := p.claim(ctx, c, domain, owner, ttl); err != nil || r != nil {
+		return deref(r), nil, err
+	}
+	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+		p.release(ctx, c, domain, owner)
+		return deref(r), nil, err
+	}
+	pr, err := p.Prepare(ctx, c, domain, DecideOptions{})
+	if err != nil {
+		p.release(ctx, c, domain, owner)
+		return Result{}, nil, err
+	}
+	return Result{Domain: domain, Classifier: c.Name, Status: StatusPending}, &pr, nil
 }
 
 func failed(c *Classifier, domain, reason string, now time.Time) Result {

@@ -48,6 +48,8 @@ type Result struct {
 	Evidence []string
 	// Usage is set for answers that called the model in this run.
 	Usage *Usage
+	// BatchID names the provider batch an answer came by (economy tier).
+	BatchID string
 }
 
 // Usage is the cost of one model call.
@@ -56,6 +58,17 @@ type Usage struct {
 	CompletionTokens int
 	Latency          time.Duration
 	Raw              string // the model's raw output, for evals and debugging
+	// CostUSD is the call's price from the price table (0 when the model
+	// is not in it).
+	CostUSD float64
+}
+
+// Cost is the call's price; 0 for no call.
+func (u *Usage) Cost() float64 {
+	if u == nil {
+		return 0
+	}
+	return u.CostUSD
 }
 
 // Final reports whether the result needs no more work.

@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,10 +94,10 @@ func orNull(s string) any {
 func ListInsert(ctx context.Context, exec DBTX, l *classifier.List, nextChunk int) error {
 	_, err := exec.Exec(ctx, `
 		INSERT INTO list (id, caller, classifier, callback_url, rows, domains, duplicates, rejected,
-		                  chunk_rows, chunks, next_chunk, done)
-		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8)`,
+		                  chunk_rows, chunks, next_chunk, done, tier)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8, $12)`,
 		l.ID, l.Caller, l.Classifier, l.CallbackURL, l.Rows, l.Domains, l.Duplicates, l.Rejected,
-		l.ChunkRows, l.Chunks, nextChunk)
+		l.ChunkRows, l.Chunks, nextChunk, cmp.Or(l.Tier, classifier.TierStandard))
 	return translate(err)
 }
 
@@ -117,13 +118,13 @@ func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error)
 
 const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
 	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, known, cache, llm,
-	created_at, started_at, completed_at`
+	tier, cost_usd, created_at, started_at, completed_at`
 
 func scanList(row pgx.Row) (*classifier.List, error) {
 	l := new(classifier.List)
 	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
 		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
-		&l.Known, &l.Cache, &l.LLM, &l.CreatedAt, &l.StartedAt, &l.CompletedAt)
+		&l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -199,11 +200,12 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 		       failed = failed + CASE WHEN $10 THEN 0 ELSE n.n END,
 		       known = known + CASE WHEN $10 AND $7 = 'known' THEN n.n ELSE 0 END,
 		       cache = cache + CASE WHEN $10 AND $7 = 'cache' THEN n.n ELSE 0 END,
-		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END
+		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END,
+		       cost_usd = cost_usd + CASE WHEN (SELECT count(*) FROM first) > 0 THEN $11 ELSE 0 END
 		FROM n WHERE list.id = $1
 		RETURNING n.n`,
 		listID, row, string(r.Status), answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error,
-		r.ClassifiedAt, completed)
+		r.ClassifiedAt, completed, r.Usage.Cost())
 	queueClaimRelease(batch, r.Classifier, r.Domain, owner)
 	results := exec.SendBatch(ctx, batch)
 	defer results.Close()

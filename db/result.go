@@ -40,17 +40,19 @@ func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
 	}
 	batch.Queue(`
 		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, error,
-		                    model, prompt_version, evidence, classified_at, latency_ms, prompt_tokens, completion_tokens)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11, $12, $13, $14)
+		                    model, prompt_version, evidence, classified_at, latency_ms, prompt_tokens, completion_tokens,
+		                    batch_id)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11, $12, $13, $14, NULLIF($15, ''))
 		ON CONFLICT (domain, classifier) DO UPDATE
 		SET status = excluded.status, is_cpg = excluded.is_cpg, confidence = excluded.confidence,
 		    reasoning = excluded.reasoning, error = excluded.error, model = excluded.model,
 		    prompt_version = excluded.prompt_version, evidence = excluded.evidence,
 		    classified_at = excluded.classified_at, latency_ms = excluded.latency_ms,
-		    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens
+		    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
+		    batch_id = excluded.batch_id
 		WHERE excluded.status = 'COMPLETED' OR result.status = 'FAILED'`,
 		r.Domain, r.Classifier, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, r.Error,
-		r.Model, r.PromptVersion, evidence, r.ClassifiedAt, latencyMS, promptTokens, completionTokens)
+		r.Model, r.PromptVersion, evidence, r.ClassifiedAt, latencyMS, promptTokens, completionTokens, r.BatchID)
 }
 
 // KnownCompanyGet returns the name of the known company for (classifier,

@@ -21,6 +21,7 @@ var (
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
 		"list_row":            "SELECT, INSERT",
+		"llm_batch":           "SELECT", // a cancel wakes the list's batch jobs
 		// Reading answers (a list's estimate, known companies), never
 		// writing them: answers are the workers'.
 		"result":        "SELECT",
@@ -43,6 +44,8 @@ var (
 		"caller_queue":        "SELECT, UPDATE",
 		"list":                "SELECT, UPDATE",
 		"list_row":            "SELECT, UPDATE",
+		"llm_batch":           "SELECT, INSERT, UPDATE",
+		"llm_batch_item":      "SELECT, INSERT",
 		"result":              "SELECT, INSERT, UPDATE",
 		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
 		"known_company":       "SELECT",

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,13 +81,18 @@ type Server struct {
 	maxIn    int
 	starts   []time.Time
 	requests []Request
+
+	// Batch decides how the Batch API's batches end (batch.go).
+	Batch   BatchConfig
+	files   map[string][]byte
+	batches []*batch
 }
 
 var domainLine = regexp.MustCompile(`(?m)^Domain: (\S+)`)
 
 // New starts a server that answers with handle; it stops when the test ends.
 func New(tb testing.TB, handle func(Request) Reply) *Server {
-	s := &Server{Handle: handle, calls: map[string]int{}}
+	s := &Server{Handle: handle, calls: map[string]int{}, files: map[string][]byte{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.Close)
 	return s
@@ -161,41 +167,23 @@ type chatRequest struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+	switch {
+	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
+		s.chat(w, r)
+	case strings.HasPrefix(r.URL.Path, "/v1/files") || strings.HasPrefix(r.URL.Path, "/v1/batches"):
+		s.batchAPI(w, r)
+	default:
 		writeError(w, http.StatusNotFound, "not_found", "unknown route "+r.URL.Path)
-		return
 	}
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var cr chatRequest
 	if err := json.NewDecoder(r.Body).Decode(&cr); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_json", "request body is not JSON")
 		return
 	}
-	req := Request{Model: cr.Model, MaxCompletionTokens: cr.MaxCompletionTokens}
-	for _, m := range cr.Messages {
-		switch m.Role {
-		case "system":
-			req.System = m.Content
-		case "user":
-			req.User = m.Content
-		}
-	}
-	if cr.ResponseFormat != nil {
-		req.ResponseFormat = cr.ResponseFormat.Type
-	}
-	if m := domainLine.FindStringSubmatch(req.User); m != nil {
-		req.Domain = m[1]
-	}
-
-	s.mu.Lock()
-	s.calls[req.Domain]++
-	s.total++
-	req.Call = s.calls[req.Domain]
-	s.inFlight++
-	s.maxIn = max(s.maxIn, s.inFlight)
-	s.starts = append(s.starts, time.Now())
-	s.requests = append(s.requests, req)
-	handle := s.Handle
-	s.mu.Unlock()
+	req, handle := s.record(cr)
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
@@ -229,18 +217,54 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reply.Status, reply.ErrorCode, http.StatusText(reply.Status))
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": fmt.Sprintf("chatcmpl-%d", req.Call), "object": "chat.completion", "created": time.Now().Unix(),
-			"model": req.Model,
-			"choices": []map[string]any{{
-				"index": 0, "finish_reason": "stop", "logprobs": nil,
-				"message": map[string]any{"role": "assistant", "content": reply.Content, "refusal": nil},
-			}},
-			"usage": map[string]any{
-				"prompt_tokens": reply.PromptTokens, "completion_tokens": reply.CompletionTokens,
-				"total_tokens": reply.PromptTokens + reply.CompletionTokens,
-			},
-		})
+		_ = json.NewEncoder(w).Encode(completion(req, reply))
+	}
+}
+
+// record counts one completion request (in flight until the caller says
+// otherwise) and returns it with the handler to answer it.
+func (s *Server) record(cr chatRequest) (Request, func(Request) Reply) {
+	req := Request{Model: cr.Model, MaxCompletionTokens: cr.MaxCompletionTokens}
+	for _, m := range cr.Messages {
+		switch m.Role {
+		case "system":
+			req.System = m.Content
+		case "user":
+			req.User = m.Content
+		}
+	}
+	if cr.ResponseFormat != nil {
+		req.ResponseFormat = cr.ResponseFormat.Type
+	}
+	if m := domainLine.FindStringSubmatch(req.User); m != nil {
+		req.Domain = m[1]
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[req.Domain]++
+	s.total++
+	req.Call = s.calls[req.Domain]
+	s.inFlight++
+	s.maxIn = max(s.maxIn, s.inFlight)
+	s.starts = append(s.starts, time.Now())
+	s.requests = append(s.requests, req)
+	return req, s.Handle
+}
+
+// completion is a chat.completion object answering req with reply.
+func completion(req Request, reply Reply) map[string]any {
+	return map[string]any{
+		"id": fmt.Sprintf("chatcmpl-%d", req.Call), "object": "chat.completion", "created": time.Now().Unix(),
+		"model": req.Model,
+		"choices": []map[string]any{{
+			"index": 0, "finish_reason": "stop", "logprobs": nil,
+			"message": map[string]any{"role": "assistant", "content": reply.Content, "refusal": nil},
+		}},
+		"usage": map[string]any{
+			"prompt_tokens": reply.PromptTokens, "completion_tokens": reply.CompletionTokens,
+			"total_tokens": reply.PromptTokens + reply.CompletionTokens,
+		},
 	}
 }
 

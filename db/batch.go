@@ -1,0 +1,184 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Batch statuses: a chunk of an economy list stages its requests
+// (staging), marks them ready for the batch job, which submits them to the
+// provider (submitted) and stores the answers (ended).
+const (
+	BatchStaging   = "staging"
+	BatchReady     = "ready"
+	BatchSubmitted = "submitted"
+	BatchEnded     = "ended"
+)
+
+// Batch is one provider batch of an economy list's chunk.
+type Batch struct {
+	ID              uuid.UUID
+	ListID          uuid.UUID
+	Chunk           int
+	Status          string
+	ProviderBatchID string
+	ProviderStatus  string
+	Attempts        int
+	Error           string
+	SubmittedAt     *time.Time
+}
+
+// BatchItem is one staged request: the first list row of its domain and the
+// chat completion body as it is sent.
+type BatchItem struct {
+	Row           int
+	Domain        string
+	Body          json.RawMessage
+	PromptVersion string
+	Evidence      []string
+}
+
+const batchColumns = `id, list_id, chunk, status, coalesce(provider_batch_id, ''), coalesce(provider_status, ''),
+	attempts, coalesce(error, ''), submitted_at`
+
+func scanBatch(row pgx.Row) (*Batch, error) {
+	b := new(Batch)
+	err := row.Scan(&b.ID, &b.ListID, &b.Chunk, &b.Status, &b.ProviderBatchID, &b.ProviderStatus, &b.Attempts,
+		&b.Error, &b.SubmittedAt)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return b, nil
+}
+
+// BatchOfChunk returns the batch of a list's chunk, made on first use.
+func BatchOfChunk(ctx context.Context, exec DBTX, listID uuid.UUID, chunk int) (*Batch, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	return scanBatch(exec.QueryRow(ctx, `
+		WITH made AS (
+			INSERT INTO llm_batch (id, list_id, chunk) VALUES ($1, $2, $3)
+			ON CONFLICT (list_id, chunk) DO NOTHING
+			RETURNING `+batchColumns+`
+		)
+		SELECT * FROM made UNION ALL
+		SELECT `+batchColumns+` FROM llm_batch WHERE list_id = $2 AND chunk = $3 AND NOT EXISTS (SELECT FROM made)`,
+		id, listID, chunk))
+}
+
+// BatchGet returns batch id, or ErrNotFound.
+func BatchGet(ctx context.Context, exec DBTX, id uuid.UUID) (*Batch, error) {
+	return scanBatch(exec.QueryRow(ctx, `SELECT `+batchColumns+` FROM llm_batch WHERE id = $1`, id))
+}
+
+// ListUnstaged returns the rows from..to of a list that still need an
+// answer (as ListPending) and are not staged in batch.
+func ListUnstaged(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int, batch uuid.UUID) ([]int, []string, error) {
+	rows, err := exec.Query(ctx, `
+		SELECT r.row, r.domain FROM list_row r
+		WHERE r.list_id = $1 AND r.row BETWEEN $2 AND $3 AND r.status = 'PENDING' AND r.first_row IS NULL
+		  AND NOT EXISTS (SELECT FROM llm_batch_item i WHERE i.batch_id = $4 AND i.row = r.row)
+		ORDER BY r.row`, listID, from, to, batch)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	var (
+		nums    []int
+		domains []string
+		n       int
+		d       string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&n, &d}, func() error {
+		nums, domains = append(nums, n), append(domains, d)
+		return nil
+	})
+	return nums, domains, translate(err)
+}
+
+// BatchItemAdd stages one request in batch (again: a no-op).
+func BatchItemAdd(ctx context.Context, exec DBTX, batch uuid.UUID, it BatchItem) error {
+	evidence := it.Evidence
+	if evidence == nil {
+		evidence = []string{}
+	}
+	_, err := exec.Exec(ctx, `
+		INSERT INTO llm_batch_item (batch_id, row, domain, body, prompt_version, evidence)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+		batch, it.Row, it.Domain, []byte(it.Body), it.PromptVersion, evidence)
+	return translate(err)
+}
+
+// BatchItems calls fn with each staged request of batch whose row is still
+// PENDING, in row order.
+func BatchItems(ctx context.Context, exec DBTX, batch uuid.UUID, fn func(BatchItem) error) error {
+	rows, err := exec.Query(ctx, `
+		SELECT i.row, i.domain, i.body, i.prompt_version, i.evidence
+		FROM llm_batch_item i JOIN llm_batch b ON b.id = i.batch_id
+		JOIN list_row r ON r.list_id = b.list_id AND r.row = i.row
+		WHERE i.batch_id = $1 AND r.status = 'PENDING'
+		ORDER BY i.row`, batch)
+	if err != nil {
+		return translate(err)
+	}
+	var it BatchItem
+	_, err = pgx.ForEachRow(rows, []any{&it.Row, &it.Domain, &it.Body, &it.PromptVersion, &it.Evidence}, func() error {
+		return fn(it)
+	})
+	return translate(err)
+}
+
+// BatchMarkReady hands a staged batch to its job (riverJobID), and reports
+// how many requests it holds; false when it was not staging (a chunk run
+// again after it had done so).
+func BatchMarkReady(ctx context.Context, exec DBTX, id uuid.UUID, riverJobID int64) (bool, error) {
+	tag, err := exec.Exec(ctx, `UPDATE llm_batch SET status = 'ready', river_job_id = $2 WHERE id = $1 AND status = 'staging'`,
+		id, riverJobID)
+	return tag.RowsAffected() == 1, translate(err)
+}
+
+// BatchSubmit records the provider's batch for id.
+func BatchSubmit(ctx context.Context, exec DBTX, id uuid.UUID, providerBatchID, providerStatus string) error {
+	_, err := exec.Exec(ctx, `
+		UPDATE llm_batch SET status = 'submitted', provider_batch_id = $2, provider_status = $3,
+		       attempts = attempts + 1, submitted_at = now(), error = NULL
+		WHERE id = $1`, id, providerBatchID, providerStatus)
+	return translate(err)
+}
+
+// BatchProviderStatus records the provider batch's last status.
+func BatchProviderStatus(ctx context.Context, exec DBTX, id uuid.UUID, providerStatus string) error {
+	_, err := exec.Exec(ctx, `UPDATE llm_batch SET provider_status = $2 WHERE id = $1`, id, providerStatus)
+	return translate(err)
+}
+
+// BatchResubmit puts a batch the provider failed as a whole back to ready,
+// with why.
+func BatchResubmit(ctx context.Context, exec DBTX, id uuid.UUID, reason string) error {
+	_, err := exec.Exec(ctx, `
+		UPDATE llm_batch SET status = 'ready', provider_batch_id = NULL, provider_status = NULL, error = $2
+		WHERE id = $1`, id, reason)
+	return translate(err)
+}
+
+// BatchEnd marks batch id ended, with the provider's reason when it failed.
+func BatchEnd(ctx context.Context, exec DBTX, id uuid.UUID, reason string) error {
+	_, err := exec.Exec(ctx, `UPDATE llm_batch SET status = 'ended', error = NULLIF($2, ''), ended_at = now() WHERE id = $1`,
+		id, reason)
+	return translate(err)
+}
+
+// BatchJobsOfList returns the River jobs following the list's batches not
+// yet ended: a cancel wakes them, so that they cancel their provider
+// batches now rather than at their next poll.
+func BatchJobsOfList(ctx context.Context, exec DBTX, listID uuid.UUID) ([]int64, error) {
+	rows, err := exec.Query(ctx, `
+		SELECT river_job_id FROM llm_batch
+		WHERE list_id = $1 AND status IN ('ready', 'submitted') AND river_job_id IS NOT NULL`, listID)
+	return collect(rows, err, pgx.RowTo[int64])
+}
