@@ -250,14 +250,23 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 	if err != nil {
 		return Result{}, err
 	}
+	return p.Ask(ctx, c, pr)
+}
+
+// Ask sends a prepared request to the model now and reads the answer: the
+// second half of Decide, and the fallback of a batch item.
+func (p *Pipeline) Ask(ctx context.Context, c *Classifier, pr Prepared) (Result, error) {
+	if p.cfg.LLM == nil {
+		return failed(c, pr.Domain, ErrNoLLM, p.cfg.Now()), nil
+	}
 	resp, err := p.cfg.LLM.Complete(ctx, pr.Request)
 	if err != nil {
 		if IsPermanent(err) {
-			r := failed(c, domain, "model request rejected: "+err.Error(), p.cfg.Now())
+			r := failed(c, pr.Domain, "model request rejected: "+err.Error(), p.cfg.Now())
 			r.Source, r.Model, r.PromptVersion = SourceLLM, pr.Request.Model, pr.PromptVersion
 			return r, nil
 		}
-		return Result{}, fmt.Errorf("error asking the model about %s: %w", domain, err)
+		return Result{}, fmt.Errorf("error asking the model about %s: %w", pr.Domain, err)
 	}
 	return p.Verdict(c, pr, resp), nil
 }

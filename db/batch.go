@@ -133,13 +133,24 @@ func BatchItems(ctx context.Context, exec DBTX, batch uuid.UUID, fn func(BatchIt
 	return translate(err)
 }
 
-// BatchMarkReady hands a staged batch to its job (riverJobID), and reports
-// how many requests it holds; false when it was not staging (a chunk run
-// again after it had done so).
-func BatchMarkReady(ctx context.Context, exec DBTX, id uuid.UUID, riverJobID int64) (bool, error) {
-	tag, err := exec.Exec(ctx, `UPDATE llm_batch SET status = 'ready', river_job_id = $2 WHERE id = $1 AND status = 'staging'`,
-		id, riverJobID)
-	return tag.RowsAffected() == 1, translate(err)
+// BatchMarkReady hands a staged batch to its job and returns how many
+// requests it holds; a batch with none is ended instead.
+func BatchMarkReady(ctx context.Context, exec DBTX, id uuid.UUID) (int, error) {
+	var n int
+	err := exec.QueryRow(ctx, `
+		UPDATE llm_batch b SET status = CASE WHEN i.n > 0 THEN 'ready' ELSE 'ended' END,
+		       ended_at = CASE WHEN i.n > 0 THEN NULL ELSE now() END
+		FROM (SELECT count(*)::int AS n FROM llm_batch_item WHERE batch_id = $1) i
+		WHERE b.id = $1 AND b.status = 'staging'
+		RETURNING i.n`, id).Scan(&n)
+	return n, translate(err)
+}
+
+// ClaimsRelease gives up every claim owner holds (a batch that ended
+// without answering all its domains).
+func ClaimsRelease(ctx context.Context, exec DBTX, owner string) error {
+	_, err := exec.Exec(ctx, `DELETE FROM domain_claim WHERE owner = $1`, owner)
+	return translate(err)
 }
 
 // BatchSubmit records the provider's batch for id.
@@ -171,14 +182,4 @@ func BatchEnd(ctx context.Context, exec DBTX, id uuid.UUID, reason string) error
 	_, err := exec.Exec(ctx, `UPDATE llm_batch SET status = 'ended', error = NULLIF($2, ''), ended_at = now() WHERE id = $1`,
 		id, reason)
 	return translate(err)
-}
-
-// BatchJobsOfList returns the River jobs following the list's batches not
-// yet ended: a cancel wakes them, so that they cancel their provider
-// batches now rather than at their next poll.
-func BatchJobsOfList(ctx context.Context, exec DBTX, listID uuid.UUID) ([]int64, error) {
-	rows, err := exec.Query(ctx, `
-		SELECT river_job_id FROM llm_batch
-		WHERE list_id = $1 AND status IN ('ready', 'submitted') AND river_job_id IS NOT NULL`, listID)
-	return collect(rows, err, pgx.RowTo[int64])
 }

@@ -21,7 +21,6 @@ var (
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
 		"list_row":            "SELECT, INSERT",
-		"llm_batch":           "SELECT", // a cancel wakes the list's batch jobs
 		// Reading answers (a list's estimate, known companies), never
 		// writing them: answers are the workers'.
 		"result":        "SELECT",

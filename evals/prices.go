@@ -18,6 +18,10 @@ type Price struct {
 	Model  string  `yaml:"model" json:"model"`
 	Input  float64 `yaml:"input" json:"input_per_million"`
 	Output float64 `yaml:"output" json:"output_per_million"`
+	// BatchInput and BatchOutput are the Batch API's prices; both 0 when
+	// the table has none (the standard ones apply).
+	BatchInput  float64 `yaml:"batch_input" json:"batch_input_per_million,omitempty"`
+	BatchOutput float64 `yaml:"batch_output" json:"batch_output_per_million,omitempty"`
 	// Source says where the numbers come from.
 	Source string `yaml:"source" json:"source"`
 }
@@ -64,7 +68,7 @@ func parsePrices(b []byte) (Prices, error) {
 		if _, err := path.Match(p.Model, ""); err != nil {
 			return nil, fmt.Errorf("price %d: bad model pattern %q", i+1, p.Model)
 		}
-		if p.Input < 0 || p.Output < 0 {
+		if p.Input < 0 || p.Output < 0 || p.BatchInput < 0 || p.BatchOutput < 0 {
 			return nil, fmt.Errorf("price of %s is negative", p.Model)
 		}
 	}
@@ -84,4 +88,13 @@ func (ps Prices) Lookup(model string) (Price, bool) {
 // Cost is the price of the given tokens in US dollars.
 func (p Price) Cost(promptTokens, completionTokens int) float64 {
 	return (float64(promptTokens)*p.Input + float64(completionTokens)*p.Output) / 1e6
+}
+
+// BatchCost is the price of a call made through the Batch API: the batch
+// prices, or the standard ones when the table has none.
+func (p Price) BatchCost(promptTokens, completionTokens int) float64 {
+	if p.BatchInput == 0 && p.BatchOutput == 0 {
+		return p.Cost(promptTokens, completionTokens)
+	}
+	return (float64(promptTokens)*p.BatchInput + float64(completionTokens)*p.BatchOutput) / 1e6
 }

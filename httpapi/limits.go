@@ -91,7 +91,7 @@ type ListConfig struct {
 	// search's share of a call (the measured latency is the model's), and
 	// the cache policy.
 	Model              string
-	Price              func(model string, promptTokens, completionTokens float64) (usd float64, ok bool)
+	Price              func(model string, promptTokens, completionTokens float64, batch bool) (usd float64, ok bool)
 	ModelConcurrency   int
 	ModelRatePerMinute int
 	DefaultCallSeconds float64

@@ -50,6 +50,11 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	tier, err := tierParam(q)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	format, err := listFormatOf(c.GetHeader("Content-Type"))
 	if err != nil {
 		s.writeError(c, err)
@@ -76,7 +81,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
 	if dryRun {
-		s.listEstimate(ctx, c, cls, rows)
+		s.listEstimate(ctx, c, cls, tier, rows)
 		return
 	}
 	// Before reading a million rows: a caller at its limit is told at once
@@ -145,7 +150,11 @@ func (s *Server) listCreate(c *gin.Context) {
 	// and its first chunks, then the key.
 	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: cls.Name, CallbackURL: callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows}
+		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: tier}
+	if tier == classifier.TierEconomy {
+		// A chunk of an economy list is one provider batch.
+		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
+	}
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
 	if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
 		s.writeError(c, err)
@@ -245,7 +254,7 @@ func listFingerprint(classifierName string, format listFormat, callbackURL strin
 // known, cached and fresh, what the fresh ones cost with the price table,
 // and how long the model needs for them, from the settings and the median
 // latency of recent model calls. It writes nothing.
-func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, rows *listReader) {
+func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, rows *listReader) {
 	var est wire.ListEstimate
 	err := pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
 		var err error
@@ -264,7 +273,9 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		}
 		est.Fresh = est.Domains - est.Known - est.Cached
 		est.ModelCalls = est.Fresh
-		est.EstimatedSeconds, est.EstimatedCostUSD = s.cfg.Lists.estimate(est, stats)
+		standard, economy := s.cfg.Lists.estimate(est, stats)
+		est.Tier, est.Tiers = tier, map[string]wire.TierEstimate{classifier.TierStandard: standard, classifier.TierEconomy: economy}
+		est.EstimatedSeconds, est.EstimatedCostUSD = est.Tiers[tier].EstimatedSeconds, est.Tiers[tier].EstimatedCostUSD
 		return errDryRun // nothing that was written outlives the estimate
 	})
 	if err != nil && !errors.Is(err, errDryRun) {
@@ -286,9 +297,11 @@ func (d distinctDomains) Err() error     { return d.r.err }
 // modelStatsSample is how many recent model answers the estimate reads.
 const modelStatsSample = 1000
 
-// estimate is how long the fresh domains take one worker process, and what
-// they cost (nil for a model the price table does not list).
-func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (float64, *float64) {
+// estimate is what the fresh domains cost in each tier (nil for a model
+// the price table does not list) and how long they take: at the model's
+// pace for one worker process in the standard tier; within the provider's
+// 24-hour window in the economy tier.
+func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standard, economy wire.TierEstimate) {
 	perCall := l.DefaultCallSeconds
 	promptTokens, completionTokens := float64(DefaultPromptTokens), float64(DefaultCompletionTokens)
 	if stats.Samples > 0 {
@@ -303,15 +316,44 @@ func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (float6
 	// once they only queue for connections, however many chunks run.
 	seconds += float64(est.Known+est.Cached) * cachedSeconds / float64(max(min(l.Queue.ListWorkers*l.Queue.ListDomainConcurrency, 32), 1))
 	seconds = math.Round(seconds*10) / 10
+	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
+	if est.Fresh == 0 {
+		economy.EstimatedSeconds = seconds
+	}
 	if l.Price == nil {
-		return seconds, nil
+		return standard, economy
 	}
-	perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens)
-	if !ok {
-		return seconds, nil
+	for _, t := range []struct {
+		into  *wire.TierEstimate
+		batch bool
+	}{{&standard, false}, {&economy, true}} {
+		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
+			cost := math.Round(perCallUSD*float64(est.Fresh)*1e4) / 1e4
+			t.into.EstimatedCostUSD = &cost
+		}
 	}
-	cost := math.Round(perCallUSD*float64(est.Fresh)*1e4) / 1e4
-	return seconds, &cost
+	return standard, economy
+}
+
+// batchWindowSeconds is the economy tier's bound: the provider's 24-hour
+// completion window (most batches end within hours).
+const batchWindowSeconds = 24 * 60 * 60
+
+// tierParam reads ?tier=standard|economy (standard when absent).
+func tierParam(q map[string][]string) (string, error) {
+	t := ""
+	if vs := q["tier"]; len(vs) > 0 {
+		t = vs[0]
+	}
+	switch t {
+	case "", classifier.TierStandard:
+		return classifier.TierStandard, nil
+	case classifier.TierEconomy:
+		return t, nil
+	default:
+		return "", &problem{status: http.StatusBadRequest, slug: "invalid-query",
+			detail: fmt.Sprintf("tier must be standard or economy, not %q.", t)}
+	}
 }
 
 // cachedSeconds is what a known or cached domain costs a list: its look-ups
@@ -445,6 +487,10 @@ func (s *Server) listCancel(c *gin.Context) {
 		return
 	}
 	if ended {
+		if err := s.wakeBatches(ctx, tx, id); err != nil {
+			s.writeError(c, err)
+			return
+		}
 		if err := s.cancelChunks(ctx, tx, id); err != nil {
 			s.writeError(c, err)
 			return
@@ -486,6 +532,23 @@ func (s *Server) cancelChunks(ctx context.Context, tx pgx.Tx, id uuid.UUID) erro
 	for _, j := range res.Jobs {
 		if _, err := s.cfg.River.JobCancelTx(ctx, tx, j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
 			return fmt.Errorf("error cancelling chunk job %d: %w", j.ID, err)
+		}
+	}
+	return nil
+}
+
+// wakeBatches makes the list's batch jobs run now: each sees the list
+// cancelled and cancels its provider batch, instead of at its next poll.
+func (s *Server) wakeBatches(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(jobs.BatchArgs{}.Kind()).
+		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).
+		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
+	if err != nil {
+		return fmt.Errorf("error listing the list's batches: %w", err)
+	}
+	for _, j := range res.Jobs {
+		if _, err := s.cfg.River.JobRetryTx(ctx, tx, j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+			return fmt.Errorf("error waking batch job %d: %w", j.ID, err)
 		}
 	}
 	return nil

@@ -280,7 +280,12 @@ func TestListCreate(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{lists: httpapi.ListConfig{ModelConcurrency: 8, ModelRatePerMinute: 60_000,
 			Model: "gpt-5.4-mini", DefaultCallSeconds: 2,
-			Price: func(string, float64, float64) (float64, bool) { return 0.001, true }}})
+			Price: func(_ string, _, _ float64, batch bool) (float64, bool) {
+				if batch {
+					return 0.0005, true
+				}
+				return 0.001, true
+			}}})
 		_, _, err := db.KnownCompanyImport(ctx, b.db.Pool, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
 		require.NoError(t, err)
 		seed, _ := b.upload(t, "text/plain", "cached.com")
@@ -302,11 +307,22 @@ func TestListCreate(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 		var est wire.ListEstimate
 		require.NoError(t, json.Unmarshal(r.body, &est))
-		cost := 0.008
+		cost, economyCost := 0.008, 0.004
+		standard := wire.TierEstimate{EstimatedCostUSD: &cost, EstimatedSeconds: 2}
 		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Known: 1, Cached: 1, Fresh: 8,
-			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini"}, est,
-			"8 fresh domains at 2 s each, 8 at a time: 2 s")
+			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
+			Tiers: map[string]wire.TierEstimate{"standard": standard,
+				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}}}, est,
+			"8 fresh domains at 2 s each, 8 at a time: 2 s; or half the price within the batch window")
 		require.Equal(t, before, b.listCounts(t), "a dry run writes nothing")
+
+		r = b.do(t, "POST", "/lists?dry_run=true&tier=economy", body.String(), "Content-Type", "text/plain")
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		require.NoError(t, json.Unmarshal(r.body, &est))
+		require.Equal(t, "economy", est.Tier)
+		require.Equal(t, economyCost, *est.EstimatedCostUSD, "the asked tier's estimate on top")
+		requireProblem(t, b.do(t, "POST", "/lists?tier=cheap", body.String(), "Content-Type", "text/plain"), 400, "invalid-query")
+		require.Equal(t, before, b.listCounts(t))
 
 		unknownPrice := setup(t, setupOpts{lists: httpapi.ListConfig{Model: "my-local-model"}})
 		r = unknownPrice.do(t, "POST", "/lists?dry_run=true", "a.com", "Content-Type", "text/plain")

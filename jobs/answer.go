@@ -34,6 +34,8 @@ type Counts struct {
 	LLM     int `json:"llm"`
 	Failed  int `json:"failed"`
 	Pending int `json:"pending"`
+	// Batched counts domains staged for a provider batch (economy lists).
+	Batched int `json:"batched,omitempty"`
 }
 
 // answerer answers domains through the pipeline, a bounded number at a
@@ -49,6 +51,11 @@ type answerer struct {
 	// allStarted, when set, is called once every domain has been started
 	// (or skipped), while the last of them are still being answered.
 	allStarted func()
+	// classify, when set, replaces pipeline.Classify (an economy list
+	// stages its fresh domains for a batch: a PENDING Result, not stored).
+	classify func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error)
+	// cost prices a model call's usage (nil: unpriced).
+	cost func(model string, u *classifier.Usage) float64
 }
 
 // outcome is what answering a set of domains came to.
@@ -97,16 +104,28 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 				got[i].deferred = true
 				return nil
 			}
-			r, err := a.pipeline.Classify(ctx, c, d.Domain, owner)
+			var (
+				r   classifier.Result
+				err error
+			)
+			if a.classify != nil {
+				r, err = a.classify(ctx, c, d, owner)
+			} else {
+				r, err = a.pipeline.Classify(ctx, c, d.Domain, owner)
+			}
 			if errors.Is(err, db.ErrListEnded) {
 				ended.Store(true)
 			}
-			if err == nil {
+			if r.Usage != nil && a.cost != nil {
+				r.Usage.CostUSD = a.cost(r.Model, r.Usage)
+			}
+			if err == nil && r.Status != classifier.StatusPending {
 				err = store(ctx, d, r, owner)
 			}
 			got[i] = domainOutcome{tried: true, result: r, err: err}
-			if err == nil {
+			if err == nil && r.Status != classifier.StatusPending {
 				a.metrics.DomainResult(r) // as each is answered, not when all are
+				a.metrics.LLMCost(classifier.TierStandard, r.Usage.Cost())
 			}
 			a.log(ctx, log.With("domain", d.Domain), r, err)
 			return nil
@@ -143,6 +162,8 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 			}
 		default:
 			switch {
+			case r.Status == classifier.StatusPending:
+				o.Batched++
 			case r.Status == classifier.StatusFailed:
 				o.Failed++
 			case r.Source == classifier.SourceKnown:

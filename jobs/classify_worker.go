@@ -54,6 +54,7 @@ type ClassifyWorker struct {
 	Settings Settings
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: no metrics
+	Price    Pricer   // nil: unpriced
 }
 
 // Middleware cancels jobs whose args can never work (not JSON, or no valid
@@ -155,7 +156,11 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 }
 
 func (w *ClassifyWorker) answerer() answerer {
-	return answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics}
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics}
+	if w.Price != nil {
+		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price(model, u, false) }
+	}
+	return a
 }
 
 // complete marks the app job COMPLETED, completes its River job and, when

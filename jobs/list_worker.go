@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +75,7 @@ type ClassifyListWorker struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics     // nil: no metrics
 	Lists    *ListMetrics // nil: no metrics
+	Price    Pricer       // nil: unpriced
 }
 
 // Middleware cancels chunks whose args can never work.
@@ -123,6 +125,9 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return river.JobCancel(fmt.Errorf("list %s: %w", id, err))
 	}
 	from, to := l.ChunkRange(job.Args.Chunk)
+	if l.Tier == classifier.TierEconomy {
+		return w.stage(ctx, log, job, l, c, from, to)
+	}
 	rows, err := db.ListPending(ctx, w.DB, id, from, to)
 	if err != nil {
 		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error loading rows: %w", err))
@@ -136,7 +141,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
 	}
 	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		startBy: time.Now().Add(w.Settings.ListRunBudget()),
+		startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
 		allStarted: func() {
 			if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
 				log.WarnContext(ctx, "error queueing the next chunk; the next chunk to start will", "error", err)
@@ -177,6 +182,118 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error finishing chunk: %w", err))
 	}
 	return nil
+}
+
+// stage works a chunk of an economy list: known and cached domains are
+// answered now; each fresh one is claimed (for the batch's whole window:
+// no other job pays for it meanwhile), searched, and its request staged in
+// the chunk's batch. When every row of the chunk is answered or staged,
+// the batch goes to its own job (BatchWorker), in the transaction that
+// completes this one.
+func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
+	l *classifier.List, c *classifier.Classifier, from, to int) error {
+	b, err := db.BatchOfChunk(ctx, w.DB, l.ID, job.Args.Chunk)
+	if err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error making the chunk's batch: %w", err))
+	}
+	if b.Status == db.BatchStaging {
+		nums, domains, err := db.ListUnstaged(ctx, w.DB, l.ID, from, to, b.ID)
+		if err != nil {
+			return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error loading rows: %w", err))
+		}
+		pending := make([]pendingDomain, len(nums))
+		for i := range nums {
+			pending[i] = pendingDomain{Key: nums[i], Domain: domains[i]}
+		}
+		a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
+			startBy: time.Now().Add(w.Settings.ListRunBudget()),
+			classify: func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
+				r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL())
+				if err != nil || pr == nil {
+					return r, err
+				}
+				body, err := json.Marshal(pr.Request)
+				if err == nil {
+					err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
+						PromptVersion: pr.PromptVersion, Evidence: pr.Sources})
+				}
+				return r, err
+			},
+			allStarted: func() {
+				if err := w.feed(ctx, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
+					log.WarnContext(ctx, "error queueing the next chunk; the next chunk to start will", "error", err)
+				}
+			}}
+		o := a.answer(ctx, log, c, batchOwner(b.ID), pending,
+			func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
+				n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
+				w.Lists.ListRows(r.Status, n)
+				return err
+			})
+		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
+		if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
+			if failed {
+				return w.retryOrFail(ctx, log, job, l, err)
+			}
+			return err
+		}
+	}
+	if err := w.feed(ctx, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
+	}
+	if err := w.handOver(ctx, log, job, l.ID, b); err != nil {
+		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error handing the batch over: %w", err))
+	}
+	return nil
+}
+
+// handOver queues the batch's job (when it holds requests), ends the list
+// if every row is final, and completes the chunk's job: one transaction.
+func (w *ClassifyListWorker) handOver(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID, b *db.Batch) error {
+	client, tx, err := w.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	if b.Status == db.BatchStaging {
+		n, err := db.BatchMarkReady(ctx, tx, b.ID)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if _, err := client.InsertTx(ctx, tx, BatchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
+				return fmt.Errorf("error queueing the batch: %w", err)
+			}
+			log.InfoContext(ctx, "chunk staged for a batch", "requests", n)
+		}
+	}
+	end, ended, err := db.ListComplete(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if ended {
+		if err := enqueueListWebhookTx(ctx, tx, client, id, end, w.Settings); err != nil {
+			return err
+		}
+	}
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("error completing River job: %w", err)
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		return err
+	}
+	if ended {
+		w.Lists.ListEnded(classifier.StatusCompleted)
+	}
+	return nil
+}
+
+// cost prices a call's usage for the answerer.
+func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) float64 {
+	if w.Price == nil {
+		return nil
+	}
+	return func(model string, u *classifier.Usage) float64 { return w.Price(model, u, batch) }
 }
 
 // feed queues the list's next chunk if it is at most upTo (and the list

@@ -25,6 +25,7 @@ type Metrics struct {
 	webhookDeliveries *prometheus.CounterVec
 	llmSlotsInUse     *prometheus.GaugeVec
 	llmWait           *prometheus.HistogramVec
+	llmCost           *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker metrics on reg.
@@ -64,13 +65,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time a model call waited for its slot and its turn of the rate limit, by class (interactive, list).",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"class"}),
+		llmCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_llm_cost_usd_total",
+			Help: "What the model calls cost, in US dollars from the price table, by tier (standard: one call at a time; economy: the provider's Batch API).",
+		}, []string{"tier"}),
 	}
+	m.llmCost.WithLabelValues("standard")
+	m.llmCost.WithLabelValues("economy")
 	for _, c := range llm.Classes() {
 		m.llmSlotsInUse.WithLabelValues(string(c))
 		m.llmWait.WithLabelValues(string(c))
 	}
 	reg.MustRegister(m.domainResults, m.jobsEnded, m.llmRequests, m.llmDuration, m.llmTokens, m.webhookDeliveries,
-		m.llmSlotsInUse, m.llmWait)
+		m.llmSlotsInUse, m.llmWait, m.llmCost)
 	return m
 }
 
@@ -127,6 +134,13 @@ func (m *Metrics) DomainResult(r classifier.Result) {
 		outcome = "failed"
 	}
 	m.domainResults.WithLabelValues(r.Classifier, source, outcome).Inc()
+}
+
+// LLMCost adds what a model call cost (0 adds nothing) to its tier.
+func (m *Metrics) LLMCost(tier string, usd float64) {
+	if m != nil && usd > 0 {
+		m.llmCost.WithLabelValues(tier).Add(usd)
+	}
 }
 
 // JobEnded counts an app job that ended.

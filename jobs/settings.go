@@ -70,6 +70,17 @@ const (
 	// of one run and snoozes (no attempt used) to go on later, so a run ends
 	// well inside JOB_TIMEOUT even when the model slows to 60 s a call.
 	DefaultListChunkBudget = 2 * time.Minute
+	// DefaultBatchMaxRequests: OpenAI's limit on requests in one batch
+	// file (it also caps a file at 200 MB: 50,000 prompts of ~5 kB each).
+	DefaultBatchMaxRequests = 50_000
+	// DefaultBatchPollInterval: a batch takes minutes to hours; a look a
+	// minute is one small request, and a list's answers arrive at most a
+	// minute after the provider has them.
+	DefaultBatchPollInterval = time.Minute
+	// DefaultBatchMaxAttempts: a batch the provider fails as a whole (a
+	// token quota, an outage) is submitted again twice before its rows
+	// fail.
+	DefaultBatchMaxAttempts = 3
 	// DefaultMaxAttempts: River retries with (n^4) s backoff; 8 attempts
 	// span ≈ 78 minutes of provider or database outage before the job is
 	// given up and shown FAILED. Beyond that a caller is better served by a
@@ -198,6 +209,14 @@ type Settings struct {
 	ListChunksInFlight    int
 	ListChunkBudget       time.Duration
 
+	// BatchMaxRequests is the most requests in one provider batch, and the
+	// rows of an economy list's chunk; BatchPollInterval how often a
+	// running batch is looked at; BatchMaxAttempts how many provider
+	// batches a chunk's requests get when the provider fails them whole.
+	BatchMaxRequests  int
+	BatchPollInterval time.Duration
+	BatchMaxAttempts  int
+
 	WebhookWorkers       int
 	WebhookTimeout       time.Duration
 	WebhookRetrySchedule []time.Duration
@@ -227,6 +246,9 @@ func DefaultSettings() Settings {
 		ListChunkRows:         DefaultListChunkRows,
 		ListChunksInFlight:    DefaultListChunksInFlight,
 		ListChunkBudget:       DefaultListChunkBudget,
+		BatchMaxRequests:      DefaultBatchMaxRequests,
+		BatchPollInterval:     DefaultBatchPollInterval,
+		BatchMaxAttempts:      DefaultBatchMaxAttempts,
 		WebhookWorkers:        DefaultWebhookWorkers,
 		WebhookTimeout:        DefaultWebhookTimeout,
 		WebhookRetrySchedule:  DefaultWebhookRetrySchedule(),
@@ -261,6 +283,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
 	case s.JobRetention < s.DiscardedRetention:
 		return fmt.Errorf("JobRetention (%s) must be at least DiscardedRetention (%s): a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
+	case s.BatchMaxRequests < 1 || s.BatchMaxRequests > 50_000:
+		return fmt.Errorf("BatchMaxRequests must be between 1 and 50000 (the provider's limit), got %d", s.BatchMaxRequests)
+	case s.BatchPollInterval <= 0 || s.BatchMaxAttempts < 1:
+		return fmt.Errorf("BatchPollInterval must be positive and BatchMaxAttempts at least 1")
 	case s.WebhookWorkers < 1 || s.WebhookWorkers > 10_000:
 		return fmt.Errorf("WebhookWorkers must be between 1 and 10000, got %d", s.WebhookWorkers)
 	case s.WebhookPerHost < 1 || s.WebhookPerCaller < 1:
@@ -297,6 +323,10 @@ func (s Settings) ListRunBudget() time.Duration { return min(s.ListChunkBudget, 
 // WebhookMaxAttempts is how many times one delivery is tried: once, then
 // once after each wait of the retry schedule.
 func (s Settings) WebhookMaxAttempts() int { return len(s.WebhookRetrySchedule) + 1 }
+
+// BatchClaimTTL is the lease on a domain staged for a batch: the batch's
+// 24-hour window, the polls and the fallback after it.
+func (s Settings) BatchClaimTTL() time.Duration { return 24*time.Hour + s.BatchPollInterval + s.ClaimTTL() }
 
 // ClaimTTL is the lease on a domain while one job asks the model about it:
 // no job runs longer than JobTimeout, so a live claim never runs out under

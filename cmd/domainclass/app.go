@@ -177,13 +177,17 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 
 func (m *Main) buildWorkers() (*river.Workers, error) {
 	cfg := m.Config
-	var completer classifier.Completer
+	var (
+		completer classifier.Completer
+		batcher   jobs.Batcher
+	)
 	if cfg.OpenAIAPIKey != "" {
 		c, err := cfg.newLLMClient(m.jobMetrics)
 		if err != nil {
 			return nil, err
 		}
 		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
+		batcher = c // a batch's requests are the provider's to pace, not our model slots
 	} else {
 		m.Logger.Warn("OPENAI_API_KEY is not set: known and cached domains are answered, others fail with \"no LLM configured\"")
 	}
@@ -197,15 +201,22 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		EvidenceMaxChars: cfg.EvidenceMaxChars,
 	})
 	workers := river.NewWorkers()
+	price := pricer(evals.DefaultPrices())
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics,
+		Metrics: m.jobMetrics, Price: price,
 	}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
 		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Lists: m.listMetrics,
+		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
+	}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &jobs.BatchWorker{
+		DB: m.DB.Pool, Batcher: batcher, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue,
+		Logger: m.Logger, Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
 	}); err != nil {
 		return nil, err
 	}
@@ -270,12 +281,29 @@ func (m *Main) listConfig() httpapi.ListConfig {
 		l.SearchSeconds = searchSeconds
 	}
 	prices := evals.DefaultPrices()
-	l.Price = func(model string, promptTokens, completionTokens float64) (float64, bool) {
+	l.Price = func(model string, promptTokens, completionTokens float64, batch bool) (float64, bool) {
 		p, ok := prices.Lookup(model)
+		if batch && (p.BatchInput != 0 || p.BatchOutput != 0) {
+			return (promptTokens*p.BatchInput + completionTokens*p.BatchOutput) / 1e6, ok
+		}
 		return (promptTokens*p.Input + completionTokens*p.Output) / 1e6, ok
 	}
 	l.Rows, l.Ended = m.listMetrics.ListRows, m.listMetrics.ListEnded
 	return l
+}
+
+// pricer prices the workers' model calls from the price table (the eval's).
+func pricer(prices evals.Prices) jobs.Pricer {
+	return func(model string, u *classifier.Usage, batch bool) float64 {
+		p, ok := prices.Lookup(model)
+		if !ok || u == nil {
+			return 0
+		}
+		if batch {
+			return p.BatchCost(u.PromptTokens, u.CompletionTokens)
+		}
+		return p.Cost(u.PromptTokens, u.CompletionTokens)
+	}
 }
 
 // searchSeconds is a search's share of a fresh domain's time, which the

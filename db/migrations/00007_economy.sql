@@ -22,7 +22,6 @@ CREATE TABLE llm_batch (
     provider_batch_id text,
     provider_status   text,
     attempts          integer     NOT NULL DEFAULT 0, -- provider batches created for it
-    river_job_id      bigint,     -- the job that follows it (a list cancel wakes it)
     error             text,
     created_at        timestamptz NOT NULL DEFAULT now(),
     submitted_at      timestamptz,

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"cmp"
+	"math"
 	"strconv"
 	"time"
 
@@ -47,9 +49,18 @@ type ListEstimate struct {
 	Fresh      int `json:"fresh"`
 	ModelCalls int `json:"model_calls"`
 	// EstimatedCostUSD is null for a model the price table does not list.
+	// It and EstimatedSeconds are the asked tier's; Tiers has both.
+	EstimatedCostUSD *float64                `json:"estimated_cost_usd"`
+	EstimatedSeconds float64                 `json:"estimated_seconds"`
+	Model            string                  `json:"model"`
+	Tier             string                  `json:"tier"`
+	Tiers            map[string]TierEstimate `json:"tiers"`
+}
+
+// TierEstimate is a list's estimate in one tier.
+type TierEstimate struct {
 	EstimatedCostUSD *float64 `json:"estimated_cost_usd"`
 	EstimatedSeconds float64  `json:"estimated_seconds"`
-	Model            string   `json:"model"`
 }
 
 // ListStatus is a list as callers see it: GET /lists/{id}, the answer to
@@ -65,6 +76,10 @@ type ListStatus struct {
 	Progress    ListProgress      `json:"progress"`
 	ResultsURL  string            `json:"results_url"`
 	Error       string            `json:"error,omitempty"`
+	// Tier is standard or economy; CostUSD what its model calls cost so
+	// far, from the price table.
+	Tier    string  `json:"tier"`
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // Ended reports whether the list has ended: COMPLETED, CANCELLED or FAILED.
@@ -104,7 +119,8 @@ func NewListStatus(l *classifier.List) ListStatus {
 	id := l.ID.String()
 	return ListStatus{ListID: id, Classifier: l.Classifier, Status: l.Status, CreatedAt: l.CreatedAt.UTC(),
 		CompletedAt: utc(l.CompletedAt), Rows: l.Rows, Domains: l.Domains, Progress: p,
-		ResultsURL: ListResultsURL(id), Error: l.Error}
+		ResultsURL: ListResultsURL(id), Error: l.Error, Tier: cmp.Or(l.Tier, classifier.TierStandard),
+		CostUSD: math.Round(l.CostUSD*1e6) / 1e6}
 }
 
 // ListRow is one row of GET /lists/{id}/results: a line of NDJSON, or of
