@@ -326,7 +326,9 @@ func (s Settings) WebhookMaxAttempts() int { return len(s.WebhookRetrySchedule) 
 
 // BatchClaimTTL is the lease on a domain staged for a batch: the batch's
 // 24-hour window, the polls and the fallback after it.
-func (s Settings) BatchClaimTTL() time.Duration { return 24*time.Hour + s.BatchPollInterval + s.ClaimTTL() }
+func (s Settings) BatchClaimTTL() time.Duration {
+	return 24*time.Hour + s.BatchPollInterval + s.ClaimTTL()
+}
 
 // ClaimTTL is the lease on a domain while one job asks the model about it:
 // no job runs longer than JobTimeout, so a live claim never runs out under
