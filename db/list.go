@@ -201,7 +201,7 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 		       known = known + CASE WHEN $10 AND $7 = 'known' THEN n.n ELSE 0 END,
 		       cache = cache + CASE WHEN $10 AND $7 = 'cache' THEN n.n ELSE 0 END,
 		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END,
-		       cost_usd = cost_usd + CASE WHEN (SELECT count(*) FROM first) > 0 THEN $11 ELSE 0 END
+		       cost_usd = cost_usd + CASE WHEN (SELECT count(*) FROM first) > 0 THEN $11::double precision ELSE 0 END
 		FROM n WHERE list.id = $1
 		RETURNING n.n`,
 		listID, row, string(r.Status), answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error,

@@ -42,10 +42,17 @@ func (s *rowSlice) last() *db.ListRowIn { return &s.rows[len(s.rows)-1] }
 // in tx. Inputs are normalized; a repeated domain points at its first row.
 func acceptList(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, callbackURL string, inputs ...string) *classifier.List {
 	t.Helper()
+	return acceptTier(t, tx, ins, &classifier.List{ChunkRows: s.ListChunkRows, CallbackURL: callbackURL}, inputs...)
+}
+
+// acceptTier is acceptList for a list shaped by l (its tier, chunk rows and
+// callback URL).
+func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, l *classifier.List, inputs ...string) *classifier.List {
+	t.Helper()
 	ctx := context.Background()
 	src := &rowSlice{}
 	seen := map[string]int{}
-	l := &classifier.List{ID: uuid.New(), Caller: "test", Classifier: "cpg", CallbackURL: callbackURL, ChunkRows: s.ListChunkRows}
+	l.ID, l.Caller, l.Classifier = uuid.New(), "test", "cpg"
 	for i, in := range inputs {
 		src.add(db.ListRowIn{Row: i + 1, Input: in})
 		d, err := classifier.NormalizeDomain(in)
