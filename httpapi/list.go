@@ -328,7 +328,7 @@ func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standa
 		batch bool
 	}{{&standard, false}, {&economy, true}} {
 		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
-			cost := math.Round(perCallUSD*float64(est.Fresh)*1e4) / 1e4
+			cost := math.Round(perCallUSD*float64(est.Fresh)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
 			t.into.EstimatedCostUSD = &cost
 		}
 	}

@@ -54,7 +54,7 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 	}
 
 	api := c.apiClient(o.url, o.key)
-	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType}
+	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier}
 	if o.dryRun {
 		est, err := api.EstimateList(ctx, open, opts)
 		if err != nil {
@@ -277,16 +277,21 @@ func printEstimate(w io.Writer, est *wire.ListEstimate, asJSON bool) error {
 	if model == "" {
 		model = "none configured"
 	}
-	cost := fmt.Sprintf("unknown (no price for model %s)", model)
-	if est.EstimatedCostUSD != nil {
-		cost = usd(*est.EstimatedCostUSD)
+	cost := func(t wire.TierEstimate) string {
+		if t.EstimatedCostUSD == nil {
+			return fmt.Sprintf("unknown (no price for model %s)", model)
+		}
+		return usd(*t.EstimatedCostUSD)
 	}
+	standard, economy := est.Tiers[classifier.TierStandard], est.Tiers[classifier.TierEconomy]
+	mark := map[string]string{est.Tier: "  (this list)"}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, line := range [][2]any{
 		{"rows", est.Rows}, {"domains", est.Domains}, {"duplicates", est.Duplicates}, {"rejected", est.Rejected},
 		{"known", est.Known}, {"cached", est.Cached}, {"fresh", est.Fresh}, {"model calls", est.ModelCalls},
-		{"model", model}, {"cost", cost},
-		{"time", about(time.Duration(est.EstimatedSeconds * float64(time.Second)))},
+		{"model", model},
+		{"standard", cost(standard) + ", " + about(time.Duration(standard.EstimatedSeconds*float64(time.Second))) + mark[classifier.TierStandard]},
+		{"economy", cost(economy) + ", within 24 hours (Batch API)" + mark[classifier.TierEconomy]},
 	} {
 		fmt.Fprintf(tw, "%s\t%v\n", line[0], line[1])
 	}

@@ -157,6 +157,8 @@ func printListStatus(w io.Writer, s *wire.ListStatus, baseURL string, asJSON boo
 	fmt.Fprintf(tw, "done\t%d/%d: %d completed, %d failed, %d rejected, %d cancelled\n",
 		p.Done, p.Total, p.Completed, p.Failed, p.Rejected, p.Cancelled)
 	fmt.Fprintf(tw, "answered by\tknown %d, cache %d, model %d\n", p.Known, p.Cache, p.LLM)
+	fmt.Fprintf(tw, "tier\t%s\n", s.Tier)
+	fmt.Fprintf(tw, "model cost\t%s\n", usd(s.CostUSD))
 	fmt.Fprintf(tw, "results\t%s%s\n", baseURL, s.ResultsURL)
 	if s.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", s.Error)

@@ -110,7 +110,9 @@ func TestSubmitList(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		want := []string{`rows\s+15`, `domains\s+13`, `duplicates\s+1`, `rejected\s+1`, `known\s+1`, `cached\s+0`, `fresh\s+12`,
-			`model calls\s+12`, `model\s+test-model`, `cost\s+unknown \(no price for model test-model\)`, `time\s+(about \S+|under a second)`}
+			`model calls\s+12`, `model\s+test-model`,
+			`standard\s+unknown \(no price for model test-model\), (about \S+|under a second)  \(this list\)`,
+			`economy\s+unknown \(no price for model test-model\), within 24 hours \(Batch API\)`}
 		require.Len(t, lines, len(want), out)
 		for i, re := range want {
 			require.Regexp(t, "^"+re+"$", lines[i])
@@ -124,12 +126,51 @@ func TestSubmitList(t *testing.T) {
 		var est wire.ListEstimate
 		require.NoError(t, json.Unmarshal([]byte(out), &est))
 		require.Equal(t, wire.ListEstimate{Rows: 2, Domains: 2, Known: 1, Fresh: 1, ModelCalls: 1, Model: "test-model",
-			EstimatedSeconds: est.EstimatedSeconds}, est)
+			EstimatedSeconds: est.EstimatedSeconds, Tier: "standard", Tiers: map[string]wire.TierEstimate{
+				"standard": {EstimatedSeconds: est.EstimatedSeconds}, "economy": {EstimatedSeconds: 24 * 3600}}}, est)
 		require.Zero(t, e.count("list"))
 
 		code, _, errOut = e.cli(context.Background(), "", client, "submit", "--dry-run", "--wait", "a.com")
 		require.Equal(t, 2, code)
 		require.Contains(t, errOut, "domainclass: --dry-run only estimates: it sends nothing to wait for\n")
+	})
+
+	t.Run("AnEconomyListIsAnsweredByBatchAtHalfTheModelCost", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, nil, map[string]string{"OPENAI_MODEL": "gpt-5.4-mini", "BATCH_POLL_INTERVAL": "20ms"})
+		e.start(RoleAll)
+		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
+		domains := strings.Fields(strings.ReplaceAll(brands(4), "\n", " "))
+
+		code, out, errOut := e.cli(context.Background(), "", client, append([]string{"submit", "--dry-run", "--tier", "economy"}, domains...)...)
+		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^economy\s+\$\S+, within 24 hours \(Batch API\)  \(this list\)$`, out)
+		code, out, errOut = e.cli(context.Background(), "", client, append([]string{"submit", "--dry-run", "--json", "--tier", "economy"}, domains...)...)
+		require.Equal(t, 0, code, errOut)
+		var est wire.ListEstimate
+		require.NoError(t, json.Unmarshal([]byte(out), &est))
+		require.InDelta(t, 0.5, *est.Tiers["economy"].EstimatedCostUSD / *est.Tiers["standard"].EstimatedCostUSD, 0.001,
+			"the economy estimate is half the standard one: %s", out)
+		require.Equal(t, est.Tiers["economy"].EstimatedCostUSD, est.EstimatedCostUSD, "the asked tier's on top")
+
+		code, out, errOut = e.cli(context.Background(), "", client, append([]string{"submit", "--list", "--tier", "economy", "--wait"}, domains...)...)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, 5, len(strings.Split(strings.TrimSpace(out), "\n")), "a header and four answers:\n%s", out)
+		id := listIDOf(t, errOut)
+		batches, requests := e.llm.Batches()
+		require.Equal(t, []int{1, 4}, []int{batches, requests}, "one batch of the four fresh domains")
+		require.Equal(t, 4, e.llm.Total(), "no call besides the batch's")
+
+		code, out, errOut = e.cli(context.Background(), "", client, "lists", "status", id)
+		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^tier\s+economy$`, out)
+		got := e.listStatus(id)
+		perDomain := (120*0.375 + 25*2.25) / 1e6 // the fake's usage at gpt-5.4-mini's batch price
+		require.InDelta(t, 4*perDomain, got.CostUSD, 1e-9)
+		require.Regexp(t, `(?m)^model cost\s+\$0\.0004$`, out)
+		page := scrape(t, e.api.APIURL())
+		require.InDelta(t, got.CostUSD, metric(t, page, `domainclass_llm_cost_usd_total{tier="economy"}`), 1e-9)
+		require.Zero(t, metric(t, page, `domainclass_llm_cost_usd_total{tier="standard"}`))
 	})
 
 	t.Run("ListOfTwoKeepsABadRowAsRejected", func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 // submitOptions are the flags of `domainclass submit`.
 type submitOptions struct {
 	url, key, classifier, file, out string
+	tier                            string
 	wait, asJSON, asCSV             bool
 	list, dryRun                    bool
 	poll                            time.Duration
@@ -53,6 +54,8 @@ func (c *cli) submitCommand() *cobra.Command {
 				return usagef("--json and --csv print results, so they need --wait")
 			case o.out != "" && !o.wait:
 				return usagef("--out writes the results, so it needs --wait")
+			case o.tier != classifier.TierStandard && o.tier != classifier.TierEconomy:
+				return usagef("--tier must be standard or economy, not %q", o.tier)
 			case o.poll < 100*time.Millisecond:
 				return usagef("--poll must be at least 100ms")
 			case len(args) == 0 && o.file == "":
@@ -67,6 +70,7 @@ func (c *cli) submitCommand() *cobra.Command {
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to ask")
 	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column (and an optional \"ref\")")
 	f.BoolVar(&o.list, "list", false, "send one list even for 10 domains or fewer (more are always a list)")
+	f.StringVar(&o.tier, "tier", classifier.TierStandard, "a list's tier: standard (one model call at a time, minutes) or economy (the provider's Batch API: about half the cost, within 24 hours)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains known, cached, fresh; model calls, cost, time)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the jobs or the list to finish, showing progress, then print the results")
 	f.StringVar(&o.out, "out", "", "with --wait: write the results to FILE instead of stdout (a list's: CSV)")
