@@ -26,7 +26,12 @@ import (
 
 // uploadList posts a list body (gzip) to the deployment's API.
 func (d *deployment) uploadList(body io.Reader) (int, wire.ListAccepted, error) {
-	req, err := http.NewRequest(http.MethodPost, d.api.URL+"/lists", body)
+	return d.uploadListTo("/lists", body)
+}
+
+// uploadListTo posts a list body (gzip) to path (with its query).
+func (d *deployment) uploadListTo(path string, body io.Reader) (int, wire.ListAccepted, error) {
+	req, err := http.NewRequest(http.MethodPost, d.api.URL+path, body)
 	if err != nil {
 		return 0, wire.ListAccepted{}, err
 	}
@@ -160,6 +165,91 @@ func drillListWorkerKilled(t *testing.T, s *drillSet) {
 		ratio(total, len(distinct)), total, len(distinct), rows)
 	s.figure(drill, "kill → list COMPLETED", "%s (JOB_TIMEOUT=10s, RESCUE_STUCK_AFTER=10s; LLM %s a call)",
 		recovery.Round(100*time.Millisecond), latency)
+}
+
+// drillEconomyWorkerKilled: a worker process is killed with SIGKILL while
+// an economy list's batches run at the provider; another one starts, and
+// the provider then finishes them. The new worker follows the same
+// batches: none is submitted again, no domain is asked twice, and the list
+// completes.
+func drillEconomyWorkerKilled(t *testing.T, s *drillSet) {
+	const (
+		drill    = "worker kill -9 while batches run"
+		rows     = 3000
+		perBatch = 1000
+	)
+	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", 0))
+	hold := make(chan struct{})
+	fake.Batch.Hold = hold
+	settings := map[string]string{"JOB_TIMEOUT": "10s", "RESCUE_STUCK_AFTER": "10s",
+		"BATCH_MAX_REQUESTS": fmt.Sprint(perBatch), "BATCH_POLL_INTERVAL": "500ms"}
+	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
+	d.start(RoleAPI)
+	first := d.start(RoleWorker)
+
+	var domains []string
+	distinct := map[string]bool{}
+	for i := range rows {
+		domain := fmt.Sprintf("econkill%04d.com", (i*7)%(rows-300)) // 300 rows repeat an earlier domain
+		domains = append(domains, domain)
+		distinct[domain] = true
+	}
+	status, a, err := d.uploadListTo("/lists?tier=economy", bytes.NewReader(gzipList(domains)))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, status)
+
+	inProgress := func() int {
+		n := 0
+		for _, st := range fake.BatchStatuses() {
+			if st == "in_progress" {
+				n++
+			}
+		}
+		return n
+	}
+	require.True(t, eventually(2*time.Minute, func() bool { return inProgress() == rows/perBatch }),
+		"the batches were not all in progress within two minutes: %v", fake.BatchStatuses())
+	runningAtKill := d.count(`SELECT count(*) FROM river_job WHERE kind = 'llm_batch' AND state = 'running'`)
+	first.kill()
+	killedAt := time.Now()
+	atKill, _ := d.listStatus(a.ListID)
+	heldAtKill := inProgress()
+	d.start(RoleWorker)
+	close(hold)
+	completed := eventually(5*time.Minute, func() bool {
+		l, ok := d.listStatus(a.ListID)
+		return ok && l.Status == "COMPLETED"
+	})
+	recovery := time.Since(killedAt)
+	end, _ := d.listStatus(a.ListID)
+	outcomes := d.listOutcomes(a.ListID)
+
+	batches, lines := fake.Batches()
+	requests, calls, twice := 0, 0, 0
+	for domain, n := range fake.Domains() {
+		if distinct[domain] {
+			requests += n
+			if n > 1 {
+				twice++
+			}
+		}
+	}
+	for _, r := range fake.Requests() {
+		if r.Batch == "" {
+			calls++
+		}
+	}
+	s.check(t, drill, "list COMPLETED; rows COMPLETED (DB)", "every row", completed && outcomes["COMPLETED"] == rows,
+		"%s; %d of %d rows COMPLETED (%v)", end.Status, outcomes["COMPLETED"], rows, outcomes)
+	s.figure(drill, "at the kill", "%d batches in progress at the provider, %d batch jobs running (polling), %d of %d rows done",
+		heldAtKill, runningAtKill, atKill.Progress.Done, rows)
+	s.check(t, drill, "provider batches created", "one per chunk: none again after the kill", batches == rows/perBatch,
+		"%d batches, %d request lines", batches, lines)
+	s.check(t, drill, "model requests per distinct domain", "exactly 1", requests == len(distinct) && twice == 0,
+		"%s (%d requests, %d of them calls, for %d domains; %d asked twice)", ratio(requests, len(distinct)), requests, calls,
+		len(distinct), twice)
+	s.figure(drill, "kill → list COMPLETED", "%s (BATCH_POLL_INTERVAL=500ms; the provider finished the batches at the restart)",
+		recovery.Round(100*time.Millisecond))
 }
 
 // pausingReader sends the first half of a body, says so, and waits to be

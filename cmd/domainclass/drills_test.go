@@ -57,6 +57,7 @@ var drills = []struct {
 	{"ListWorkerKilled", drillListWorkerKilled},
 	{"PostgresDuringUpload", drillPostgresDuringUpload},
 	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
+	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
 }
 
 func TestDrills(t *testing.T) {

@@ -230,7 +230,7 @@ func (s *Server) batchRead(w http.ResponseWriter, id string, cancel bool) {
 			break
 		}
 		s.mu.Unlock()
-		out, errs, ok, failed := s.runBatch(lines, end == "expired")
+		out, errs, ok, failed := s.runBatch(b.ID, lines, end == "expired")
 		s.mu.Lock()
 		b.Status, b.Counts.Completed, b.Counts.Failed = end, ok, failed
 		if len(out) > 0 {
@@ -262,7 +262,7 @@ func held(hold <-chan struct{}) bool {
 // runBatch answers a batch's requests through Handle: output and error
 // files, and how many succeeded and failed. An expired batch answers the
 // first ExpireAfter.
-func (s *Server) runBatch(lines []batchLine, expired bool) (out, errs []byte, ok, failed int) {
+func (s *Server) runBatch(id string, lines []batchLine, expired bool) (out, errs []byte, ok, failed int) {
 	var ob, eb bytes.Buffer
 	for i, l := range lines {
 		if expired && i >= s.Batch.ExpireAfter {
@@ -271,7 +271,7 @@ func (s *Server) runBatch(lines []batchLine, expired bool) (out, errs []byte, ok
 				"error": map[string]any{"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
 			continue
 		}
-		req, handle := s.record(l.Body)
+		req, handle := s.record(l.Body, id)
 		reply := handle(req)
 		s.mu.Lock()
 		s.inFlight--

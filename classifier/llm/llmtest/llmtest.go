@@ -26,6 +26,8 @@ type Request struct {
 	// MaxCompletionTokens is the request's max_completion_tokens, 0 when unset.
 	MaxCompletionTokens int
 	Call                int // 1 for the first call about this domain
+	// Batch is the batch a request came in ("" for a call).
+	Batch string
 }
 
 // Reply is what the server answers. A zero Status is 200.
@@ -183,7 +185,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_json", "request body is not JSON")
 		return
 	}
-	req, handle := s.record(cr)
+	req, handle := s.record(cr, "")
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
@@ -223,8 +225,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 // record counts one completion request (in flight until the caller says
 // otherwise) and returns it with the handler to answer it.
-func (s *Server) record(cr chatRequest) (Request, func(Request) Reply) {
-	req := Request{Model: cr.Model, MaxCompletionTokens: cr.MaxCompletionTokens}
+func (s *Server) record(cr chatRequest, batch string) (Request, func(Request) Reply) {
+	req := Request{Model: cr.Model, MaxCompletionTokens: cr.MaxCompletionTokens, Batch: batch}
 	for _, m := range cr.Messages {
 		switch m.Role {
 		case "system":
