@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,6 +82,9 @@ type BatchWorker struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics
 	Lists    *ListMetrics
+	// MaxFileBytes is the provider's limit on an input file; 0 is
+	// MaxBatchFileBytes.
+	MaxFileBytes int
 }
 
 // Middleware cancels batch jobs whose args can never work.
@@ -163,6 +167,15 @@ func (w *BatchWorker) step(ctx context.Context, job *river.Job[BatchArgs]) error
 	}
 	if b.Status == db.BatchReady {
 		err := w.submit(ctx, log, b)
+		if errors.Is(err, errBatchTooLarge) {
+			log.ErrorContext(ctx, "batch not sent; its requests are asked as calls (lower BATCH_MAX_REQUESTS)", "error", err)
+			out := BatchOutput{ListID: l.ID.String()}
+			if err := w.store(ctx, log, c, l, b, llm.BatchStatus{}, owner, &out); err != nil {
+				return err
+			}
+			_ = river.RecordOutput(ctx, out)
+			return w.end(ctx, log, b, l.ID, err.Error())
+		}
 		var rejected *llm.RejectedError
 		if errors.As(err, &rejected) { // the provider will not take this file
 			if _, err := w.failRows(ctx, l, b, owner, "the provider refused the batch: "+err.Error()); err != nil {
@@ -211,6 +224,14 @@ func (w *BatchWorker) step(ctx context.Context, job *river.Job[BatchArgs]) error
 
 func batchOwner(id uuid.UUID) string { return "batch:" + id.String() }
 
+// MaxBatchFileBytes is the provider's limit on a batch input file (OpenAI:
+// 200 MB).
+const MaxBatchFileBytes = 200 << 20
+
+// errBatchTooLarge: the batch's file is over MaxBatchFileBytes; its
+// requests are asked as calls instead.
+var errBatchTooLarge = errors.New("the batch file is over the provider's limit")
+
 // submit uploads the batch's requests and starts the provider's batch.
 // The provider's batch carries our id and attempt, so that a run that died
 // after creating it finds it instead of paying for a second.
@@ -243,6 +264,9 @@ func (w *BatchWorker) submit(ctx context.Context, log *slog.Logger, b *db.Batch)
 		if n == 0 { // every row was answered meanwhile (a cancel, a redelivery)
 			return w.end(ctx, log, b, b.ListID, "")
 		}
+		if input.Len() > cmp.Or(w.MaxFileBytes, MaxBatchFileBytes) {
+			return fmt.Errorf("%w: %d requests make %d MB", errBatchTooLarge, n, input.Len()>>20)
+		}
 		if st, err = w.Batcher.BatchSubmit(ctx, &input, key); err != nil {
 			return w.providerErr(err)
 		}
@@ -259,16 +283,20 @@ func (w *BatchWorker) submit(ctx context.Context, log *slog.Logger, b *db.Batch)
 // is asked again as a call, once.
 func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier.Classifier, l *classifier.List,
 	b *db.Batch, st llm.BatchStatus, owner string, out *BatchOutput) error {
+	// What Verdict needs of each request (its model, prompt version and
+	// evidence); the prompts themselves (2 to 6 kB each) are read again
+	// only for the fallbacks.
 	items := map[string]db.BatchItem{}
 	reqs := map[string]classifier.Prepared{}
 	err := db.BatchItems(ctx, w.DB, b.ID, func(it db.BatchItem) error {
-		var req classifier.CompletionRequest
+		var req struct{ Model string }
 		if err := json.Unmarshal(it.Body, &req); err != nil {
 			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
 		}
 		it.Body = nil
 		items[it.Domain] = it
-		reqs[it.Domain] = classifier.Prepared{Domain: it.Domain, Request: req, PromptVersion: it.PromptVersion, Sources: it.Evidence}
+		reqs[it.Domain] = classifier.Prepared{Domain: it.Domain, Request: classifier.CompletionRequest{Model: req.Model},
+			PromptVersion: it.PromptVersion, Sources: it.Evidence}
 		return nil
 	})
 	if err != nil {
@@ -300,13 +328,24 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 		return w.providerErr(err)
 	}
 
-	// The fallbacks: in the list's turn (fair share), through its gate.
+	// The fallbacks, in the list's turn (fair share): the requests still
+	// pending, read whole this time.
 	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: l.ID.String()})
-	for domain, it := range items {
-		if answered[domain] {
-			continue
+	var fallbacks []classifier.Prepared
+	err = db.BatchItems(ctx, w.DB, b.ID, func(it db.BatchItem) error {
+		pr := reqs[it.Domain]
+		if err := json.Unmarshal(it.Body, &pr.Request); err != nil {
+			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
 		}
-		r, err := w.Pipeline.Ask(ctx, c, reqs[domain])
+		fallbacks = append(fallbacks, pr)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, pr := range fallbacks {
+		it := items[pr.Domain]
+		r, err := w.Pipeline.Ask(ctx, c, pr)
 		if err != nil {
 			return err // River retries; the answered ones are final and skipped
 		}

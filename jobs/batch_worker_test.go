@@ -41,6 +41,10 @@ func testPrice(_ string, u *classifier.Usage, batch bool) float64 {
 }
 
 func setupEconomy(t *testing.T, handle func(llmtest.Request) llmtest.Reply, mutate func(*jobs.Settings)) *economyBundle {
+	return setupEconomyFile(t, handle, mutate, 0)
+}
+
+func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, mutate func(*jobs.Settings), maxFile int) *economyBundle {
 	t.Helper()
 	b := setupTx(t, handle, setupOpts{})
 	s := testSettings()
@@ -58,7 +62,7 @@ func setupEconomy(t *testing.T, handle func(llmtest.Request) llmtest.Reply, muta
 			DB: b.tx, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger, Price: testPrice}),
 		batch: rivertest.NewWorker(t, riverpgxv5.New(nil), cfg, &jobs.BatchWorker{
 			DB: b.tx, Batcher: client, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s,
-			Logger: logger, Price: testPrice}),
+			Logger: logger, Price: testPrice, MaxFileBytes: maxFile}),
 	}
 }
 
@@ -206,6 +210,21 @@ func TestEconomyList(t *testing.T) {
 		require.Equal(t, classifier.StatusFailed, rows[1].Result.Status)
 		require.Contains(t, rows[1].Result.Error, "token_limit_exceeded: Enqueued token limit reached for test-model.")
 		require.Zero(t, now.CostUSD)
+	})
+
+	t.Run("AFileOverTheProvidersLimitIsAskedAsCalls", func(t *testing.T) {
+		t.Parallel()
+		e := setupEconomyFile(t, byDomain(nil), nil, 1000) // a request is about 2 kB
+		l := e.accept(t, "a.com", "b.com")
+		e.stage(t)
+		require.Equal(t, []rivertype.JobState{"completed"}, e.follow(t))
+		batches, _ := e.llm.Batches()
+		require.Zero(t, batches, "nothing the provider would refuse is sent")
+		require.Equal(t, 1, e.llm.Calls("a.com"))
+		require.Equal(t, 1, e.llm.Calls("b.com"))
+		now, _ := e.list(t, l)
+		require.Equal(t, classifier.StatusCompleted, now.Status)
+		require.Equal(t, 2, now.Completed)
 	})
 
 	t.Run("CancellingTheListCancelsItsRunningBatch", func(t *testing.T) {

@@ -70,9 +70,13 @@ const (
 	// of one run and snoozes (no attempt used) to go on later, so a run ends
 	// well inside JOB_TIMEOUT even when the model slows to 60 s a call.
 	DefaultListChunkBudget = 2 * time.Minute
-	// DefaultBatchMaxRequests: OpenAI's limit on requests in one batch
-	// file (it also caps a file at 200 MB: 50,000 prompts of ~5 kB each).
-	DefaultBatchMaxRequests = 50_000
+	// DefaultBatchMaxRequests: OpenAI takes up to 50,000 requests in one
+	// batch file, but also caps the file at 200 MB, and one request with a
+	// full EVIDENCE_MAX_CHARS of evidence is about 6.1 kB (measured): 50,000
+	// would make 307 MB. 20,000 make 123 MB, room for evidence in scripts
+	// of two or three bytes a character. A file over 200 MB is not sent:
+	// its requests become calls (BatchWorker).
+	DefaultBatchMaxRequests = 20_000
 	// DefaultBatchPollInterval: a batch takes minutes to hours; a look a
 	// minute is one small request, and a list's answers arrive at most a
 	// minute after the provider has them.
