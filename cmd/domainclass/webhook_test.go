@@ -183,12 +183,14 @@ func TestRun_WebhookSecretIsValidated(t *testing.T) {
 }
 
 // requireDocumentedDelivery checks a delivery against the webhook of the
-// OpenAPI document: its body schema and its required headers.
+// OpenAPI document (the callback of POST /domains/classify): its body
+// schema and its required headers.
 func requireDocumentedDelivery(t *testing.T, header http.Header, payload map[string]any) {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI)
 	require.NoError(t, err)
-	op := doc.Webhooks["classification.completed"].Post
+	callback := doc.Paths.Find("/domains/classify").Post.Callbacks["classification.completed"].Value
+	op := callback.Value("{$request.header.X-Callback-URL}").Post
 	schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
 	require.NoError(t, schema.VisitJSON(payload, openapi3.EnableJSONSchema2020()), "the delivery matches the document")
 	for _, p := range op.Parameters {
