@@ -52,12 +52,18 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 }
 
 // forJob returns the deliveries whose body names job id.
-func (h *hookReceiver) forJob(id string) []hookDelivery {
+func (h *hookReceiver) forJob(id string) []hookDelivery { return h.naming("job_id", id) }
+
+// forList returns the deliveries whose body names list id.
+func (h *hookReceiver) forList(id string) []hookDelivery { return h.naming("list_id", id) }
+
+// naming returns the deliveries whose body has field set to id.
+func (h *hookReceiver) naming(field, id string) []hookDelivery {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []hookDelivery
 	for _, d := range h.got {
-		if bytes.Contains(d.body, []byte(`"job_id":"`+id+`"`)) {
+		if bytes.Contains(d.body, []byte(`"`+field+`":"`+id+`"`)) {
 			out = append(out, d)
 		}
 	}
