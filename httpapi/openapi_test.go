@@ -56,6 +56,8 @@ func init() {
 	// A list upload and its results can be NDJSON; the document describes
 	// the body as a string (each line is checked against its schema below).
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
+	// GET /docs is a page.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
 }
 
 func newContract(t *testing.T) *contract {
@@ -371,7 +373,7 @@ func TestOpenAPI(t *testing.T) {
 	call(b.url, "GET", "/domains/classify/not-a-uuid", "", "Authorization", auth)
 	call(b.url, "GET", jobPath, "")
 	call(b.url, "GET", jobPath, "", "Authorization", "Bearer "+b.keyB)
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/problems/too-many-domains", "/problems/nope"} {
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
 		call(b.url, "GET", path, "")
 	}
 

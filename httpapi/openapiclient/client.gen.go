@@ -846,6 +846,15 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// Docs This document as a page
+	//
+	// An API reference rendered in the browser from `/openapi.yaml` by
+	// Redoc, served with it from this service: the page loads nothing
+	// from anywhere else.
+	//
+	// Corresponds with GET /docs (the `Docs` operationId).
+	Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateClassifyJobWithBody Submit domains for classification
 	//
 	// Normalizes every input to its registrable domain (scheme, path,
@@ -980,7 +989,7 @@ type ClientInterface interface {
 
 	// Openapi This document
 	//
-	// Generate a client from it (docs/api.md, "Generate a client").
+	// Generate a client from it (docs/api.md, "Generate a client"), or read it at `GET /docs`.
 	//
 	// Corresponds with GET /openapi.yaml (the `Openapi` operationId).
 	Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -998,6 +1007,25 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// Docs This document as a page
+//
+// An API reference rendered in the browser from `/openapi.yaml` by
+// Redoc, served with it from this service: the page loads nothing
+// from anywhere else.
+//
+// Corresponds with GET /docs (the `Docs` operationId).
+func (c *Client) Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // CreateClassifyJobWithBody Submit domains for classification
@@ -1234,7 +1262,7 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // Openapi This document
 //
-// Generate a client from it (docs/api.md, "Generate a client").
+// Generate a client from it (docs/api.md, "Generate a client"), or read it at `GET /docs`.
 //
 // Corresponds with GET /openapi.yaml (the `Openapi` operationId).
 func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1281,6 +1309,33 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewDocsRequest constructs an http.Request for the Docs method
+func NewDocsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewCreateClassifyJobRequest calls the generic CreateClassifyJob builder with application/json body
@@ -1826,6 +1881,17 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// DocsWithResponse This document as a page
+	//
+	// An API reference rendered in the browser from `/openapi.yaml` by
+	// Redoc, served with it from this service: the page loads nothing
+	// from anywhere else.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs (the `Docs` operationId).
+	DocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsResponse, error)
+
 	// CreateClassifyJobWithBodyWithResponse Submit domains for classification
 	//
 	// Normalizes every input to its registrable domain (scheme, path,
@@ -1972,7 +2038,7 @@ type ClientWithResponsesInterface interface {
 
 	// OpenapiWithResponse This document
 	//
-	// Generate a client from it (docs/api.md, "Generate a client").
+	// Generate a client from it (docs/api.md, "Generate a client"), or read it at `GET /docs`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1996,6 +2062,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+type DocsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r DocsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DocsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DocsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DocsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // CreateClassifyJobResponse202Headers the declared response headers of an HTTP 202 response for CreateClassifyJob
@@ -2844,6 +2944,23 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// DocsWithResponse This document as a page
+//
+// An API reference rendered in the browser from `/openapi.yaml` by
+// Redoc, served with it from this service: the page loads nothing
+// from anywhere else.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs (the `Docs` operationId).
+func (c *ClientWithResponses) DocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsResponse, error) {
+	rsp, err := c.Docs(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocsResponse(rsp)
+}
+
 // CreateClassifyJobWithBodyWithResponse Submit domains for classification
 //
 // Normalizes every input to its registrable domain (scheme, path,
@@ -3050,7 +3167,7 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 
 // OpenapiWithResponse This document
 //
-// Generate a client from it (docs/api.md, "Generate a client").
+// Generate a client from it (docs/api.md, "Generate a client"), or read it at `GET /docs`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3091,6 +3208,22 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ParseDocsResponse parses an HTTP response from a DocsWithResponse call
+func ParseDocsResponse(rsp *http.Response) (*DocsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DocsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
 }
 
 // ParseCreateClassifyJobResponse parses an HTTP response from a CreateClassifyJobWithResponse call
