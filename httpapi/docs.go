@@ -81,12 +81,8 @@ func docs(c *gin.Context) {
 func docsAsset(c *gin.Context) {
 	name := c.Param("file")
 	contentType, ok := docsAssets[name]
-	if !ok {
-		writeProblem(c, http.StatusNotFound, "not-found", "No such route.", nil)
-		return
-	}
 	b, err := docsFS.ReadFile("docs/" + name)
-	if err != nil {
+	if !ok || err != nil {
 		writeProblem(c, http.StatusNotFound, "not-found", "No such route.", nil)
 		return
 	}
