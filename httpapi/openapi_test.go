@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/goccy/go-yaml"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -45,10 +47,6 @@ import (
 type contract struct {
 	doc    *openapi3.T
 	router routers.Router
-	// rows names the schema of each line of a 200 that streams rows
-	// ("METHOD path" → component schema): the document can only say such a
-	// body is a string, so the checker reads it line by line.
-	rows map[string]string
 
 	mu   sync.Mutex
 	seen map[string]bool // "METHOD path status", with " media/type" and "METHOD path request media/type"
@@ -58,6 +56,8 @@ func init() {
 	// A list upload and its results can be NDJSON; the document describes
 	// the body as a string (each line is checked against its schema below).
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
+	// GET /docs is a page.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
 }
 
 func newContract(t *testing.T) *contract {
@@ -73,14 +73,13 @@ func newContract(t *testing.T) *contract {
 	routed.Servers = nil
 	router, err := legacy.NewRouter(&routed)
 	require.NoError(t, err)
-	return &contract{doc: doc, router: router, seen: map[string]bool{},
-		rows: map[string]string{"GET /lists/{list_id}/results": "ListRow"}}
+	return &contract{doc: doc, router: router, seen: map[string]bool{}}
 }
 
 // check validates one exchange: the route must be documented, the response
 // must match its documented status, headers and body (and each line of a
-// stream of rows its schema), and a request that got a 2xx must itself
-// match the document.
+// stream of rows the schema its media type names as contentSchema), and a
+// request that got a 2xx must itself match the document.
 func (c *contract) check(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
 	req = req.Clone(context.Background())
 	if strings.EqualFold(req.Header.Get("Content-Encoding"), "gzip") {
@@ -109,8 +108,8 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, header h
 		return fmt.Errorf("%s %s → %d does not match the document: %w", req.Method, req.URL.Path, status, err)
 	}
 	mediaType := mediaTypeOf(header.Get("Content-Type"))
-	if schema, ok := c.rows[req.Method+" "+route.Path]; ok && status == http.StatusOK {
-		if err := c.checkRows(schema, mediaType, body); err != nil {
+	if rows := rowSchema(route.Operation, status, mediaType); rows != nil {
+		if err := checkRows(rows, mediaType, body); err != nil {
 			return fmt.Errorf("%s %s → %d (%s) does not match the document: %w", req.Method, req.URL.Path, status, mediaType, err)
 		}
 	}
@@ -130,13 +129,28 @@ func mediaTypeOf(contentType string) string {
 	return mt
 }
 
-// checkRows validates a stream of rows line by line against the component
-// schema name: each NDJSON line as a JSON document; a CSV's header against
+// rowSchema is the schema of each line of a body that streams rows: the
+// document can only say such a body is a string, and names what each line
+// holds as the string's contentSchema (a component, such as ListRow).
+func rowSchema(op *openapi3.Operation, status int, mediaType string) *openapi3.SchemaRef {
+	resp := op.Responses.Status(status)
+	if resp == nil || resp.Value == nil {
+		return nil
+	}
+	mt := resp.Value.Content.Get(mediaType)
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+		return nil
+	}
+	return mt.Schema.Value.ContentSchema
+}
+
+// checkRows validates a stream of rows line by line against the row
+// schema ref: each NDJSON line as a JSON document; a CSV's header against
 // the schema's properties (every column documented, every property a
 // column), then each record as the object its non-empty cells make.
-func (c *contract) checkRows(name, mediaType string, body []byte) error {
-	ref := c.doc.Components.Schemas[name]
-	if ref == nil || ref.Value == nil {
+func checkRows(ref *openapi3.SchemaRef, mediaType string, body []byte) error {
+	name := strings.TrimPrefix(ref.Ref, "#/components/schemas/")
+	if ref.Value == nil {
 		return fmt.Errorf("no schema %s", name)
 	}
 	schema := ref.Value
@@ -206,10 +220,29 @@ func (c *contract) checkRows(name, mediaType string, body []byte) error {
 	return nil
 }
 
+// callbacks are the document's webhooks: each is a callback of the
+// operation whose X-Callback-URL it is sent to, by its name.
+func (c *contract) callbacks() map[string]*openapi3.PathItem {
+	out := map[string]*openapi3.PathItem{}
+	for _, item := range c.doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for name, cb := range op.Callbacks {
+				if cb.Value == nil {
+					continue
+				}
+				for _, target := range cb.Value.Map() {
+					out[name] = target
+				}
+			}
+		}
+	}
+	return out
+}
+
 // checkWebhook validates a delivery of the document's webhook name, as a
 // request to the receiver: its headers and its body.
 func (c *contract) checkWebhook(name string, header http.Header, body []byte) error {
-	item := c.doc.Webhooks[name]
+	item := c.callbacks()[name]
 	if item == nil || item.Post == nil {
 		return fmt.Errorf("webhook %s is not documented", name)
 	}
@@ -233,7 +266,7 @@ func (c *contract) checkWebhook(name string, header http.Header, body []byte) er
 // documented lists every "METHOD path status" of the document; where a
 // response or a request body has more than one media type, each of them
 // ("METHOD path status media/type", "METHOD path request media/type"); and
-// every "webhook name".
+// every "webhook name" (a callback of an operation).
 func (c *contract) documented() []string {
 	var out []string
 	for path, item := range c.doc.Paths.Map() {
@@ -254,7 +287,7 @@ func (c *contract) documented() []string {
 			}
 		}
 	}
-	for name := range c.doc.Webhooks {
+	for name := range c.callbacks() {
 		out = append(out, "webhook "+name)
 	}
 	sort.Strings(out)
@@ -340,7 +373,7 @@ func TestOpenAPI(t *testing.T) {
 	call(b.url, "GET", "/domains/classify/not-a-uuid", "", "Authorization", auth)
 	call(b.url, "GET", jobPath, "")
 	call(b.url, "GET", jobPath, "", "Authorization", "Bearer "+b.keyB)
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/problems/too-many-domains", "/problems/nope"} {
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
 		call(b.url, "GET", path, "")
 	}
 
@@ -866,4 +899,54 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 	unsigned.Del("Webhook-Signature")
 	require.Error(t, c.checkWebhook("list.completed", unsigned, []byte(payload)), "a delivery without a signature")
 	require.Error(t, c.checkWebhook("list.started", hook, []byte(payload)), "an undocumented webhook")
+}
+
+// Code generators name a type after each component and cannot follow a
+// $ref into another schema's properties (oapi-codegen stops at
+// "#/components/schemas/JobReport/properties/job_id"), so every shape
+// they must name is a component: no $ref points inside a component, and
+// no property of a component is an object with properties of its own or
+// an enum of more than one value written out in place.
+func TestOpenAPI_NamesEveryShape(t *testing.T) {
+	t.Parallel()
+	var raw any
+	require.NoError(t, yaml.Unmarshal(httpapi.OpenAPI, &raw))
+	whole := regexp.MustCompile(`^#/components/[a-zA-Z]+/[A-Za-z0-9_.-]+$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok && !whole.MatchString(ref) {
+				t.Errorf("%s: $ref %q points inside a component; make what it points at a component of its own", path, ref)
+			}
+			for k, x := range v {
+				walk(path+"/"+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s/%d", path, i), x)
+			}
+		}
+	}
+	walk("#", raw)
+
+	doc := newContract(t).doc
+	var inPlace func(path string, s *openapi3.SchemaRef)
+	inPlace = func(path string, s *openapi3.SchemaRef) {
+		if s == nil || s.Ref != "" || s.Value == nil {
+			return
+		}
+		if len(s.Value.Properties) > 0 {
+			t.Errorf("%s: an object written out in place; make it a component", path)
+		}
+		if len(s.Value.Enum) > 1 {
+			t.Errorf("%s: an enum written out in place; make it a component", path)
+		}
+		inPlace(path+"/items", s.Value.Items)
+	}
+	for name, s := range doc.Components.Schemas {
+		for prop, p := range s.Value.Properties {
+			inPlace("#/components/schemas/"+name+"/properties/"+prop, p)
+		}
+	}
 }

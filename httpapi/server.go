@@ -125,6 +125,8 @@ func New(cfg Config) *Server {
 	r.GET("/readyz", s.readyz)
 	r.GET("/problems/:slug", problemDoc)
 	r.GET("/openapi.yaml", openapiDoc)
+	r.GET("/docs", docs)
+	r.GET("/docs/:file", docsAsset)
 
 	domains := r.Group("/domains", s.requireCaller)
 	domains.POST("/classify", s.classifyCreate)

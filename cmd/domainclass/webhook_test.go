@@ -52,12 +52,18 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 }
 
 // forJob returns the deliveries whose body names job id.
-func (h *hookReceiver) forJob(id string) []hookDelivery {
+func (h *hookReceiver) forJob(id string) []hookDelivery { return h.naming("job_id", id) }
+
+// forList returns the deliveries whose body names list id.
+func (h *hookReceiver) forList(id string) []hookDelivery { return h.naming("list_id", id) }
+
+// naming returns the deliveries whose body has field set to id.
+func (h *hookReceiver) naming(field, id string) []hookDelivery {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []hookDelivery
 	for _, d := range h.got {
-		if bytes.Contains(d.body, []byte(`"job_id":"`+id+`"`)) {
+		if bytes.Contains(d.body, []byte(`"`+field+`":"`+id+`"`)) {
 			out = append(out, d)
 		}
 	}
@@ -183,12 +189,14 @@ func TestRun_WebhookSecretIsValidated(t *testing.T) {
 }
 
 // requireDocumentedDelivery checks a delivery against the webhook of the
-// OpenAPI document: its body schema and its required headers.
+// OpenAPI document (the callback of POST /domains/classify): its body
+// schema and its required headers.
 func requireDocumentedDelivery(t *testing.T, header http.Header, payload map[string]any) {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI)
 	require.NoError(t, err)
-	op := doc.Webhooks["classification.completed"].Post
+	callback := doc.Paths.Find("/domains/classify").Post.Callbacks["classification.completed"].Value
+	op := callback.Value("{$request.header.X-Callback-URL}").Post
 	schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
 	require.NoError(t, schema.VisitJSON(payload, openapi3.EnableJSONSchema2020()), "the delivery matches the document")
 	for _, p := range op.Parameters {
