@@ -317,7 +317,7 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 		if w.Price != nil {
 			r.Usage.CostUSD = w.Price(r.Model, r.Usage, true)
 		}
-		if err := w.finish(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
+		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
 			return err
 		}
 		answered[res.CustomID] = true
@@ -352,7 +352,7 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 		if w.Price != nil && r.Usage != nil {
 			r.Usage.CostUSD = w.Price(r.Model, r.Usage, false)
 		}
-		if err := w.finish(ctx, l, it, r, owner, classifier.TierStandard); err != nil {
+		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierStandard); err != nil {
 			return err
 		}
 		out.Fallbacks++
@@ -363,9 +363,9 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 	return nil
 }
 
-// finish stores one answer of the list (and its duplicates) and releases
+// storeAnswer stores one answer of the list (and its duplicates) and releases
 // the batch's claim on its domain.
-func (w *BatchWorker) finish(ctx context.Context, l *classifier.List, it db.BatchItem, r classifier.Result, owner, tier string) error {
+func (w *BatchWorker) storeAnswer(ctx context.Context, l *classifier.List, it db.BatchItem, r classifier.Result, owner, tier string) error {
 	n, err := db.ListRowFinish(ctx, w.DB, l.ID, it.Row, r, owner)
 	if err != nil {
 		return err
@@ -385,7 +385,7 @@ func (w *BatchWorker) failRows(ctx context.Context, l *classifier.List, b *db.Ba
 	for _, it := range its {
 		r := classifier.Result{Domain: it.Domain, Classifier: l.Classifier, Status: classifier.StatusFailed,
 			Source: classifier.SourceLLM, Error: reason, ClassifiedAt: time.Now().UTC()}
-		if err := w.finish(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
+		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
 			return 0, err
 		}
 	}
@@ -432,14 +432,9 @@ func (w *BatchWorker) end(ctx context.Context, log *slog.Logger, b *db.Batch, li
 	if err := db.BatchEnd(ctx, tx, b.ID, reason); err != nil {
 		return err
 	}
-	end, ended, err := db.ListComplete(ctx, tx, listID)
+	ended, err := completeListTx(ctx, tx, client, listID, w.Settings)
 	if err != nil {
 		return err
-	}
-	if ended {
-		if err := enqueueListWebhookTx(ctx, tx, client, listID, end, w.Settings); err != nil {
-			return err
-		}
 	}
 	if err := db.Commit(ctx, tx); err != nil {
 		return err

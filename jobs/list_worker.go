@@ -178,7 +178,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
 		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
 	}
-	if err := w.finish(ctx, log, job, id); err != nil {
+	if err := w.finish(ctx, log, job, id, nil); err != nil {
 		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error finishing chunk: %w", err))
 	}
 	return nil
@@ -250,42 +250,20 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 // handOver queues the batch's job (when it holds requests), ends the list
 // if every row is final, and completes the chunk's job: one transaction.
 func (w *ClassifyListWorker) handOver(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID, b *db.Batch) error {
-	client, tx, err := w.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Rollback(ctx, tx)
-	if b.Status == db.BatchStaging {
+	return w.finish(ctx, log, job, id, func(client *Client, tx pgx.Tx) error {
+		if b.Status != db.BatchStaging {
+			return nil // handed over by an earlier run
+		}
 		n, err := db.BatchMarkReady(ctx, tx, b.ID)
-		if err != nil {
+		if err != nil || n == 0 {
 			return err
 		}
-		if n > 0 {
-			if _, err := client.InsertTx(ctx, tx, BatchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
-				return fmt.Errorf("error queueing the batch: %w", err)
-			}
-			log.InfoContext(ctx, "chunk staged for a batch", "requests", n)
+		if _, err := client.InsertTx(ctx, tx, BatchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
+			return fmt.Errorf("error queueing the batch: %w", err)
 		}
-	}
-	end, ended, err := db.ListComplete(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if ended {
-		if err := enqueueListWebhookTx(ctx, tx, client, id, end, w.Settings); err != nil {
-			return err
-		}
-	}
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-		return fmt.Errorf("error completing River job: %w", err)
-	}
-	if err := db.Commit(ctx, tx); err != nil {
-		return err
-	}
-	if ended {
-		w.Lists.ListEnded(classifier.StatusCompleted)
-	}
-	return nil
+		log.InfoContext(ctx, "chunk staged for a batch", "requests", n)
+		return nil
+	})
 }
 
 // cost prices a call's usage for the answerer.
@@ -347,20 +325,24 @@ func (w *ClassifyListWorker) begin(ctx context.Context) (*river.Client[pgx.Tx], 
 	return client, tx, err
 }
 
-func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID) error {
+// finish ends the chunk: first (when set) also, then the list if every
+// row is final (with its webhook), then the chunk's River job; one
+// transaction.
+func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
+	also func(*Client, pgx.Tx) error) error {
 	client, tx, err := w.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	end, ended, err := db.ListComplete(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if ended {
-		if err := enqueueListWebhookTx(ctx, tx, client, id, end, w.Settings); err != nil {
+	if also != nil {
+		if err := also(client, tx); err != nil {
 			return err
 		}
+	}
+	ended, err := completeListTx(ctx, tx, client, id, w.Settings)
+	if err != nil {
+		return err
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("error completing River job: %w", err)
@@ -373,6 +355,16 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 		log.InfoContext(ctx, "list completed")
 	}
 	return nil
+}
+
+// completeListTx ends list id in tx if every row is final, and queues its
+// list.completed webhook; it reports whether the list ended.
+func completeListTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID, s Settings) (bool, error) {
+	end, ended, err := db.ListComplete(ctx, tx, id)
+	if err != nil || !ended {
+		return false, err
+	}
+	return true, enqueueListWebhookTx(ctx, tx, client, id, end, s)
 }
 
 // retryOrFail returns err so that River retries, and on the last attempt
