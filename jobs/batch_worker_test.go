@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,6 +226,35 @@ func TestEconomyList(t *testing.T) {
 		now, _ := e.list(t, l)
 		require.Equal(t, classifier.StatusCompleted, now.Status)
 		require.Equal(t, 2, now.Completed)
+	})
+
+	t.Run("ABatchCreatedByARunThatDiedIsFoundNotPaidForTwice", func(t *testing.T) {
+		t.Parallel()
+		e := setupEconomy(t, byDomain(nil), nil)
+		l := e.accept(t, "a.com", "b.com")
+		e.stage(t)
+		// A run uploaded the file and created the batch, then died before
+		// recording it: the provider has a batch carrying our id.
+		var id string
+		require.NoError(t, e.tx.QueryRow(ctx, `SELECT id::text FROM llm_batch`).Scan(&id))
+		client, err := llm.New(llm.Config{BaseURL: e.llm.BaseURL(), APIKey: "sk-test"})
+		require.NoError(t, err)
+		var input strings.Builder
+		for _, d := range []string{"a.com", "b.com"} {
+			line, err := client.BatchLine(d, classifier.CompletionRequest{Model: "test-model", User: "Domain: " + d})
+			require.NoError(t, err)
+			input.Write(line)
+			input.WriteByte('\n')
+		}
+		_, err = client.BatchSubmit(ctx, strings.NewReader(input.String()), id+"/1")
+		require.NoError(t, err)
+
+		e.follow(t)
+		batches, _ := e.llm.Batches()
+		require.Equal(t, 1, batches, "the job took the batch it found")
+		require.Equal(t, 1, e.llm.Calls("a.com"))
+		now, _ := e.list(t, l)
+		require.Equal(t, classifier.StatusCompleted, now.Status)
 	})
 
 	t.Run("CancellingTheListCancelsItsRunningBatch", func(t *testing.T) {
