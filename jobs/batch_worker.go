@@ -317,6 +317,7 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 		if w.Price != nil {
 			r.Usage.CostUSD = w.Price(r.Model, r.Usage, true)
 		}
+		w.Metrics.BatchTokens(r.Usage)
 		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
 			return err
 		}

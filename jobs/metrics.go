@@ -168,6 +168,15 @@ func (m *Metrics) ObserveLLMRequest(status string, d time.Duration, promptTokens
 	m.llmTokens.WithLabelValues("completion").Add(float64(completionTokens))
 }
 
+// BatchTokens counts the tokens of an answer that came by batch: its
+// request was not a call, so ObserveLLMRequest never saw it.
+func (m *Metrics) BatchTokens(u *classifier.Usage) {
+	if m != nil && u != nil {
+		m.llmTokens.WithLabelValues("prompt").Add(float64(u.PromptTokens))
+		m.llmTokens.WithLabelValues("completion").Add(float64(u.CompletionTokens))
+	}
+}
+
 // ObserveSlotsInUse records how many model slots class holds (llm.SlotObserver).
 func (m *Metrics) ObserveSlotsInUse(c llm.Class, n int) {
 	if m != nil {

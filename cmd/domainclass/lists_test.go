@@ -171,6 +171,7 @@ func TestSubmitList(t *testing.T) {
 		page := scrape(t, e.api.APIURL())
 		require.InDelta(t, got.CostUSD, metric(t, page, `domainclass_llm_cost_usd_total{tier="economy"}`), 1e-9)
 		require.Zero(t, metric(t, page, `domainclass_llm_cost_usd_total{tier="standard"}`))
+		require.Equal(t, 4*120.0, metric(t, page, `domainclass_llm_tokens_total{kind="prompt"}`), "a batch's tokens are counted with its answers")
 	})
 
 	t.Run("ListOfTwoKeepsABadRowAsRejected", func(t *testing.T) {
