@@ -56,3 +56,22 @@ func (f Freshness) Fresh(r *Result, now time.Time) bool {
 	}
 	return ttl > 0 && now.Sub(r.ClassifiedAt) < ttl
 }
+
+// Want is what one request accepts as fresh, on top of the Freshness of
+// the deployment: an answer no older than MaxAge (0: any age the TTLs
+// allow), and made at Since or after (zero: any time). A refresh is a Want
+// whose Since is the request's own time: the answer must be new, and one
+// that another request made meanwhile is new enough.
+type Want struct {
+	MaxAge time.Duration
+	Since  time.Time
+}
+
+// Accepts reports whether r, fresh by the deployment's TTLs, is fresh
+// enough for the request.
+func (w Want) Accepts(r *Result, now time.Time) bool {
+	if w.MaxAge > 0 && now.Sub(r.ClassifiedAt) >= w.MaxAge {
+		return false
+	}
+	return w.Since.IsZero() || !r.ClassifiedAt.Before(w.Since)
+}

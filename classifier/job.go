@@ -19,6 +19,8 @@ type Job struct {
 	StartedAt   *time.Time
 	CompletedAt *time.Time
 	Domains     []JobDomain
+	// Want is what the job accepts as a cached answer (max_age, refresh).
+	Want Want
 }
 
 // JobDomain is one domain of a job and, once final, this job's answer.

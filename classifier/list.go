@@ -27,8 +27,10 @@ type List struct {
 	// Tier is how fresh domains are asked: TierStandard (one call at a
 	// time) or TierEconomy (the provider's Batch API). CostUSD is what the
 	// list's model calls cost so far, from the price table.
-	Tier                   string
-	CostUSD                float64
+	Tier    string
+	CostUSD float64
+	// Want is what the list accepts as a cached answer (max_age, refresh).
+	Want                   Want
 	CreatedAt              time.Time
 	StartedAt, CompletedAt *time.Time
 }

@@ -143,17 +143,23 @@ func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 // and other errors for transient failures (retry later). Permanent provider
 // errors and unreadable output come back as a FAILED Result, not an error.
 func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner string) (Result, error) {
-	if r, err := p.cheap(ctx, c, domain); err != nil || r != nil {
+	return p.ClassifyWant(ctx, c, domain, owner, Want{})
+}
+
+// ClassifyWant is Classify for a request that wants fresher answers than
+// the cache's TTLs allow (max_age, refresh).
+func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
+	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), err
 	}
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
 	}
-	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL); err != nil || r != nil {
+	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, want); err != nil || r != nil {
 		return deref(r), err
 	}
 	// Another worker may have finished between our cache look-up and claim.
-	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+	if r, err := p.cached(ctx, c, domain, want); err != nil || r != nil {
 		p.release(ctx, c, domain, owner)
 		return deref(r), err
 	}
@@ -167,7 +173,7 @@ func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner st
 
 // cheap answers a domain from the known companies or the cache, or returns
 // nil.
-func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string) (*Result, error) {
+func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string, want Want) (*Result, error) {
 	if name, ok, err := p.cfg.Store.KnownCompany(ctx, c.Name, domain); err != nil {
 		return nil, fmt.Errorf("error looking up known company %s: %w", domain, err)
 	} else if ok {
@@ -177,7 +183,7 @@ func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string) (*Re
 			ClassifiedAt: p.cfg.Now().UTC(),
 		}, nil
 	}
-	return p.cached(ctx, c, domain)
+	return p.cached(ctx, c, domain, want)
 }
 
 // release gives owner's claim on domain up. It must happen even when ctx is
@@ -190,13 +196,13 @@ func (p *Pipeline) release(ctx context.Context, c *Classifier, domain, owner str
 	}
 }
 
-// cached returns a fresh cached answer, or nil.
-func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string) (*Result, error) {
+// cached returns a cached answer fresh enough for want, or nil.
+func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string, want Want) (*Result, error) {
 	hit, ok, err := p.cfg.Store.ResultGet(ctx, c.Name, domain)
 	if err != nil {
 		return nil, fmt.Errorf("error reading cached result for %s: %w", domain, err)
 	}
-	if !ok || !p.cfg.Freshness.Fresh(&hit, p.cfg.Now()) {
+	if now := p.cfg.Now(); !ok || !p.cfg.Freshness.Fresh(&hit, now) || !want.Accepts(&hit, now) {
 		return nil, nil
 	}
 	hit.Source = SourceCache
@@ -207,7 +213,7 @@ func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string) (*R
 // claim takes the domain for owner. While another owner holds it, it waits
 // for that owner's answer and returns it as a cache hit, or ErrBusy once
 // ClaimWait has passed.
-func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration) (*Result, error) {
+func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (*Result, error) {
 	deadline := p.cfg.Now().Add(p.cfg.ClaimWait)
 	ticker := time.NewTicker(p.cfg.ClaimPoll)
 	defer ticker.Stop()
@@ -218,7 +224,7 @@ func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner strin
 		} else if ok {
 			return nil, nil
 		}
-		if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+		if r, err := p.cached(ctx, c, domain, want); err != nil || r != nil {
 			return r, err
 		}
 		if p.cfg.Now().After(deadline) {
@@ -340,17 +346,17 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 // answers comes back answered; a fresh one is claimed for owner for ttl
 // (the batch's whole window) and comes back as the request to batch, with
 // a PENDING Result. The claim stays held until the answer is stored.
-func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration) (Result, *Prepared, error) {
-	if r, err := p.cheap(ctx, c, domain); err != nil || r != nil {
+func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
+	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil, nil
 	}
-	if r, err := p.claim(ctx, c, domain, owner, ttl); err != nil || r != nil {
+	if r, err := p.claim(ctx, c, domain, owner, ttl, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}
-	if r, err := p.cached(ctx, c, domain); err != nil || r != nil {
+	if r, err := p.cached(ctx, c, domain, want); err != nil || r != nil {
 		p.release(ctx, c, domain, owner)
 		return deref(r), nil, err
 	}

@@ -22,7 +22,7 @@ type DomainSource interface {
 // It runs in tx (a temporary table holds the domains, copied as src yields
 // them) and writes nothing that outlives it. A source error comes back as
 // is.
-func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src DomainSource, f classifier.Freshness, now time.Time) (known, cached int, err error) {
+func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src DomainSource, f classifier.Freshness, w classifier.Want, now time.Time) (known, cached int, err error) {
 	// No key: the source's domains are distinct already.
 	if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE estimate_domain (domain text NOT NULL) ON COMMIT DROP`); err != nil {
 		return 0, 0, translate(err)
@@ -38,11 +38,13 @@ func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src Do
 		       count(*) FILTER (WHERE k.domain IS NULL AND r.status = 'COMPLETED' AND (
 		           (r.confidence >= 4 AND $3::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $3)) OR
 		           (r.confidence BETWEEN 2 AND 3 AND $4::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $4)) OR
-		           (r.confidence = 1 AND $5::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $5))))
+		           (r.confidence = 1 AND $5::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $5)))
+		           AND ($6::float8 = 0 OR r.classified_at > $2::timestamptz - make_interval(secs => $6))
+		           AND ($7::timestamptz IS NULL OR r.classified_at >= $7))
 		FROM estimate_domain d
 		LEFT JOIN known_company k ON k.classifier = $1 AND k.domain = d.domain
 		LEFT JOIN result r ON r.classifier = $1 AND r.domain = d.domain`,
-		classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds()).Scan(&known, &cached)
+		classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&known, &cached)
 	return known, cached, translate(err)
 }
 

@@ -24,6 +24,23 @@ type JobInsertParams struct {
 	// MaxQueuedDomains, when positive, refuses the job with a
 	// *QueueFullError if the caller's domains not yet final would exceed it.
 	MaxQueuedDomains int
+	// Want is what the job accepts as a cached answer.
+	Want classifier.Want
+}
+
+// maxAgeOrNil and sinceOrNil store a Want's parts, NULL for none.
+func maxAgeOrNil(w classifier.Want) any {
+	if w.MaxAge <= 0 {
+		return nil
+	}
+	return w.MaxAge
+}
+
+func sinceOrNil(w classifier.Want) any {
+	if w.Since.IsZero() {
+		return nil
+	}
+	return w.Since
 }
 
 // QueueFullError refuses a job that would take the caller's domains
@@ -63,12 +80,13 @@ func JobInsert(ctx context.Context, exec DBTX, p JobInsertParams) error {
 			WHERE $8::int <= 0 OR q.domains + excluded.domains <= $8::int
 			RETURNING 1
 		), ins AS (
-			INSERT INTO classify_job (id, caller, classifier, callback_url, inputs, domains, river_job_id)
-			SELECT $1, $2, $3, NULLIF($4, ''), $5, $6, $7 FROM admit
+			INSERT INTO classify_job (id, caller, classifier, callback_url, inputs, domains, river_job_id, want_max_age, want_since)
+			SELECT $1, $2, $3, NULLIF($4, ''), $5, $6, $7, $9, $10 FROM admit
 			RETURNING 1
 		)
 		SELECT EXISTS (SELECT FROM ins)`,
 		p.ID, p.Caller, p.Classifier, p.CallbackURL, inputs, domains, p.RiverJobID, p.MaxQueuedDomains,
+		maxAgeOrNil(p.Want), sinceOrNil(p.Want),
 	).Scan(&inserted)
 	if err != nil {
 		return translate(err)

@@ -31,20 +31,22 @@ func jobGet(ctx context.Context, exec DBTX, id uuid.UUID, caller *string) (*clas
 		riverID          *int64
 		riverState       *string
 		riverErrors      []byte
+		wantSince        *time.Time
 	)
 	err := exec.QueryRow(ctx, `
 		SELECT j.id, j.caller, j.classifier, j.status, j.error, j.callback_url, j.river_job_id,
 		       j.created_at, j.started_at, j.completed_at,
-		       rj.state::text, rj.errors[array_upper(rj.errors, 1)]
+		       rj.state::text, rj.errors[array_upper(rj.errors, 1)],
+		       coalesce(j.want_max_age, '0'), j.want_since
 		FROM classify_job j
 		LEFT JOIN river_job rj ON rj.id = j.river_job_id
 		WHERE j.id = $1 AND ($2::text IS NULL OR j.caller = $2)`, id, caller,
 	).Scan(&j.ID, &j.Caller, &j.Classifier, &j.Status, &errMsg, &callback, &riverID,
-		&j.CreatedAt, &j.StartedAt, &j.CompletedAt, &riverState, &riverErrors)
+		&j.CreatedAt, &j.StartedAt, &j.CompletedAt, &riverState, &riverErrors, &j.Want.MaxAge, &wantSince)
 	if err != nil {
 		return nil, translate(err)
 	}
-	j.Error, j.CallbackURL, j.RiverJobID = deref(errMsg), deref(callback), deref(riverID)
+	j.Error, j.CallbackURL, j.RiverJobID, j.Want.Since = deref(errMsg), deref(callback), deref(riverID), deref(wantSince)
 	if (j.Status == classifier.StatusPending || j.Status == classifier.StatusRunning) && riverState != nil &&
 		(*riverState == "discarded" || *riverState == "cancelled") {
 		j.Status = classifier.StatusFailed

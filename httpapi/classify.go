@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -29,6 +30,8 @@ import (
 type classifyRequest struct {
 	Classifier *string  `json:"classifier"`
 	Domains    []string `json:"domains"`
+	MaxAge     *string  `json:"max_age"`
+	Refresh    *bool    `json:"refresh"`
 }
 
 // classifyCreate handles POST /domains/classify: it validates the request,
@@ -51,6 +54,11 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		return
 	}
 	domains, err := validateDomains(req.Domains)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	maxAge, err := parseMaxAge(deref(req.MaxAge))
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -90,7 +98,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	var key *db.IdempotencyKey
 	if idemKey != "" {
 		key = &db.IdempotencyKey{Caller: caller.Name, Key: idemKey, JobID: id, Response: resp,
-			Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL)}
+			Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL, maxAge, deref(req.Refresh))}
 		prior, err := s.idempotencyReplay(ctx, tx, *key)
 		if err != nil {
 			s.writeError(c, err)
@@ -128,6 +136,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	if err := db.JobInsert(ctx, tx, db.JobInsertParams{
 		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains, CallbackURL: callbackURL,
 		RiverJobID: riverJob.Job.ID, MaxQueuedDomains: caller.MaxQueuedDomains,
+		Want: want(maxAge, deref(req.Refresh)),
 	}); err != nil {
 		s.writeError(c, err)
 		return
@@ -162,6 +171,40 @@ func readClassifyRequest(c *gin.Context) (classifyRequest, error) {
 		return classifyRequest{}, invalidJSON("The request body could not be read.")
 	}
 	return decodeClassifyRequest(body)
+}
+
+// parseMaxAge reads max_age, a Go duration of a second or more ("720h",
+// "90m"); "" is none.
+func parseMaxAge(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second {
+		return 0, &problem{status: http.StatusBadRequest, slug: "invalid-max-age",
+			detail: fmt.Sprintf("max_age must be a duration of a second or more, such as \"720h\" or \"90m\", not %q.", classifier.Truncate(s, 40))}
+	}
+	return d, nil
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// want is what a request accepts as a cached answer: no older than
+// maxAge, and with refresh made after now (by this request, or by another
+// that asked meanwhile).
+func want(maxAge time.Duration, refresh bool) classifier.Want {
+	w := classifier.Want{MaxAge: maxAge}
+	if refresh {
+		w.Since = time.Now()
+	}
+	return w
 }
 
 func invalidJSON(detail string) error {
@@ -217,7 +260,7 @@ func decodeClassifyRequest(body []byte) (classifyRequest, error) {
 	if trimmed[0] != '{' {
 		return req, invalidJSON("The request body must be a JSON object.")
 	}
-	if err := checkKeys(trimmed, "classifier", "domains"); err != nil {
+	if err := checkKeys(trimmed, "classifier", "domains", "max_age", "refresh"); err != nil {
 		return req, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
@@ -271,8 +314,10 @@ func wantType(field string) string {
 	switch {
 	case strings.HasPrefix(field, "domains"):
 		return "an array of strings"
-	case field == "classifier":
+	case field == "classifier", field == "max_age":
 		return "a string"
+	case field == "refresh":
+		return "true or false"
 	}
 	return "another type"
 }
@@ -373,9 +418,13 @@ func (s *Server) callbackURL(h string) (string, error) {
 
 // fingerprint identifies a request for Idempotency-Key: the same classifier,
 // the same inputs in the same order and the same callback.
-func fingerprint(classifierName string, inputs []string, callbackURL string) []byte {
+func fingerprint(classifierName string, inputs []string, callbackURL string, maxAge time.Duration, refresh bool) []byte {
 	h := sha256.New()
-	b, _ := json.Marshal([]any{classifierName, inputs, callbackURL})
+	fields := []any{classifierName, inputs, callbackURL}
+	if maxAge > 0 || refresh { // keys used before max_age and refresh keep their fingerprints
+		fields = append(fields, maxAge, refresh)
+	}
+	b, _ := json.Marshal(fields)
 	h.Write(b)
 	return h.Sum(nil)
 }

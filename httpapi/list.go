@@ -55,6 +55,17 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	maxAge, err := parseMaxAge(firstOf(q["max_age"]))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	refresh, err := boolParam(q, "refresh")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	fresh := want(maxAge, refresh)
 	format, err := listFormatOf(c.GetHeader("Content-Type"))
 	if err != nil {
 		s.writeError(c, err)
@@ -81,7 +92,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
 	if dryRun {
-		s.listEstimate(ctx, c, cls, tier, rows)
+		s.listEstimate(ctx, c, cls, tier, fresh, rows)
 		return
 	}
 	// Before reading a million rows: a caller at its limit is told at once
@@ -124,7 +135,7 @@ func (s *Server) listCreate(c *gin.Context) {
 				s.writeError(c, err)
 				return
 			}
-			if !bytes.Equal(prior.Fingerprint, listFingerprint(cls.Name, format, callbackURL, body)) || prior.ListID == uuid.Nil {
+			if !bytes.Equal(prior.Fingerprint, listFingerprint(cls.Name, format, callbackURL, maxAge, refresh, body)) || prior.ListID == uuid.Nil {
 				s.writeError(c, errKeyReused)
 				return
 			}
@@ -150,7 +161,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	// and its first chunks, then the key.
 	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: cls.Name, CallbackURL: callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: tier}
+		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: tier, Want: fresh}
 	if tier == classifier.TierEconomy {
 		// A chunk of an economy list is one provider batch.
 		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
@@ -183,7 +194,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	resp, _ := json.Marshal(accepted)
 	if idemKey != "" {
 		if err := db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: caller.Name, Key: idemKey, ListID: id,
-			Fingerprint: listFingerprint(cls.Name, format, callbackURL, body), Response: resp}); err != nil {
+			Fingerprint: listFingerprint(cls.Name, format, callbackURL, maxAge, refresh, body), Response: resp}); err != nil {
 			s.writeError(c, err)
 			return
 		}
@@ -243,9 +254,13 @@ func noValidRows(rows *listReader) error {
 // listFingerprint identifies an upload for Idempotency-Key: the same
 // classifier, format, callback and body (as decompressed) are the same
 // request.
-func listFingerprint(classifierName string, format listFormat, callbackURL string, body *listBody) []byte {
+func listFingerprint(classifierName string, format listFormat, callbackURL string, maxAge time.Duration, refresh bool, body *listBody) []byte {
 	h := sha256.New()
-	b, _ := json.Marshal([]any{"list", classifierName, format, callbackURL, body.hash.Sum(nil)})
+	fields := []any{"list", classifierName, format, callbackURL, body.hash.Sum(nil)}
+	if maxAge > 0 || refresh { // keys used before max_age and refresh keep their fingerprints
+		fields = append(fields, maxAge, refresh)
+	}
+	b, _ := json.Marshal(fields)
 	h.Write(b)
 	return h.Sum(nil)
 }
@@ -254,11 +269,11 @@ func listFingerprint(classifierName string, format listFormat, callbackURL strin
 // known, cached and fresh, what the fresh ones cost with the price table,
 // and how long the model needs for them, from the settings and the median
 // latency of recent model calls. It writes nothing.
-func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, rows *listReader) {
+func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want, rows *listReader) {
 	var est wire.ListEstimate
 	err := pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
 		var err error
-		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, distinctDomains{rows}, s.cfg.Lists.Freshness, time.Now())
+		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, distinctDomains{rows}, s.cfg.Lists.Freshness, fresh, time.Now())
 		if err != nil {
 			return err
 		}
@@ -338,6 +353,13 @@ func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standa
 // batchWindowSeconds is the economy tier's bound: the provider's 24-hour
 // completion window (most batches end within hours).
 const batchWindowSeconds = 24 * 60 * 60
+
+func firstOf(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
 
 // tierParam reads ?tier=standard|economy (standard when absent).
 func tierParam(q map[string][]string) (string, error) {

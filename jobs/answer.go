@@ -56,6 +56,8 @@ type answerer struct {
 	classify func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error)
 	// cost prices a model call's usage (nil: unpriced).
 	cost func(model string, u *classifier.Usage) float64
+	// want is what the job or list accepts as a cached answer.
+	want classifier.Want
 }
 
 // outcome is what answering a set of domains came to.
@@ -111,7 +113,7 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 			if a.classify != nil {
 				r, err = a.classify(ctx, c, d, owner)
 			} else {
-				r, err = a.pipeline.Classify(ctx, c, d.Domain, owner)
+				r, err = a.pipeline.ClassifyWant(ctx, c, d.Domain, owner, a.want)
 			}
 			if errors.Is(err, db.ErrListEnded) {
 				ended.Store(true)

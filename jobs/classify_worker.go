@@ -130,7 +130,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 		}
 	}
 	log.InfoContext(ctx, "classify job started", "domains", out.Domains, "pending", len(pending))
-	o := w.answerer().answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
+	o := w.answerer(j.Want).answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
 		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
 			return db.JobDomainFinish(ctx, w.DB, id, d.Key, r, owner)
 		})
@@ -155,8 +155,8 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	return nil
 }
 
-func (w *ClassifyWorker) answerer() answerer {
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics}
+func (w *ClassifyWorker) answerer(want classifier.Want) answerer {
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: want}
 	if w.Price != nil {
 		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price(model, u, false) }
 	}

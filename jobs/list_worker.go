@@ -141,7 +141,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
 	}
 	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
+		startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false), want: l.Want,
 		allStarted: func() {
 			if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
 				log.WarnContext(ctx, "error queueing the next chunk; the next chunk to start will", "error", err)
@@ -208,7 +208,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
 			startBy: time.Now().Add(w.Settings.ListRunBudget()),
 			classify: func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-				r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL())
+				r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want)
 				if err != nil || pr == nil {
 					return r, err
 				}

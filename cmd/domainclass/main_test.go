@@ -174,13 +174,14 @@ type jobView struct {
 		Done  int `json:"done"`
 	} `json:"progress"`
 	Results []struct {
-		Domain     string `json:"domain"`
-		Status     string `json:"status"`
-		IsCPG      *bool  `json:"is_cpg"`
-		Confidence *int   `json:"confidence"`
-		Reasoning  string `json:"reasoning"`
-		Source     string `json:"source"`
-		Error      string `json:"error"`
+		Domain       string    `json:"domain"`
+		Status       string    `json:"status"`
+		IsCPG        *bool     `json:"is_cpg"`
+		Confidence   *int      `json:"confidence"`
+		Reasoning    string    `json:"reasoning"`
+		Source       string    `json:"source"`
+		Error        string    `json:"error"`
+		ClassifiedAt time.Time `json:"classified_at"`
 	} `json:"results"`
 }
 

@@ -313,6 +313,21 @@ type ClassifyRequest struct {
 
 	// Domains Domains, hosts or URLs; at most 10 distinct domains after normalization.
 	Domains []string `json:"domains"`
+
+	// MaxAge A cached answer older than this is not used: the domain is asked
+	// again (one model call, and the new answer replaces the old). A Go
+	// duration of a second or more, such as "720h" or "90m". Without it,
+	// the service's own cache lifetimes apply (by confidence).
+	//
+	//
+	// Examples: 720h
+	MaxAge *MaxAge `json:"max_age,omitempty"`
+
+	// Refresh true: ask the model again for every domain that is not a known
+	// company, whatever the cache holds. The new answer replaces the old.
+	// Requests that ask at the same time share one call per domain: an
+	// answer made after this request was accepted counts as fresh.
+	Refresh *Refresh `json:"refresh,omitempty"`
 }
 
 // DomainInput defines model for DomainInput.
@@ -593,6 +608,14 @@ type ListWebhookPayload struct {
 // ListWebhookPayloadType defines model for ListWebhookPayload.Type.
 type ListWebhookPayloadType string
 
+// MaxAge A cached answer older than this is not used: the domain is asked
+// again (one model call, and the new answer replaces the old). A Go
+// duration of a second or more, such as "720h" or "90m". Without it,
+// the service's own cache lifetimes apply (by confidence).
+//
+// Examples: 720h
+type MaxAge = string
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -605,6 +628,12 @@ type Problem struct {
 	// Type A URI reference: /problems/{slug}.
 	Type string `json:"type"`
 }
+
+// Refresh true: ask the model again for every domain that is not a known
+// company, whatever the cache holds. The new answer replaces the old.
+// Requests that ask at the same time share one call per domain: an
+// answer made after this request was accepted counts as fresh.
+type Refresh = bool
 
 // RejectedRow defines model for RejectedRow.
 type RejectedRow struct {
@@ -764,6 +793,12 @@ type CreateListParams struct {
 	// DryRun true: answer with what the list would cost and how long it would
 	// take (ListEstimate), and write nothing.
 	DryRun *bool `form:"dry_run,omitempty" json:"dry_run,omitempty"`
+
+	// MaxAge As `max_age` of a job, for every row of the list.
+	MaxAge *MaxAge `form:"max_age,omitempty" json:"max_age,omitempty"`
+
+	// Refresh As `refresh` of a job, for every row of the list.
+	Refresh *Refresh `form:"refresh,omitempty" json:"refresh,omitempty"`
 
 	// Tier standard (the default): fresh domains are asked one call at a time, at the
 	// model's pace (minutes for thousands). economy: fresh domains go
@@ -1592,6 +1627,30 @@ func NewCreateListRequestWithBody(server string, params *CreateListParams, conte
 		if params.DryRun != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MaxAge != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "max_age", *params.MaxAge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Refresh != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "refresh", *params.Refresh, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -20,6 +20,10 @@ type ClassifyRequest struct {
 	// Classifier defaults to "cpg" when left out.
 	Classifier string   `json:"classifier,omitempty"`
 	Domains    []string `json:"domains"`
+	// MaxAge ("720h") makes an older cached answer stale for this job;
+	// Refresh asks the model again whatever the cache holds.
+	MaxAge  string `json:"max_age,omitempty"`
+	Refresh bool   `json:"refresh,omitempty"`
 }
 
 // Accepted is the 202 answer to POST /domains/classify.
