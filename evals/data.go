@@ -27,7 +27,16 @@ type Case struct {
 	// subsidiary…), so a report can show where a candidate goes wrong.
 	Kind      string `json:"kind,omitempty"`
 	Rationale string `json:"rationale"`
+	// Split is SplitDev (prompts are tuned on these) or SplitTest (held
+	// out: the score to believe); "" in a data set without a split column.
+	Split string `json:"split,omitempty"`
 }
+
+// The splits of a data set (evals/README.md, "Dev and test").
+const (
+	SplitDev  = "dev"
+	SplitTest = "test"
+)
 
 // LoadCases reads a labelled data set from a CSV file; see ReadCases. Its
 // errors name the file.
@@ -96,7 +105,10 @@ func ReadCases(r io.Reader, answerField string) ([]Case, error) {
 			return nil, fmt.Errorf("line %d: %s is already on line %d", line, domain, first)
 		}
 		seen[domain] = line
-		c := Case{Domain: domain, Kind: field(rec, "kind"), Rationale: field(rec, "rationale")}
+		c := Case{Domain: domain, Kind: field(rec, "kind"), Rationale: field(rec, "rationale"), Split: strings.ToLower(field(rec, "split"))}
+		if c.Split != "" && c.Split != SplitDev && c.Split != SplitTest {
+			return nil, fmt.Errorf("line %d: split must be dev, test or empty, got %q", line, c.Split)
+		}
 		var ok bool
 		if c.Label, ok = parseYesNo(field(rec, answerField)); !ok {
 			return nil, fmt.Errorf("line %d: %s must be yes or no, got %q", line, answerField, field(rec, answerField))

@@ -172,6 +172,7 @@ func (r *Report) Markdown() string {
 		w("No price for %s: cost unknown, left out of the cost chart (add it with --prices).\n\n", strings.Join(dedupe(unpriced), ", "))
 	}
 
+	r.sliceTable(&b)
 	r.kindTable(&b)
 
 	for i, s := range r.Scores {
@@ -209,6 +210,37 @@ func (r *Report) Markdown() string {
 		missSection(&b, "FAILED", s.Failures, r.Repeat)
 	}
 	return b.String()
+}
+
+// sliceTable shows each candidate's accuracy by split and by whether the
+// label is clear or doubtful: the test split is the score to believe
+// (prompts are tuned on dev), and the gate counts clear rows.
+func (r *Report) sliceTable(b *strings.Builder) {
+	if len(r.Scores) == 0 || len(r.Scores[0].Slices) == 0 {
+		return
+	}
+	b.WriteString("## By split, clear and doubtful labels\n\n| candidate |")
+	for _, sl := range r.Scores[0].Slices {
+		label := "clear"
+		if sl.Doubtful {
+			label = "doubtful"
+		}
+		fmt.Fprintf(b, " %s, %s |", sl.Split, label)
+	}
+	b.WriteString(" gate (clear rows) |\n|---|")
+	for range r.Scores[0].Slices {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|\n")
+	for _, s := range r.Scores {
+		fmt.Fprintf(b, "| %s |", s.Name)
+		for _, sl := range s.Slices {
+			fmt.Fprintf(b, " %d/%d = %.3f (%d FN) |", sl.Correct, sl.Total, sl.Accuracy, sl.FN)
+		}
+		fmt.Fprintf(b, " %d/%d = %.3f, %d FN |\n", s.Clear.Correct, s.Clear.Total, s.Clear.Accuracy, s.Clear.FN)
+	}
+	b.WriteString("\nPrompts are tuned on `dev` only; `test` is held out (evals/README.md, \"Dev and test\"). ")
+	b.WriteString("Doubtful labels are scored apart and not gated.\n\n")
 }
 
 func (r *Report) kindTable(b *strings.Builder) {

@@ -1,9 +1,11 @@
 package evals
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/domainclass/domainclass/classifier"
 )
@@ -33,6 +35,12 @@ type Score struct {
 	// confidence, 1 to 5: is a 5 really surer than a 3?
 	ByConfidence []ConfidenceScore `json:"by_confidence"`
 	ByKind       []KindScore       `json:"by_kind"`
+	// Slices are the same answers by split (dev, test; "all" without a
+	// split column) and by whether the label is clear or doubtful.
+	Slices []SliceScore `json:"slices"`
+	// Clear is the score over the rows whose label is not doubtful: what
+	// the gate counts.
+	Clear SliceScore `json:"clear"`
 
 	// FlipRate is the share of domains whose answers (yes, no or FAILED)
 	// were not all the same across the samples; nil without --repeat.
@@ -99,6 +107,31 @@ type KindScore struct {
 }
 
 // ScoreAll scores every candidate of a run, pricing tokens with prices.
+// SliceScore is a score over some of the rows.
+type SliceScore struct {
+	Split    string  `json:"split"`
+	Doubtful bool    `json:"doubtful"`
+	Total    int     `json:"total"`
+	Correct  int     `json:"correct"`
+	Accuracy float64 `json:"accuracy"`
+	FN       int     `json:"false_negatives"`
+	FP       int     `json:"false_positives"`
+	Failed   int     `json:"failed"`
+}
+
+func (sl *SliceScore) add(correct, fn, fp, failed bool) {
+	sl.Total++
+	for _, x := range []struct {
+		on bool
+		n  *int
+	}{{correct, &sl.Correct}, {fn, &sl.FN}, {fp, &sl.FP}, {failed, &sl.Failed}} {
+		if x.on {
+			*x.n++
+		}
+	}
+	sl.Accuracy = ratio(sl.Correct, sl.Total)
+}
+
 func ScoreAll(res *Results, prices Prices) []Score {
 	scores := make([]Score, len(res.Candidates))
 	for i, cr := range res.Candidates {
@@ -114,6 +147,8 @@ func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
 		byConf[i].Confidence = i + 1
 	}
 	kinds := map[string]*KindScore{}
+	slices := map[[2]string]*SliceScore{}
+	s.Clear = SliceScore{Split: "all"}
 	var latencies []float64
 	flipped := 0
 
@@ -143,6 +178,18 @@ func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
 			}
 			if correct {
 				s.Correct++
+			}
+			split := cmp.Or(c.Split, "all")
+			key := [2]string{split, strconv.FormatBool(c.Doubtful)}
+			if slices[key] == nil {
+				slices[key] = &SliceScore{Split: split, Doubtful: c.Doubtful}
+			}
+			isFN := a.Status == classifier.StatusCompleted && c.Label && !a.Answer
+			isFP := a.Status == classifier.StatusCompleted && !c.Label && a.Answer
+			isFailed := a.Status != classifier.StatusCompleted
+			slices[key].add(correct, isFN, isFP, isFailed)
+			if !c.Doubtful {
+				s.Clear.add(correct, isFN, isFP, isFailed)
 			}
 			if a.Status == classifier.StatusCompleted && a.Confidence >= 1 && a.Confidence <= 5 {
 				b := &byConf[a.Confidence-1]
@@ -193,6 +240,13 @@ func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
 	s.ByConfidence = byConf
 	for _, k := range sortedKeys(kinds) {
 		s.ByKind = append(s.ByKind, *kinds[k])
+	}
+	for _, split := range []string{SplitDev, SplitTest, "all"} {
+		for _, doubtful := range []bool{false, true} {
+			if sl := slices[[2]string{split, strconv.FormatBool(doubtful)}]; sl != nil {
+				s.Slices = append(s.Slices, *sl)
+			}
+		}
 	}
 	if repeat > 1 {
 		r := ratio(flipped, len(cases))

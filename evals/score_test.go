@@ -20,10 +20,10 @@ import (
 // latencies and tokens are known.
 func fixedResults() *evals.Results {
 	cases := []evals.Case{
-		{Domain: "a.com", Label: true, Kind: "cpg", Rationale: "r"},
-		{Domain: "b.com", Label: true, Kind: "cpg", Rationale: "r", Doubtful: true},
-		{Domain: "c.com", Label: false, Kind: "retailer", Rationale: "r"},
-		{Domain: "d.com", Label: false, Kind: "retailer", Rationale: "r"},
+		{Domain: "a.com", Label: true, Kind: "cpg", Rationale: "r", Split: "dev"},
+		{Domain: "b.com", Label: true, Kind: "cpg", Rationale: "r", Doubtful: true, Split: "test"},
+		{Domain: "c.com", Label: false, Kind: "retailer", Rationale: "r", Split: "test"},
+		{Domain: "d.com", Label: false, Kind: "retailer", Rationale: "r", Split: "dev"},
 	}
 	yes := func(d string, conf int, ms float64) evals.Answer {
 		return evals.Answer{Domain: d, Sample: 1, Status: classifier.StatusCompleted, Answer: true, Confidence: conf,
@@ -92,10 +92,23 @@ func TestGate_Check(t *testing.T) {
 
 	require.Empty(t, gate.Check(scores[0]))
 	require.Equal(t, []string{
-		"1 false negatives > --max-fn 0 (b.com)",
-		"accuracy 0.250 < --min-accuracy 0.950 (1/4)",
+		"accuracy on clear rows 0.333 < --min-accuracy 0.950 (1/3)",
 		"1 FAILED > --max-failed 0",
-	}, gate.Check(scores[1]))
+	}, gate.Check(scores[1]), "b.com's false negative is a doubtful row's: not gated")
+
+	res := fixedResults()
+	res.Candidates[1].Answers[0].Answer = false // a.com, a clear yes, answered no
+	again := evals.ScoreAll(res, evals.DefaultPrices())
+	require.Equal(t, []string{
+		"1 false negatives on clear rows > --max-fn 0 (a.com)",
+		"accuracy on clear rows 0.000 < --min-accuracy 0.950 (0/3)",
+		"1 FAILED > --max-failed 0",
+	}, gate.Check(again[1]))
+	require.Equal(t, []evals.SliceScore{
+		{Split: "dev", Total: 2, FN: 1, Failed: 1},
+		{Split: "test", Total: 1, FP: 1},
+		{Split: "test", Doubtful: true, Total: 1, FN: 1},
+	}, again[1].Slices, "by split, clear rows first")
 	require.Empty(t, evals.NoGate.Check(scores[1]))
 	require.False(t, evals.NoGate.Active())
 	require.Equal(t, "false negatives ≤ 0, accuracy ≥ 0.950, FAILED ≤ 0", gate.String())
@@ -131,8 +144,9 @@ func TestReport_WritesMarkdownJSONAndImages(t *testing.T) {
 	require.Contains(t, body, "4 domains, 2 yes / 2 no, 1 marked doubtful")
 	require.Contains(t, body, "| gpt-4o-mini / v1 / none | 4/4 | 1.000 | 0 | 0 | 1.000 | 1.000 | 1.000 | 0 | n/a | 200 ms | 400 ms |")
 	require.Contains(t, body, "| local/unpriced / v2 / none | 1/4 | 0.250 | 1 | 1 |")
-	require.Contains(t, body, "| unknown | **FAIL** |")
-	require.Contains(t, body, "**local/unpriced / v2 / none** fails the gate: 1 false negatives > --max-fn 0 (b.com)")
+	require.Contains(t, body, "| unknown | pass |", "the one false negative is a doubtful row's")
+	require.Contains(t, body, "| candidate | dev, clear | test, clear | test, doubtful | gate (clear rows) |")
+	require.Contains(t, body, "| local/unpriced / v2 / none | 1/2 = 0.500 (0 FN) | 0/1 = 0.000 (0 FN) | 0/1 = 0.000 (1 FN) | 1/3 = 0.333, 0 FN |")
 	require.Contains(t, body, "No price for `local/unpriced`")
 	require.Contains(t, body, "False negatives (CPG answered no): 1 domain\n\n- `b.com` (cpg) *doubtful* confidence 2: no")
 	require.Contains(t, body, "FAILED: 1 domain\n\n- `d.com` (retailer): unreadable model output: empty output")
@@ -165,7 +179,7 @@ func TestReport_WritesMarkdownJSONAndImages(t *testing.T) {
 	require.Nil(t, decoded.Scores[1].CostUSD, "unknown cost is null in JSON")
 	require.Equal(t, 1, decoded.Scores[1].Confusion.FN)
 	require.Equal(t, images[2:], decoded.Images.Confusion)
-	require.Len(t, decoded.GateFailures["local/unpriced / v2 / none"], 1)
+	require.Empty(t, decoded.GateFailures, "the gate counts clear rows")
 	require.Len(t, decoded.Answers[1].Answers, 4)
 }
 

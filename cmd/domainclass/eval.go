@@ -22,6 +22,7 @@ import (
 // evalOptions are the flags of `domainclass eval`.
 type evalOptions struct {
 	data, classifier, models, prompts, searches, cacheDir, out, prices string
+	split                                                              string
 	repeat, concurrency, rate, maxFN, maxFailed                        int
 	noCache                                                            bool
 	minAccuracy                                                        float64
@@ -56,6 +57,7 @@ with pictures to --out. With a gate flag it exits 1 when a candidate falls short
 	f := cmd.Flags()
 	f.StringVar(&o.data, "data", "", "labelled data set (CSV: domain, is_cpg, doubtful, kind, rationale); see evals/README.md")
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to evaluate")
+	f.StringVar(&o.split, "split", "all", "the rows to run: dev (tune prompts on these), test (held out) or all")
 	f.StringVar(&o.models, "models", "", "comma-separated model names (default OPENAI_MODEL)")
 	f.StringVar(&o.prompts, "prompts", "", "comma-separated prompt versions (default the classifier's current prompt)")
 	f.StringVar(&o.searches, "search", "", "comma-separated search providers: none, homepage, brave (default SEARCH_PROVIDER)")
@@ -69,6 +71,7 @@ with pictures to --out. With a gate flag it exits 1 when a candidate falls short
 	f.IntVar(&o.maxFN, "max-fn", -1, "gate: most false negatives allowed per candidate (-1: no limit)")
 	f.Float64Var(&o.minAccuracy, "min-accuracy", 0, "gate: lowest accuracy allowed per candidate, 0 to 1 (0: no limit)")
 	f.IntVar(&o.maxFailed, "max-failed", -1, "gate: most FAILED answers allowed per candidate (-1: no limit)")
+	cmd.AddCommand(c.evalSplitCommand())
 	return cmd
 }
 
@@ -100,6 +103,9 @@ func (c *cli) eval(ctx context.Context, o evalOptions) error {
 	}
 
 	cases, err := evals.LoadCases(o.data, cls.AnswerField)
+	if err == nil {
+		cases, err = evals.SplitCases(cases, o.split)
+	}
 	if err != nil {
 		return err
 	}
@@ -177,4 +183,36 @@ func splitList(s, def string) []string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// evalSplitCommand is `domainclass eval split`: it fills a data set's split
+// column (dev or test) for the rows that have none, by the fixed rule of
+// evals.AssignSplits.
+func (c *cli) evalSplitCommand() *cobra.Command {
+	var data, cls string
+	cmd := &cobra.Command{
+		Use:   "split --data FILE.csv",
+		Short: "give the rows of a data set without a split one (dev or test), stratified by kind, by a fixed rule",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 || data == "" {
+				return usagef("eval split takes --data FILE.csv and no arguments")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := classifier.DefaultRegistry().Get(cls)
+			if err != nil {
+				return err
+			}
+			n, err := evals.AssignSplitsFile(data, cl.AnswerField)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "%s: %d %s given a split\n", data, n, evals.Plural(n, "row", "rows"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "the data set (CSV) to fill")
+	cmd.Flags().StringVar(&cls, "classifier", classifier.DefaultClassifier, "the classifier whose answer column the data set has")
+	return cmd
 }

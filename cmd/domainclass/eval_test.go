@@ -47,12 +47,14 @@ func TestEval(t *testing.T) {
 	args := []string{"--data", data, "--models", "good-model,test-model", "--prompts", "v1,v2",
 		"--concurrency", "3", "--cache", cache, "--out", report}
 
-	// The gate: test-model misses fn1 and fn2 under both prompts.
+	// The gate: test-model misses fn1 and fn2 under both prompts; fn1's
+	// label is doubtful, so the gate counts fn2 (and accuracy 8/10 on the
+	// clear rows meets 0.8).
 	code, out, errOut := run(append(args, "--max-fn", "0", "--min-accuracy", "0.8")...)
 	require.Equal(t, 1, code, errOut)
 	require.Equal(t, []string{
-		"eval gate: test-model / v1 / none: 2 false negatives > --max-fn 0 (fn1-example.com, fn2-example.com); accuracy 0.727 < --min-accuracy 0.800 (8/11)",
-		"eval gate: test-model / v2 / none: 2 false negatives > --max-fn 0 (fn1-example.com, fn2-example.com); accuracy 0.727 < --min-accuracy 0.800 (8/11)",
+		"eval gate: test-model / v1 / none: 1 false negatives on clear rows > --max-fn 0 (fn2-example.com)",
+		"eval gate: test-model / v2 / none: 1 false negatives on clear rows > --max-fn 0 (fn2-example.com)",
 		"domainclass: eval gate failed: 2 of 4 candidates fell short (false negatives ≤ 0, accuracy ≥ 0.800)",
 	}, lines(errOut, "eval gate", "domainclass:"), "one line per failing candidate, then the verdict")
 	require.Contains(t, out, "11 domains (6 yes, 5 no, 1 doubtful) × 4 candidates × 1:")
@@ -87,6 +89,17 @@ func TestEval(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(report, "report.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(md), "This run made 0 model calls and took 44 answers from the cache")
+	require.Contains(t, string(md), "| candidate | dev, clear | test, clear | test, doubtful | gate (clear rows) |",
+		"the report shows dev and test, clear and doubtful apart")
+	require.Contains(t, string(md), "| test-model / v1 / none | 6/7 = 0.857 (1 FN) | 2/3 = 0.667 (0 FN) | 0/1 = 0.000 (1 FN) | 8/10 = 0.800, 1 FN |")
+
+	// --split test runs the held-out rows only.
+	code, out, errOut = run(append(args, "--split", "test")...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "4 domains (2 yes, 2 no, 1 doubtful) × 4 candidates × 1:")
+	code, _, errOut = run(append(args, "--split", "holdout")...)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `--split must be dev, test or all, got "holdout"`)
 }
 
 func TestEval_UsageAndConfigErrors(t *testing.T) {
