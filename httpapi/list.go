@@ -354,6 +354,7 @@ func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standa
 // completion window (most batches end within hours).
 const batchWindowSeconds = 24 * 60 * 60
 
+// firstOf is a query parameter's first value, "" when it has none.
 func firstOf(vs []string) string {
 	if len(vs) == 0 {
 		return ""
@@ -363,11 +364,7 @@ func firstOf(vs []string) string {
 
 // tierParam reads ?tier=standard|economy (standard when absent).
 func tierParam(q map[string][]string) (string, error) {
-	t := ""
-	if vs := q["tier"]; len(vs) > 0 {
-		t = vs[0]
-	}
-	switch t {
+	switch t := firstOf(q["tier"]); t {
 	case "", classifier.TierStandard:
 		return classifier.TierStandard, nil
 	case classifier.TierEconomy:
@@ -606,10 +603,7 @@ func negotiateResults(accept string) (listFormat, bool) {
 }
 
 func boolParam(q map[string][]string, name string) (bool, error) {
-	v := ""
-	if vs := q[name]; len(vs) > 0 {
-		v = vs[0]
-	}
+	v := firstOf(q[name])
 	if v == "" {
 		return false, nil
 	}

@@ -447,9 +447,9 @@ func (w *BatchWorker) end(ctx context.Context, log *slog.Logger, b *db.Batch, li
 	return nil
 }
 
-// providerErr snoozes a throttled batch API call, fails the run on a
-// transient one (River retries), and cancels the job on a permanent one
-// after logging it: a request the provider will never accept.
+// providerErr snoozes a throttled batch API call and returns any other
+// error as it is: River retries the run, and on its last attempt Work fails
+// the batch's rows (a refused submission is handled in step, at once).
 func (w *BatchWorker) providerErr(err error) error {
 	if ra, ok := classifier.RetryAfter(err); ok {
 		return river.JobSnooze(min(max(ra, time.Second), w.Settings.MaxSnooze))

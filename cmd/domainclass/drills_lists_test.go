@@ -74,6 +74,18 @@ func gzipList(domains []string) []byte {
 	return buf.Bytes()
 }
 
+// killDrillList is the list of the kill drills: rows domains named after
+// prefix, the last 300 of them repeating earlier ones.
+func killDrillList(prefix string, rows int) (domains []string, distinct map[string]bool) {
+	distinct = map[string]bool{}
+	for i := range rows {
+		domain := fmt.Sprintf("%s%04d.com", prefix, (i*7)%(rows-300))
+		domains = append(domains, domain)
+		distinct[domain] = true
+	}
+	return domains, distinct
+}
+
 // listOutcomes reads what a list's rows became, by status.
 func (d *deployment) listOutcomes(id string) map[string]int {
 	out := map[string]int{}
@@ -100,13 +112,7 @@ func drillListWorkerKilled(t *testing.T, s *drillSet) {
 	d.start(RoleAPI)
 	first := d.start(RoleWorker)
 
-	var domains []string
-	distinct := map[string]bool{}
-	for i := range rows {
-		domain := fmt.Sprintf("listkill%04d.com", (i*7)%(rows-300)) // 300 rows repeat an earlier domain
-		domains = append(domains, domain)
-		distinct[domain] = true
-	}
+	domains, distinct := killDrillList("listkill", rows)
 	status, a, err := d.uploadList(bytes.NewReader(gzipList(domains)))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, status)
@@ -187,13 +193,7 @@ func drillEconomyWorkerKilled(t *testing.T, s *drillSet) {
 	d.start(RoleAPI)
 	first := d.start(RoleWorker)
 
-	var domains []string
-	distinct := map[string]bool{}
-	for i := range rows {
-		domain := fmt.Sprintf("econkill%04d.com", (i*7)%(rows-300)) // 300 rows repeat an earlier domain
-		domains = append(domains, domain)
-		distinct[domain] = true
-	}
+	domains, distinct := killDrillList("econkill", rows)
 	status, a, err := d.uploadListTo("/lists?tier=economy", bytes.NewReader(gzipList(domains)))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, status)
