@@ -59,11 +59,12 @@ type Searcher interface {
 	Search(ctx context.Context, domain string) (Evidence, error)
 }
 
-// Evidence is what a search found: text for the prompt and its sources.
+// Evidence is what a search found: text for the prompt and the pages it
+// came from.
 type Evidence struct {
 	Provider string
 	Text     string
-	Sources  []string
+	Sources  []EvidenceItem
 }
 
 // DefaultClaimWait: a job whose domain another job is asking the model
@@ -269,7 +270,7 @@ func (p *Pipeline) Ask(ctx context.Context, c *Classifier, pr Prepared) (Result,
 	if err != nil {
 		if IsPermanent(err) {
 			r := failed(c, pr.Domain, "model request rejected: "+err.Error(), p.cfg.Now())
-			r.Source, r.Model, r.PromptVersion = SourceLLM, pr.Request.Model, pr.PromptVersion
+			r.Source, r.Model, r.PromptVersion, r.Search, r.Evidence = SourceLLM, pr.Request.Model, pr.PromptVersion, pr.Search, pr.Sources
 			return r, nil
 		}
 		return Result{}, fmt.Errorf("error asking the model about %s: %w", pr.Domain, err)
@@ -283,8 +284,10 @@ type Prepared struct {
 	Domain        string
 	Request       CompletionRequest
 	PromptVersion string
-	// Sources are the addresses of the evidence in the prompt.
-	Sources []string
+	// Search is the search provider; Sources are the pages of the evidence
+	// in the prompt.
+	Search  string
+	Sources []EvidenceItem
 }
 
 // Prepare runs the search step for one domain and renders its prompt.
@@ -304,13 +307,13 @@ func (p *Pipeline) Prepare(ctx context.Context, c *Classifier, domain string, op
 		p.cfg.Logger.WarnContext(ctx, "search rejected; answering without evidence", "domain", domain, "error", err)
 		ev = Evidence{}
 	}
-	evidence := fenceEvidence(ev.Text, cmp.Or(p.cfg.EvidenceMaxChars, DefaultEvidenceMaxChars))
-	user, err := prompt.Render(PromptData{Domain: domain, Provider: ev.Provider, Evidence: evidence})
+	text := Truncate(ev.Text, cmp.Or(p.cfg.EvidenceMaxChars, DefaultEvidenceMaxChars))
+	user, err := prompt.Render(PromptData{Domain: domain, Provider: ev.Provider, Evidence: fenceEvidence(text)})
 	if err != nil {
 		return Prepared{}, err
 	}
 	return Prepared{
-		Domain: domain, PromptVersion: prompt.Version, Sources: ev.Sources,
+		Domain: domain, PromptVersion: prompt.Version, Search: ev.Provider, Sources: shown(ev.Sources, ev.Text, text),
 		Request: CompletionRequest{
 			Model: model, System: strings.TrimSpace(prompt.System) + "\n\n" + untrustedNote, User: user,
 			SchemaName: c.Name + "_verdict", Schema: c.ResponseSchema(),
@@ -323,7 +326,8 @@ func (p *Pipeline) Prepare(ctx context.Context, c *Classifier, domain string, op
 func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) Result {
 	r := Result{
 		Domain: pr.Domain, Classifier: c.Name, Source: SourceLLM, ClassifiedAt: p.cfg.Now().UTC(),
-		Model: cmp.Or(resp.Model, pr.Request.Model), PromptVersion: pr.PromptVersion, Evidence: pr.Sources,
+		Model: cmp.Or(resp.Model, pr.Request.Model), PromptVersion: pr.PromptVersion,
+		Search: pr.Search, Evidence: pr.Sources,
 		Usage: &Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Latency: resp.Latency, Raw: resp.Content},
 	}
 	if resp.Refusal != "" {

@@ -3,6 +3,8 @@ package classifier
 import (
 	"errors"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Status is the state of one domain's answer, or of a job.
@@ -41,11 +43,14 @@ type Result struct {
 	Error        string
 	ClassifiedAt time.Time
 
-	// Model and PromptVersion say what produced an llm answer.
+	// Provenance: what a model's answer was based on (a cached answer keeps
+	// that of the call that made it). ProvenanceID names the stored record
+	// of it; zero until the answer is stored.
+	ProvenanceID  uuid.UUID
 	Model         string
 	PromptVersion string
-	// Evidence lists the addresses the search step used.
-	Evidence []string
+	Search        string         // the search provider
+	Evidence      []EvidenceItem // what the model was shown
 	// Usage is set for answers that called the model in this run.
 	Usage *Usage
 	// BatchID names the provider batch an answer came by (economy tier).

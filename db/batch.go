@@ -3,10 +3,13 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // Batch statuses: a chunk of an economy list stages its requests
@@ -39,7 +42,8 @@ type BatchItem struct {
 	Domain        string
 	Body          json.RawMessage
 	PromptVersion string
-	Evidence      []string
+	Search        string
+	Evidence      []classifier.EvidenceItem
 }
 
 const batchColumns = `id, list_id, chunk, status, coalesce(provider_batch_id, ''), coalesce(provider_status, ''),
@@ -105,12 +109,12 @@ func ListUnstaged(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int
 func BatchItemAdd(ctx context.Context, exec DBTX, batch uuid.UUID, it BatchItem) error {
 	evidence := it.Evidence
 	if evidence == nil {
-		evidence = []string{}
+		evidence = []classifier.EvidenceItem{}
 	}
 	_, err := exec.Exec(ctx, `
-		INSERT INTO llm_batch_item (batch_id, row, domain, body, prompt_version, evidence)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-		batch, it.Row, it.Domain, []byte(it.Body), it.PromptVersion, evidence)
+		INSERT INTO llm_batch_item (batch_id, row, domain, body, prompt_version, search, evidence)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+		batch, it.Row, it.Domain, []byte(it.Body), it.PromptVersion, it.Search, evidence)
 	return translate(err)
 }
 
@@ -118,7 +122,7 @@ func BatchItemAdd(ctx context.Context, exec DBTX, batch uuid.UUID, it BatchItem)
 // PENDING, in row order.
 func BatchItems(ctx context.Context, exec DBTX, batch uuid.UUID, fn func(BatchItem) error) error {
 	rows, err := exec.Query(ctx, `
-		SELECT i.row, i.domain, i.body, i.prompt_version, i.evidence
+		SELECT i.row, i.domain, i.body, i.prompt_version, i.search, i.evidence
 		FROM llm_batch_item i JOIN llm_batch b ON b.id = i.batch_id
 		JOIN list_row r ON r.list_id = b.list_id AND r.row = i.row
 		WHERE i.batch_id = $1 AND r.status = 'PENDING'
@@ -127,7 +131,9 @@ func BatchItems(ctx context.Context, exec DBTX, batch uuid.UUID, fn func(BatchIt
 		return translate(err)
 	}
 	var it BatchItem
-	_, err = pgx.ForEachRow(rows, []any{&it.Row, &it.Domain, &it.Body, &it.PromptVersion, &it.Evidence}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&it.Row, &it.Domain, &it.Body, &it.PromptVersion, &it.Search, &it.Evidence}, func() error {
+		it := it
+		it.Evidence = slices.Clone(it.Evidence) // the next row's scan may reuse the array
 		return fn(it)
 	})
 	return translate(err)

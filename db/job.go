@@ -117,10 +117,11 @@ func JobGet(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.Job, erro
 func jobDomains(ctx context.Context, exec DBTX, jobID uuid.UUID, classifierName string) ([]classifier.JobDomain, error) {
 	rows, err := exec.Query(ctx, `
 		SELECT u.ord - 1, u.input, u.domain, coalesce(d.status, 'PENDING'), d.is_cpg, d.confidence, d.reasoning,
-		       d.source, d.error, d.classified_at
+		       d.source, d.error, d.classified_at, `+provenanceColumns+`
 		FROM classify_job j
 		CROSS JOIN LATERAL unnest(j.inputs, j.domains) WITH ORDINALITY AS u (input, domain, ord)
 		LEFT JOIN classify_job_domain d ON d.job_id = j.id AND d.position = u.ord - 1
+		LEFT JOIN provenance p ON p.id = d.provenance_id
 		WHERE j.id = $1
 		ORDER BY u.ord`, jobID)
 	return collect(rows, err, func(row pgx.CollectableRow) (classifier.JobDomain, error) {
@@ -130,9 +131,11 @@ func jobDomains(ctx context.Context, exec DBTX, jobID uuid.UUID, classifierName 
 			confidence               *int16
 			reasoning, source, error *string
 			classifiedAt             *time.Time
+			provenance               uuid.NullUUID
 		)
-		err := row.Scan(&d.Position, &d.Input, &d.Result.Domain, &d.Result.Status, &isCPG, &confidence,
-			&reasoning, &source, &error, &classifiedAt)
+		err := row.Scan(append([]any{&d.Position, &d.Input, &d.Result.Domain, &d.Result.Status, &isCPG, &confidence,
+			&reasoning, &source, &error, &classifiedAt}, provenanceDest(&d.Result, &provenance)...)...)
+		d.Result.ProvenanceID = provenance.UUID
 		d.Result.Classifier = classifierName
 		d.Result.ClassifiedAt = deref(classifiedAt)
 		d.Result.Answer = deref(isCPG)
@@ -174,18 +177,19 @@ func JobStart(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.Job, er
 func JobDomainFinish(ctx context.Context, exec DBTX, jobID uuid.UUID, position int, r classifier.Result, owner string) error {
 	batch := &pgx.Batch{}
 	if r.Source == classifier.SourceLLM {
-		queueResultUpsert(batch, r)
+		queueModelAnswer(batch, &r)
 	}
 	batch.Queue(`
 		WITH final AS (
 			INSERT INTO classify_job_domain (job_id, position, domain, status, is_cpg, confidence, reasoning,
-			                                 source, error, classified_at)
-			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), $10)
+			                                 source, error, classified_at, provenance_id)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), $10, $11)
 			ON CONFLICT (job_id, position) DO NOTHING
 			RETURNING 1
 		)
 		UPDATE classify_job SET done = done + 1 WHERE id = $1 AND EXISTS (SELECT FROM final)`,
-		jobID, position, r.Domain, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error, r.ClassifiedAt)
+		jobID, position, r.Domain, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error, r.ClassifiedAt,
+		provenanceOrNil(r))
 	queueClaimRelease(batch, r.Classifier, r.Domain, owner)
 	return translate(exec.SendBatch(ctx, batch).Close())
 }

@@ -177,7 +177,7 @@ func ListPending(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int)
 func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r classifier.Result, owner string) (int, error) {
 	batch := &pgx.Batch{}
 	if r.Source == classifier.SourceLLM {
-		queueResultUpsert(batch, r)
+		queueModelAnswer(batch, &r)
 	}
 	completed := r.Status == classifier.StatusCompleted
 	// The row and its duplicates are two UPDATEs, each with an index of its
@@ -188,12 +188,12 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 	batch.Queue(`
 		WITH first AS (
 			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9
+			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12
 			WHERE list_id = $1 AND row = $2 AND status = 'PENDING'
 			RETURNING 1
 		), dups AS (
 			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9
+			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12
 			WHERE list_id = $1 AND first_row = $2 AND status = 'PENDING'
 			RETURNING 1
 		), n AS (SELECT (SELECT count(*) FROM first)::int + (SELECT count(*) FROM dups)::int AS n)
@@ -207,7 +207,7 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 		FROM n WHERE list.id = $1
 		RETURNING n.n`,
 		listID, row, string(r.Status), answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error,
-		r.ClassifiedAt, completed, r.Usage.Cost())
+		r.ClassifiedAt, completed, r.Usage.Cost(), provenanceOrNil(r))
 	queueClaimRelease(batch, r.Classifier, r.Domain, owner)
 	results := exec.SendBatch(ctx, batch)
 	defer results.Close()
@@ -371,11 +371,12 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 		SELECT row, input, coalesce(ref, ''), coalesce(domain, ''), shown, is_cpg, confidence,
 		       coalesce(reasoning, ''), coalesce(source, ''),
 		       CASE WHEN status = 'PENDING' AND shown = 'FAILED' THEN $5 ELSE coalesce(error, '') END,
-		       classified_at
+		       classified_at, `+provenanceColumns+`
 		FROM (
 			SELECT *, CASE WHEN status = 'PENDING' AND $3 IN ('CANCELLED', 'FAILED') THEN $3 ELSE status END AS shown
 			FROM list_row WHERE list_id = $1 AND row > $2
 		) r
+		LEFT JOIN provenance p ON p.id = r.provenance_id
 		WHERE cardinality($4::text[]) = 0 OR shown = ANY($4)
 		ORDER BY row`, p.ListID, p.After, string(p.ListStatus), statuses, p.ListError)
 	if err != nil {
@@ -387,12 +388,15 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 		isCPG        *bool
 		confidence   *int16
 		classifiedAt *time.Time
+		provenance   uuid.NullUUID
 	)
 	for rows.Next() {
-		if err := rows.Scan(&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
-			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt); err != nil {
+		r.Result.Evidence = nil // scanning JSON into a used slice would reuse it
+		if err := rows.Scan(append([]any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
+			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt}, provenanceDest(&r.Result, &provenance)...)...); err != nil {
 			return translate(err)
 		}
+		r.Result.ProvenanceID = provenance.UUID
 		r.Result.Answer, r.Result.Confidence, r.Result.ClassifiedAt = deref(isCPG), int(deref(confidence)), deref(classifiedAt)
 		if err := fn(&r); err != nil {
 			return err

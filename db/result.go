@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -13,26 +14,26 @@ import (
 // ErrNotFound. Freshness is the caller's decision.
 func ResultGet(ctx context.Context, exec DBTX, classifierName, domain string) (*classifier.Result, error) {
 	r := &classifier.Result{Domain: domain, Classifier: classifierName}
-	var reasoning *string
+	var (
+		reasoning *string
+		id        uuid.NullUUID
+	)
 	err := exec.QueryRow(ctx, `
-		SELECT status, is_cpg, confidence, reasoning, model, prompt_version, evidence, classified_at
-		FROM result WHERE domain = $1 AND classifier = $2 AND status = 'COMPLETED'`, domain, classifierName,
-	).Scan(&r.Status, &r.Answer, &r.Confidence, &reasoning, &r.Model, &r.PromptVersion, &r.Evidence, &r.ClassifiedAt)
+		SELECT r.status, r.is_cpg, r.confidence, r.reasoning, r.classified_at, `+provenanceColumns+`
+		FROM result r LEFT JOIN provenance p ON p.id = r.provenance_id
+		WHERE r.domain = $1 AND r.classifier = $2 AND r.status = 'COMPLETED'`, domain, classifierName,
+	).Scan(append([]any{&r.Status, &r.Answer, &r.Confidence, &reasoning, &r.ClassifiedAt}, provenanceDest(r, &id)...)...)
 	if err != nil {
 		return nil, translate(err)
 	}
-	r.Reasoning = deref(reasoning)
+	r.Reasoning, r.ProvenanceID = deref(reasoning), id.UUID
 	return r, nil
 }
 
 // queueResultUpsert queues the upsert of a model's answer as the shared
-// result of (domain, classifier). A FAILED answer never replaces a
-// COMPLETED one.
+// result of (domain, classifier); its provenance is queued first
+// (queueModelAnswer). A FAILED answer never replaces a COMPLETED one.
 func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
-	evidence := r.Evidence
-	if evidence == nil {
-		evidence = []string{}
-	}
 	var latencyMS, promptTokens, completionTokens *int64
 	if u := r.Usage; u != nil {
 		l, p, c := u.Latency.Milliseconds(), int64(u.PromptTokens), int64(u.CompletionTokens)
@@ -40,19 +41,17 @@ func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
 	}
 	batch.Queue(`
 		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, error,
-		                    model, prompt_version, evidence, classified_at, latency_ms, prompt_tokens, completion_tokens,
-		                    batch_id)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11, $12, $13, $14, NULLIF($15, ''))
+		                    provenance_id, classified_at, latency_ms, prompt_tokens, completion_tokens, batch_id)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11, $12, NULLIF($13, ''))
 		ON CONFLICT (domain, classifier) DO UPDATE
 		SET status = excluded.status, is_cpg = excluded.is_cpg, confidence = excluded.confidence,
-		    reasoning = excluded.reasoning, error = excluded.error, model = excluded.model,
-		    prompt_version = excluded.prompt_version, evidence = excluded.evidence,
+		    reasoning = excluded.reasoning, error = excluded.error, provenance_id = excluded.provenance_id,
 		    classified_at = excluded.classified_at, latency_ms = excluded.latency_ms,
 		    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
 		    batch_id = excluded.batch_id
 		WHERE excluded.status = 'COMPLETED' OR result.status = 'FAILED'`,
 		r.Domain, r.Classifier, r.Status, answerOrNil(r), confidenceOrNil(r), r.Reasoning, r.Error,
-		r.Model, r.PromptVersion, evidence, r.ClassifiedAt, latencyMS, promptTokens, completionTokens, r.BatchID)
+		r.ProvenanceID, r.ClassifiedAt, latencyMS, promptTokens, completionTokens, r.BatchID)
 }
 
 // KnownCompanyGet returns the name of the known company for (classifier,

@@ -345,7 +345,11 @@ func TestListReadAndCancel(t *testing.T) {
 		at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		_, err := db.ListRowFinish(ctx, b.db.Pool, id, 1, classifier.Result{Domain: "acme.com", Classifier: "cpg",
 			Status: classifier.StatusCompleted, Answer: true, Confidence: 5, Reasoning: "Snacks, \"crisps\".",
-			Source: classifier.SourceLLM, ClassifiedAt: at}, "o")
+			Source: classifier.SourceLLM, ClassifiedAt: at, Model: "gpt-5.4-mini", PromptVersion: "v1", Search: "brave",
+			Evidence: []classifier.EvidenceItem{
+				{URL: "https://acme.com/", Title: "Acme Snacks", Snippet: "Acme makes chips."},
+				{URL: "https://en.wikipedia.org/wiki/Acme", Title: "Acme - Wikipedia", Snippet: "Acme is a snack company."},
+			}}, "o")
 		require.NoError(t, err)
 		_, err = db.ListRowFinish(ctx, b.db.Pool, id, 2, classifier.Result{Domain: "bad.com", Classifier: "cpg",
 			Status: classifier.StatusFailed, Error: "no LLM configured", ClassifiedAt: at}, "o")
@@ -381,11 +385,13 @@ func TestListReadAndCancel(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, [][]string{
 			wire.ListRowColumns,
-			{"1", "acme.com", "r1", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", ""},
-			{"2", "bad.com", "r2", "bad.com", "FAILED", "", "", "", "", "2026-11-30T12:00:00Z", "no LLM configured"},
-			{"3", "localhost", "r3", "", "REJECTED", "", "", "", "", "", classifier.ReasonLocalhost},
-			{"4", "slow.com", "r4", "slow.com", "PENDING", "", "", "", "", "", ""},
-			{"5", "www.acme.com", "r5", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", ""},
+			{"1", "acme.com", "r1", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", "",
+				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
+			{"2", "bad.com", "r2", "bad.com", "FAILED", "", "", "", "", "2026-11-30T12:00:00Z", "no LLM configured", "", "", ""},
+			{"3", "localhost", "r3", "", "REJECTED", "", "", "", "", "", classifier.ReasonLocalhost, "", "", ""},
+			{"4", "slow.com", "r4", "slow.com", "PENDING", "", "", "", "", "", "", "", "", ""},
+			{"5", "www.acme.com", "r5", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", "",
+				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
 		}, records)
 
 		r = b.do(t, "GET", "/lists/"+id+"/results?status=completed,REJECTED&after=1", "", "Accept", "application/x-ndjson")
@@ -395,7 +401,11 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Len(t, lines, 2)
 		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
 		require.JSONEq(t, `{"row": 5, "input": "www.acme.com", "ref": "r5", "domain": "acme.com", "status": "COMPLETED",
-			"is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z"}`, lines[1])
+			"is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
+			"model": "gpt-5.4-mini", "prompt_version": "v1", "search": "brave", "evidence": [
+				{"url": "https://acme.com/", "title": "Acme Snacks", "snippet": "Acme makes chips."},
+				{"url": "https://en.wikipedia.org/wiki/Acme", "title": "Acme - Wikipedia", "snippet": "Acme is a snack company."}]}`,
+			lines[1], "a duplicate row has its first row's provenance")
 
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Accept", "application/pdf"), 406, "not-acceptable")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?status=DONE", ""), 400, "invalid-query")

@@ -834,9 +834,11 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 
 	// csvOf writes csvRecords (the header first) as change leaves each.
 	csvRecords := [][]string{
-		{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error"},
-		{"1", "www.acme.com", "r1", "acme.com", "COMPLETED", "true", "5", "Snacks, \"crisps\".", "llm", "2026-11-30T12:00:00Z", ""},
-		{"2", "", "", "", "REJECTED", "", "", "", "", "", "empty input"},
+		{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error",
+			"model", "prompt_version", "evidence_urls"},
+		{"1", "www.acme.com", "r1", "acme.com", "COMPLETED", "true", "5", "Snacks, \"crisps\".", "llm", "2026-11-30T12:00:00Z", "",
+			"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
+		{"2", "", "", "", "REJECTED", "", "", "", "", "", "empty input", "", "", ""},
 	}
 	csvOf := func(change func(i int, rec []string) []string) []byte {
 		var b bytes.Buffer

@@ -296,7 +296,7 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 		it.Body = nil
 		items[it.Domain] = it
 		reqs[it.Domain] = classifier.Prepared{Domain: it.Domain, Request: classifier.CompletionRequest{Model: req.Model},
-			PromptVersion: it.PromptVersion, Sources: it.Evidence}
+			PromptVersion: it.PromptVersion, Search: it.Search, Sources: it.Evidence}
 		return nil
 	})
 	if err != nil {

@@ -54,7 +54,7 @@ func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, 
 		mutate(&s)
 	}
 	logger := testLogger(t)
-	pipeline := newPipeline(t, b.tx, b.llm, false, s, logger)
+	pipeline := newPipeline(t, b.tx, b.llm, setupOpts{}, s, logger)
 	client, err := llm.New(llm.Config{BaseURL: b.llm.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	cfg := &river.Config{Logger: logger}
@@ -147,6 +147,11 @@ func TestEconomyList(t *testing.T) {
 		require.False(t, rows[3].Result.Answer)
 		require.Equal(t, "Software.", rows[3].Result.Reasoning)
 		require.Equal(t, rows[1].Result.Reasoning, rows[4].Result.Reasoning, "the duplicate has its first row's answer")
+		require.Equal(t, []string{"test-model", "none"}, []string{rows[1].Result.Model, rows[1].Result.Search},
+			"a batch answer's provenance is the request's, as a call's is")
+		require.NotEmpty(t, rows[1].Result.PromptVersion)
+		require.Equal(t, rows[1].Result.ProvenanceID, rows[4].Result.ProvenanceID)
+		require.NotZero(t, rows[1].Result.ProvenanceID)
 		require.Equal(t, []int{5, 4, 1, 1, 3}, []int{now.Done, now.Completed, now.Known, now.Rejected, now.LLM})
 		want := 2 * testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, true)
 		require.InDelta(t, want, now.CostUSD, 1e-12, "two answers at the batch price")

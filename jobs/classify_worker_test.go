@@ -34,6 +34,7 @@ type testBundle struct {
 
 type setupOpts struct {
 	noLLM    bool
+	search   classifier.Searcher // search.None{} when nil
 	settings func(*jobs.Settings)
 	webhook  *webhookOpts
 }
@@ -47,16 +48,19 @@ func testSettings() jobs.Settings {
 }
 
 // newPipeline is the workers' pipeline on exec, against the fake model.
-func newPipeline(t *testing.T, exec db.DBTX, model *llmtest.Server, noLLM bool, settings jobs.Settings, logger *slog.Logger) *classifier.Pipeline {
+func newPipeline(t *testing.T, exec db.DBTX, model *llmtest.Server, opts setupOpts, settings jobs.Settings, logger *slog.Logger) *classifier.Pipeline {
 	t.Helper()
+	if opts.search == nil {
+		opts.search = search.None{}
+	}
 	var completer classifier.Completer
-	if !noLLM {
+	if !opts.noLLM {
 		c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
 		require.NoError(t, err)
 		completer = llm.Limit(c, llm.DefaultMaxConcurrency, 60_000, nil)
 	}
 	return classifier.NewPipeline(classifier.PipelineConfig{
-		Store: jobs.NewPipelineStore(exec), LLM: completer, Search: search.None{}, Model: "test-model",
+		Store: jobs.NewPipelineStore(exec), LLM: completer, Search: opts.search, Model: "test-model",
 		Freshness: classifier.DefaultFreshness(), ClaimTTL: settings.ClaimTTL(), ClaimWait: 10 * time.Second,
 		ClaimPoll: 20 * time.Millisecond, Logger: logger,
 	})
@@ -85,7 +89,7 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 	}
 	logger := testLogger(t)
 	workers := river.NewWorkers()
-	pipeline := newPipeline(t, b.db.Pool, b.llm, opts.noLLM, settings, logger)
+	pipeline := newPipeline(t, b.db.Pool, b.llm, opts, settings, logger)
 	cw := &jobs.ClassifyWorker{
 		DB: b.db.Pool, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
 	}
@@ -212,7 +216,7 @@ func setupTx(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setu
 	b.client, err = river.NewClient(driver, &river.Config{})
 	require.NoError(t, err)
 	b.worker = rivertest.NewWorker(t, driver, &river.Config{Logger: logger}, &jobs.ClassifyWorker{
-		DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, opts.noLLM, settings, logger),
+		DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, opts, settings, logger),
 		Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
 	})
 	return b

@@ -215,7 +215,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 				body, err := json.Marshal(pr.Request)
 				if err == nil {
 					err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
-						PromptVersion: pr.PromptVersion, Evidence: pr.Sources})
+						PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources})
 				}
 				return r, err
 			},

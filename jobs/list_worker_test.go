@@ -94,7 +94,7 @@ func setupListTx(t *testing.T, handle func(llmtest.Request) llmtest.Reply, s job
 	s.ListDomainConcurrency = 1 // a transaction is one connection
 	logger := testLogger(t)
 	w := rivertest.NewWorker(t, riverpgxv5.New(nil), &river.Config{Logger: logger}, &jobs.ClassifyListWorker{
-		DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, false, s, logger),
+		DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, setupOpts{}, s, logger),
 		Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger,
 	})
 	return b, w

@@ -86,8 +86,9 @@ func (b *Brave) Search(ctx context.Context, domain string) (classifier.Evidence,
 		if i == count {
 			break
 		}
-		fmt.Fprintf(&text, "- %s: %s (%s)\n", fold(r.Title), fold(stripTags(r.Description)), r.URL)
-		ev.Sources = append(ev.Sources, r.URL)
+		title, description := fold(stripTags(r.Title)), fold(stripTags(r.Description))
+		fmt.Fprintf(&text, "- %s: %s (%s)\n", title, description, r.URL)
+		ev.Sources = append(ev.Sources, classifier.NewEvidenceItem(r.URL, title, description))
 	}
 	ev.Text = strings.TrimSpace(text.String())
 	return ev, nil

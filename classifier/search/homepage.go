@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -84,7 +85,8 @@ func (h *Homepage) fetch(ctx context.Context, url string) (classifier.Evidence, 
 	if text == "" {
 		return classifier.Evidence{}, fmt.Errorf("%s: no text", url)
 	}
-	return classifier.Evidence{Provider: ProviderHomepage, Text: text, Sources: []string{resp.Request.URL.String()}}, nil
+	item := classifier.NewEvidenceItem(resp.Request.URL.String(), page.Title, cmp.Or(page.Description, page.Text))
+	return classifier.Evidence{Provider: ProviderHomepage, Text: text, Sources: []classifier.EvidenceItem{item}}, nil
 }
 
 // Page is what a home page says about itself.

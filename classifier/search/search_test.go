@@ -68,7 +68,8 @@ func TestHomepage_Search(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "homepage", ev.Provider)
 		require.Contains(t, ev.Text, "Acme makes potato chips")
-		require.Equal(t, []string{srv.URL + "/home"}, ev.Sources)
+		require.Equal(t, []classifier.EvidenceItem{{URL: srv.URL + "/home", Title: "Acme Snacks | Crunchy chips",
+			Snippet: "Acme makes potato chips and pretzels."}}, ev.Sources, "the page's address, title and description")
 	})
 
 	t.Run("ReadsAtMostMaxBytes", func(t *testing.T) {
@@ -155,7 +156,10 @@ func TestBrave_Search(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "brave", ev.Provider)
 		require.Equal(t, "- Acme Snacks: Acme makes chips. (https://acme.com/)\n- Acme - Wikipedia: Acme is a snack company. (https://en.wikipedia.org/wiki/Acme)", ev.Text)
-		require.Equal(t, []string{"https://acme.com/", "https://en.wikipedia.org/wiki/Acme"}, ev.Sources)
+		require.Equal(t, []classifier.EvidenceItem{
+			{URL: "https://acme.com/", Title: "Acme Snacks", Snippet: "Acme makes chips."},
+			{URL: "https://en.wikipedia.org/wiki/Acme", Title: "Acme - Wikipedia", Snippet: "Acme is a snack company."},
+		}, ev.Sources, "each result's address, title and description, without Brave's <strong> marks")
 	})
 
 	t.Run("ThrottleCarriesRetryAfter", func(t *testing.T) {

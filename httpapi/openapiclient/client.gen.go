@@ -218,6 +218,27 @@ func (e ResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for SearchProvider.
+const (
+	Brave    SearchProvider = "brave"
+	Homepage SearchProvider = "homepage"
+	None     SearchProvider = "none"
+)
+
+// Valid indicates whether the value is a known member of the SearchProvider enum.
+func (e SearchProvider) Valid() bool {
+	switch e {
+	case Brave:
+		return true
+	case Homepage:
+		return true
+	case None:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Source.
 const (
 	Cache Source = "cache"
@@ -337,6 +358,18 @@ type DomainInput struct {
 
 	// Input What was sent.
 	Input string `json:"input"`
+}
+
+// EvidenceItem One page the model was shown.
+type EvidenceItem struct {
+	// Snippet The text taken from the page (a search result's description, a homepage's description or opening text), at most 300 characters.
+	Snippet string `json:"snippet"`
+
+	// Title The page's title, "" when it had none.
+	Title string `json:"title"`
+
+	// Url The page's address.
+	Url string `json:"url"`
 }
 
 // Health defines model for Health.
@@ -523,9 +556,8 @@ type ListReport struct {
 }
 
 // ListRow One row of a list's results: a line of `GET /lists/{list_id}/results`
-// as NDJSON, or of its CSV with the columns in the order of
-// `properties`. (OpenAPI 3.1 can only type such a body as a string;
-// this schema is what each line holds.)
+// as NDJSON (a CSV record is ListRowCSV). (OpenAPI 3.1 can only type
+// such a body as a string; this schema is what each line holds.)
 type ListRow struct {
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
@@ -536,11 +568,68 @@ type ListRow struct {
 	// Error Why this row FAILED or was REJECTED.
 	Error *string `json:"error,omitempty"`
 
+	// Evidence What the model was shown, one item per page: present (maybe empty) on every answer a model made, absent on one it did not.
+	Evidence *[]EvidenceItem `json:"evidence,omitempty"`
+
 	// Input What the row held.
 	Input string `json:"input"`
 
 	// IsCpg The answer (COMPLETED only).
 	IsCpg *bool `json:"is_cpg,omitempty"`
+
+	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for a known answer).
+	Model *string `json:"model,omitempty"`
+
+	// PromptVersion The classifier's prompt version the model was asked with.
+	PromptVersion *string `json:"prompt_version,omitempty"`
+
+	// Reasoning One line.
+	Reasoning *string `json:"reasoning,omitempty"`
+
+	// Ref The row's ref as uploaded.
+	Ref *string `json:"ref,omitempty"`
+
+	// Row The row's number in the upload.
+	Row int `json:"row"`
+
+	// Search The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
+	Search *SearchProvider `json:"search,omitempty"`
+
+	// Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
+	Source *Source `json:"source,omitempty"`
+
+	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
+	Status ListRowStatus `json:"status"`
+}
+
+// ListRowCSV One record of a list's results as CSV: ListRow's fields, flat, with
+// `evidence_urls` in place of `search` and `evidence`. The header names
+// the columns in this order; a cell is empty where the NDJSON line
+// leaves the field out.
+type ListRowCSV struct {
+	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
+	Confidence   *int       `json:"confidence,omitempty"`
+
+	// Domain The registrable domain the input was read as (not for REJECTED rows).
+	Domain *string `json:"domain,omitempty"`
+
+	// Error Why this row FAILED or was REJECTED.
+	Error *string `json:"error,omitempty"`
+
+	// EvidenceUrls The addresses of the evidence, separated by spaces; empty when the model was shown none or no model made the answer.
+	EvidenceUrls *string `json:"evidence_urls,omitempty"`
+
+	// Input What the row held.
+	Input string `json:"input"`
+
+	// IsCpg The answer (COMPLETED only).
+	IsCpg *bool `json:"is_cpg,omitempty"`
+
+	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for a known answer).
+	Model *string `json:"model,omitempty"`
+
+	// PromptVersion The classifier's prompt version the model was asked with.
+	PromptVersion *string `json:"prompt_version,omitempty"`
 
 	// Reasoning One line.
 	Reasoning *string `json:"reasoning,omitempty"`
@@ -654,11 +743,23 @@ type Result struct {
 	// Error Why this domain FAILED.
 	Error *string `json:"error,omitempty"`
 
+	// Evidence What the model was shown, one item per page: present (maybe empty) on every answer a model made, absent on one it did not.
+	Evidence *[]EvidenceItem `json:"evidence,omitempty"`
+
 	// IsCpg The answer (COMPLETED only).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
+	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for a known answer).
+	Model *string `json:"model,omitempty"`
+
+	// PromptVersion The classifier's prompt version the model was asked with.
+	PromptVersion *string `json:"prompt_version,omitempty"`
+
 	// Reasoning One line.
 	Reasoning *string `json:"reasoning,omitempty"`
+
+	// Search The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
+	Search *SearchProvider `json:"search,omitempty"`
 
 	// Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
 	Source *Source `json:"source,omitempty"`
@@ -669,6 +770,9 @@ type Result struct {
 
 // ResultStatus A domain's status in a job.
 type ResultStatus string
+
+// SearchProvider The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
+type SearchProvider string
 
 // Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
 type Source string

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -137,16 +138,22 @@ type ListRow struct {
 	Source       classifier.Source `json:"source,omitempty"`
 	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
 	Error        string            `json:"error,omitempty"`
+	Provenance
 }
 
-// ListRowColumns is the header of the CSV results.
-var ListRowColumns = []string{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error"}
+// ListRowColumns is the header of the CSV results. The provenance columns
+// come last, so that a reader of the older columns by position still
+// works; evidence_urls are the evidence's addresses, separated by spaces
+// (an address has none).
+var ListRowColumns = []string{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source",
+	"classified_at", "error", "model", "prompt_version", "evidence_urls"}
 
 // NewListRow returns row r as callers see it.
 func NewListRow(r *classifier.ListRow) ListRow {
 	rr := NewResultReport(r.Result)
 	return ListRow{Row: r.Row, Input: r.Input, Ref: r.Ref, Domain: rr.Domain, Status: rr.Status, IsCPG: rr.IsCPG,
-		Confidence: rr.Confidence, Reasoning: rr.Reasoning, Source: rr.Source, ClassifiedAt: rr.ClassifiedAt, Error: rr.Error}
+		Confidence: rr.Confidence, Reasoning: rr.Reasoning, Source: rr.Source, ClassifiedAt: rr.ClassifiedAt, Error: rr.Error,
+		Provenance: rr.Provenance}
 }
 
 // CSV returns the row's fields in ListRowColumns order, appended to buf.
@@ -161,8 +168,15 @@ func (r *ListRow) CSV(buf []string) []string {
 	if r.ClassifiedAt != nil {
 		classifiedAt = r.ClassifiedAt.Format(time.RFC3339Nano)
 	}
+	var urls strings.Builder
+	for i, e := range r.Evidence {
+		if i > 0 {
+			urls.WriteByte(' ')
+		}
+		urls.WriteString(e.URL)
+	}
 	return append(buf, strconv.Itoa(r.Row), r.Input, r.Ref, r.Domain, string(r.Status), isCPG, confidence,
-		r.Reasoning, string(r.Source), classifiedAt, r.Error)
+		r.Reasoning, string(r.Source), classifiedAt, r.Error, r.Model, r.PromptVersion, urls.String())
 }
 
 // EventListCompleted is the type of the webhook sent when a list ends,

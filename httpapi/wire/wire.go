@@ -8,6 +8,8 @@ package wire
 import (
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/domainclass/domainclass/classifier"
 )
 
@@ -84,6 +86,39 @@ type ResultReport struct {
 	Source       classifier.Source `json:"source,omitempty"`
 	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
 	Error        string            `json:"error,omitempty"`
+	Provenance
+}
+
+// Provenance is what a model's answer was based on: the model, the prompt
+// version, the search provider and what the model was shown. A cached
+// answer has the provenance of the call that made it; an answer that no
+// model made (known, or failed before any call) has none, and Evidence is
+// then left out, where a model's answer from no pages has it empty.
+type Provenance struct {
+	Model         string         `json:"model,omitempty"`
+	PromptVersion string         `json:"prompt_version,omitempty"`
+	Search        string         `json:"search,omitempty"`
+	Evidence      []EvidenceItem `json:"evidence,omitzero"`
+}
+
+// EvidenceItem is one page the model was shown.
+type EvidenceItem struct {
+	URL     string `json:"url"`
+	Title   string `json:"title"`
+	Snippet string `json:"snippet"`
+}
+
+// NewProvenance returns r's provenance as callers see it.
+func NewProvenance(r classifier.Result) Provenance {
+	if r.ProvenanceID == uuid.Nil && r.Model == "" {
+		return Provenance{}
+	}
+	p := Provenance{Model: r.Model, PromptVersion: r.PromptVersion, Search: r.Search,
+		Evidence: make([]EvidenceItem, len(r.Evidence))}
+	for i, e := range r.Evidence {
+		p.Evidence[i] = EvidenceItem(e)
+	}
+	return p
 }
 
 // NewJobReport returns job j as callers see it.
@@ -107,7 +142,7 @@ func NewJobReport(j *classifier.Job) JobReport {
 // NewResultReport returns one answer as callers see it: the verdict only
 // when COMPLETED, the error only when FAILED.
 func NewResultReport(r classifier.Result) ResultReport {
-	rr := ResultReport{Domain: r.Domain, Status: r.Status, Source: r.Source, Error: r.Error}
+	rr := ResultReport{Domain: r.Domain, Status: r.Status, Source: r.Source, Error: r.Error, Provenance: NewProvenance(r)}
 	if r.Status == classifier.StatusCompleted {
 		answer, confidence := r.Answer, r.Confidence
 		rr.IsCPG, rr.Confidence, rr.Reasoning = &answer, &confidence, r.Reasoning
