@@ -1,6 +1,7 @@
 package evals
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // Report is what a run is written up as: report.md, report.json and the
@@ -293,9 +296,42 @@ func missSection(b *strings.Builder, title string, ms []Miss, repeat int) {
 			fmt.Fprintf(b, " confidence %d", m.Confidence)
 		}
 		fmt.Fprintf(b, ": %s\n", strings.ReplaceAll(m.Reason, "\n", " "))
+		evidenceList(b, m)
 	}
 	b.WriteString("\n")
 }
+
+// evidenceList links a miss to what the model was shown, one line a page:
+// where to look first when deciding whether the model, the search or the
+// label is wrong.
+func evidenceList(b *strings.Builder, m Miss) {
+	if m.Search == "" {
+		return // no model call: nothing was shown
+	}
+	if len(m.Evidence) == 0 {
+		fmt.Fprintf(b, "  - no evidence (search: %s)\n", m.Search)
+		return
+	}
+	for _, e := range m.Evidence {
+		title := cmp.Or(e.Title, e.URL)
+		fmt.Fprintf(b, "  - [%s](<%s>)", mdText(title), urlEscaper.Replace(e.URL))
+		if e.Snippet != "" {
+			fmt.Fprintf(b, ": %s", mdText(classifier.Truncate(e.Snippet, 160)))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// mdText keeps web text from turning into Markdown: brackets and the
+// characters that start emphasis or code are escaped.
+func mdText(s string) string {
+	return mdEscaper.Replace(s)
+}
+
+// urlEscaper keeps an address inside the <…> of a Markdown link.
+var urlEscaper = strings.NewReplacer("<", "%3C", ">", "%3E", " ", "%20", "\n", "")
+
+var mdEscaper = strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;")
 
 func flipRate(r *float64) string {
 	if r == nil {

@@ -108,8 +108,8 @@ func TestRun_ScoresEqualHandComputedValues(t *testing.T) {
 	require.Equal(t, 2, s.Failed)
 
 	require.Equal(t, []evals.Miss{
-		{Domain: "fn1-example.com", Doubtful: true, Kind: "subsidiary", Times: 1, Of: 1, Reason: "Looks like a holding company.", Confidence: 3},
-		{Domain: "fn2-example.com", Kind: "cpg", Times: 1, Of: 1, Reason: "A software company.", Confidence: 5},
+		{Domain: "fn1-example.com", Doubtful: true, Kind: "subsidiary", Times: 1, Of: 1, Reason: "Looks like a holding company.", Confidence: 3, Search: "none"},
+		{Domain: "fn2-example.com", Kind: "cpg", Times: 1, Of: 1, Reason: "A software company.", Confidence: 5, Search: "none"},
 	}, s.FalseNegatives)
 	require.Equal(t, []string{"fp1-example.com"}, domains(s.FalsePositives))
 	require.Equal(t, []string{"fail1-example.com", "fail2-example.com"}, domains(s.Failures))

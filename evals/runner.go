@@ -161,6 +161,9 @@ type Answer struct {
 	PromptTokens     int     `json:"prompt_tokens,omitempty"`
 	CompletionTokens int     `json:"completion_tokens,omitempty"`
 	Raw              string  `json:"raw,omitempty"`
+	// Search and Evidence are what the model was shown (provenance).
+	Search   string                    `json:"search,omitempty"`
+	Evidence []classifier.EvidenceItem `json:"evidence,omitempty"`
 }
 
 // Outcome is "yes", "no" or "FAILED": what flip rates compare.
@@ -279,6 +282,7 @@ func toAnswer(r classifier.Result, sample int) Answer {
 	a := Answer{
 		Domain: r.Domain, Sample: sample, Status: r.Status, Error: r.Error,
 		Answer: r.Answer, Confidence: r.Confidence, Reasoning: r.Reasoning,
+		Search: r.Search, Evidence: r.Evidence,
 	}
 	if r.Status != classifier.StatusCompleted {
 		a.Answer, a.Confidence = false, 0

@@ -89,6 +89,9 @@ type Miss struct {
 	// sample.
 	Reason     string `json:"reason"`
 	Confidence int    `json:"confidence,omitempty"`
+	// Search and Evidence are what the model was shown for that sample.
+	Search   string                    `json:"search,omitempty"`
+	Evidence []classifier.EvidenceItem `json:"evidence,omitempty"`
 }
 
 // ConfidenceScore is the accuracy of the answers given with one confidence.
@@ -273,7 +276,7 @@ func appendMiss(misses []Miss, c Case, answers []Answer, of int) []Miss {
 	}
 	return append(misses, Miss{
 		Domain: c.Domain, Doubtful: c.Doubtful, Kind: c.Kind, Times: len(answers), Of: of,
-		Reason: reason, Confidence: first.Confidence,
+		Reason: reason, Confidence: first.Confidence, Search: first.Search, Evidence: first.Evidence,
 	})
 }
 

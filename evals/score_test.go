@@ -45,12 +45,20 @@ func fixedResults() *evals.Results {
 			{
 				Candidate: evals.Candidate{Model: "local/unpriced", Prompt: "v2", Search: "none"}, CacheHits: 4,
 				Answers: []evals.Answer{
-					yes("a.com", 5, 1000), no("b.com", 2, 3000), yes("c.com", 2, 2000),
+					yes("a.com", 5, 1000), withEvidence(no("b.com", 2, 3000), "brave",
+						classifier.EvidenceItem{URL: "https://b.com/about", Title: "B [Official] *Site*", Snippet: "B makes `soap` and <b>shampoo</b>."},
+						classifier.EvidenceItem{URL: "https://en.wikipedia.org/wiki/B_(company)", Snippet: "B is a company."}),
+					withEvidence(yes("c.com", 2, 2000), "none"),
 					{Domain: "d.com", Sample: 1, Status: classifier.StatusFailed, Error: "unreadable model output: empty output"},
 				},
 			},
 		},
 	}
+}
+
+func withEvidence(a evals.Answer, search string, items ...classifier.EvidenceItem) evals.Answer {
+	a.Search, a.Evidence = search, items
+	return a
 }
 
 func TestScoreAll_LatencyCostAndUnknownPrices(t *testing.T) {
@@ -148,7 +156,11 @@ func TestReport_WritesMarkdownJSONAndImages(t *testing.T) {
 	require.Contains(t, body, "| candidate | dev, clear | test, clear | test, doubtful | gate (clear rows) |")
 	require.Contains(t, body, "| local/unpriced / v2 / none | 1/2 = 0.500 (0 FN) | 0/1 = 0.000 (0 FN) | 0/1 = 0.000 (1 FN) | 1/3 = 0.333, 0 FN |")
 	require.Contains(t, body, "No price for `local/unpriced`")
-	require.Contains(t, body, "False negatives (CPG answered no): 1 domain\n\n- `b.com` (cpg) *doubtful* confidence 2: no")
+	require.Contains(t, body, "False negatives (CPG answered no): 1 domain\n\n- `b.com` (cpg) *doubtful* confidence 2: no\n"+
+		"  - [B \\[Official\\] \\*Site\\*](<https://b.com/about>): B makes \\`soap\\` and &lt;b&gt;shampoo&lt;/b&gt;.\n"+
+		"  - [https://en.wikipedia.org/wiki/B\\_(company)](<https://en.wikipedia.org/wiki/B_(company)>): B is a company.\n",
+		"each miss links to what the model was shown, its web text escaped")
+	require.Contains(t, body, "- `c.com` (retailer) confidence 2: yes\n  - no evidence (search: none)\n")
 	require.Contains(t, body, "FAILED: 1 domain\n\n- `d.com` (retailer): unreadable model output: empty output")
 	require.Contains(t, body, "| retailer | 2/2 | 0/2 ✗ |")
 
