@@ -21,6 +21,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
 // A test binary started with DOMAINCLASS_TEST_RUN set runs the real command
@@ -182,6 +183,7 @@ type jobView struct {
 		Source       string    `json:"source"`
 		Error        string    `json:"error"`
 		ClassifiedAt time.Time `json:"classified_at"`
+		wire.Provenance
 	} `json:"results"`
 }
 
@@ -267,6 +269,9 @@ func TestEndToEnd(t *testing.T) {
 		require.Equal(t, 4, *acme.Confidence)
 		require.Equal(t, "Makes packaged snacks.", acme.Reasoning)
 		require.Equal(t, "llm", acme.Source)
+		require.Equal(t, []string{"test-model", "none"}, []string{acme.Model, acme.Search})
+		require.NotEmpty(t, acme.PromptVersion)
+		require.NotNil(t, acme.Evidence, "an answer a model made has its evidence, here none")
 		require.False(t, *v.Results[1].IsCPG)
 		status, _ := v.result("garbled.com")
 		require.Equal(t, "FAILED", status)
@@ -279,6 +284,7 @@ func TestEndToEnd(t *testing.T) {
 			_, source := again.result(domain)
 			require.Equal(t, want, source, domain)
 		}
+		require.Equal(t, acme.Provenance, again.Results[0].Provenance, "a cached answer has the provenance of the call that made it")
 		require.Equal(t, map[string]int{"acme-snacks.com": 1, "crm.io": 1, "unsure.com": 2, "garbled.com": 2}, e.llm.Domains())
 	})
 

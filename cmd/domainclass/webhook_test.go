@@ -143,6 +143,10 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&polled))
 			resp.Body.Close()
 			require.Equal(t, polled, payload, "the delivery is what GET shows")
+			answer := payload["results"].([]any)[0].(map[string]any)
+			require.Equal(t, []any{"test-model", "none", []any{}}, []any{answer["model"], answer["search"], answer["evidence"]},
+				"the delivery's answers carry their provenance")
+			require.NotEmpty(t, answer["prompt_version"])
 
 			latencies = append(latencies, d.at.Sub(*v.CompletedAt))
 		}
