@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/domainclass/domainclass/classifier"
 )
@@ -131,11 +132,11 @@ func jobDomains(ctx context.Context, exec DBTX, jobID uuid.UUID, classifierName 
 			confidence               *int16
 			reasoning, source, error *string
 			classifiedAt             *time.Time
-			provenance               uuid.NullUUID
+			provenance               pgtype.UUID
 		)
 		err := row.Scan(append([]any{&d.Position, &d.Input, &d.Result.Domain, &d.Result.Status, &isCPG, &confidence,
 			&reasoning, &source, &error, &classifiedAt}, provenanceDest(&d.Result, &provenance)...)...)
-		d.Result.ProvenanceID = provenance.UUID
+		d.Result.ProvenanceID = provenance.Bytes
 		d.Result.Classifier = classifierName
 		d.Result.ClassifiedAt = deref(classifiedAt)
 		d.Result.Answer = deref(isCPG)

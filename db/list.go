@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -188,12 +189,14 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 	batch.Queue(`
 		WITH first AS (
 			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12
+			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12,
+			       model = NULLIF($13, ''), prompt_version = NULLIF($14, ''), evidence_urls = $15
 			WHERE list_id = $1 AND row = $2 AND status = 'PENDING'
 			RETURNING 1
 		), dups AS (
 			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12
+			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12,
+			       model = NULLIF($13, ''), prompt_version = NULLIF($14, ''), evidence_urls = $15
 			WHERE list_id = $1 AND first_row = $2 AND status = 'PENDING'
 			RETURNING 1
 		), n AS (SELECT (SELECT count(*) FROM first)::int + (SELECT count(*) FROM dups)::int AS n)
@@ -207,7 +210,7 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 		FROM n WHERE list.id = $1
 		RETURNING n.n`,
 		listID, row, string(r.Status), answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error,
-		r.ClassifiedAt, completed, r.Usage.Cost(), provenanceOrNil(r))
+		r.ClassifiedAt, completed, r.Usage.Cost(), provenanceOrNil(r), r.Model, r.PromptVersion, evidenceURLs(r))
 	queueClaimRelease(batch, r.Classifier, r.Domain, owner)
 	results := exec.SendBatch(ctx, batch)
 	defer results.Close()
@@ -358,6 +361,10 @@ type ListResultsParams struct {
 	// CANCELLED list are reported CANCELLED, in a FAILED one FAILED.
 	ListStatus classifier.Status
 	ListError  string
+	// URLsOnly reads what a CSV shows: each answer's model, prompt version
+	// and evidence addresses (items with only URL set), kept on the row, so
+	// that no provenance is joined and no JSON decoded.
+	URLsOnly bool
 }
 
 // ListResults streams a list's rows in row order to fn, reading them from a
@@ -367,16 +374,22 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 	for i, s := range p.Statuses {
 		statuses[i] = string(s)
 	}
+	// NDJSON carries the whole evidence, from provenance; a CSV shows what
+	// the row keeps.
+	columns, join := provenanceColumns, `LEFT JOIN provenance p ON p.id = r.provenance_id`
+	if p.URLsOnly {
+		columns, join = `r.provenance_id, coalesce(r.model, ''), coalesce(r.prompt_version, ''), '', coalesce(r.evidence_urls, '')`, ""
+	}
 	rows, err := exec.Query(ctx, `
 		SELECT row, input, coalesce(ref, ''), coalesce(domain, ''), shown, is_cpg, confidence,
 		       coalesce(reasoning, ''), coalesce(source, ''),
 		       CASE WHEN status = 'PENDING' AND shown = 'FAILED' THEN $5 ELSE coalesce(error, '') END,
-		       classified_at, `+provenanceColumns+`
+		       classified_at, `+columns+`
 		FROM (
 			SELECT *, CASE WHEN status = 'PENDING' AND $3 IN ('CANCELLED', 'FAILED') THEN $3 ELSE status END AS shown
 			FROM list_row WHERE list_id = $1 AND row > $2
 		) r
-		LEFT JOIN provenance p ON p.id = r.provenance_id
+		`+join+`
 		WHERE cardinality($4::text[]) = 0 OR shown = ANY($4)
 		ORDER BY row`, p.ListID, p.After, string(p.ListStatus), statuses, p.ListError)
 	if err != nil {
@@ -388,15 +401,29 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 		isCPG        *bool
 		confidence   *int16
 		classifiedAt *time.Time
-		provenance   uuid.NullUUID
+		provenance   pgtype.UUID
+		urls         string
+		items        []classifier.EvidenceItem
 	)
 	for rows.Next() {
 		r.Result.Evidence = nil // scanning JSON into a used slice would reuse it
-		if err := rows.Scan(append([]any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
-			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt}, provenanceDest(&r.Result, &provenance)...)...); err != nil {
+		dest := append([]any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
+			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt}, provenanceDest(&r.Result, &provenance)...)
+		if p.URLsOnly {
+			dest[len(dest)-1] = &urls
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return translate(err)
 		}
-		r.Result.ProvenanceID = provenance.UUID
+		if p.URLsOnly {
+			// fn does not keep the row, so one slice serves every row.
+			items = items[:0]
+			for u := range strings.FieldsSeq(urls) {
+				items = append(items, classifier.EvidenceItem{URL: u})
+			}
+			r.Result.Evidence = items
+		}
+		r.Result.ProvenanceID = provenance.Bytes
 		r.Result.Answer, r.Result.Confidence, r.Result.ClassifiedAt = deref(isCPG), int(deref(confidence)), deref(classifiedAt)
 		if err := fn(&r); err != nil {
 			return err

@@ -1,8 +1,11 @@
 package db
 
 import (
+	"strings"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/domainclass/domainclass/classifier"
 )
@@ -32,7 +35,7 @@ func queueModelAnswer(batch *pgx.Batch, r *classifier.Result) {
 const provenanceColumns = `p.id, coalesce(p.model, ''), coalesce(p.prompt_version, ''), coalesce(p.search, ''), coalesce(p.evidence, '[]')`
 
 // provenanceDest returns the scan destinations of provenanceColumns in r.
-func provenanceDest(r *classifier.Result, id *uuid.NullUUID) []any {
+func provenanceDest(r *classifier.Result, id *pgtype.UUID) []any {
 	return []any{id, &r.Model, &r.PromptVersion, &r.Search, &r.Evidence}
 }
 
@@ -43,4 +46,17 @@ func provenanceOrNil(r classifier.Result) any {
 		return nil
 	}
 	return r.ProvenanceID
+}
+
+// evidenceURLs is the addresses of r's evidence separated by spaces (an
+// address has none), NULL for an answer with no provenance.
+func evidenceURLs(r classifier.Result) any {
+	if r.ProvenanceID == uuid.Nil {
+		return nil
+	}
+	urls := make([]string, len(r.Evidence))
+	for i, e := range r.Evidence {
+		urls[i] = e.URL
+	}
+	return strings.Join(urls, " ")
 }

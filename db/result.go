@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/domainclass/domainclass/classifier"
 )
@@ -16,7 +16,7 @@ func ResultGet(ctx context.Context, exec DBTX, classifierName, domain string) (*
 	r := &classifier.Result{Domain: domain, Classifier: classifierName}
 	var (
 		reasoning *string
-		id        uuid.NullUUID
+		id        pgtype.UUID
 	)
 	err := exec.QueryRow(ctx, `
 		SELECT r.status, r.is_cpg, r.confidence, r.reasoning, r.classified_at, `+provenanceColumns+`
@@ -26,7 +26,7 @@ func ResultGet(ctx context.Context, exec DBTX, classifierName, domain string) (*
 	if err != nil {
 		return nil, translate(err)
 	}
-	r.Reasoning, r.ProvenanceID = deref(reasoning), id.UUID
+	r.Reasoning, r.ProvenanceID = deref(reasoning), id.Bytes
 	return r, nil
 }
 

@@ -467,7 +467,7 @@ func (s *Server) listResults(c *gin.Context) {
 		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
 	}
 	err = db.ListResults(ctx, s.cfg.DB.Pool, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
-		ListStatus: l.Status, ListError: l.Error}, write)
+		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)
 	if err != nil {
 		// The header is out: end the response without its last chunk, so
 		// the client sees a broken download, never a short one that looks

@@ -169,6 +169,9 @@ func drillListWorkerKilled(t *testing.T, s *drillSet) {
 	s.check(t, drill, "LLM calls per distinct domain overall", "1 + (asked, not stored) / distinct",
 		othersBad == 0 && total == len(distinct)+len(lost), "%s (%d calls for %d domains in %d rows)",
 		ratio(total, len(distinct)), total, len(distinct), rows)
+	missing, answers := d.withoutProvenance()
+	s.check(t, drill, "model answers without their provenance", "none (written in the answer's own batch)",
+		missing == 0 && answers > 0, "%d of %d", missing, answers)
 	s.figure(drill, "kill → list COMPLETED", "%s (JOB_TIMEOUT=10s, RESCUE_STUCK_AFTER=10s; LLM %s a call)",
 		recovery.Round(100*time.Millisecond), latency)
 }
@@ -248,6 +251,9 @@ func drillEconomyWorkerKilled(t *testing.T, s *drillSet) {
 	s.check(t, drill, "model requests per distinct domain", "exactly 1", requests == len(distinct) && twice == 0,
 		"%s (%d requests, %d of them calls, for %d domains; %d asked twice)", ratio(requests, len(distinct)), requests, calls,
 		len(distinct), twice)
+	missing, answers := d.withoutProvenance()
+	s.check(t, drill, "model answers without their provenance", "none (the batch's requests carry it until stored)",
+		missing == 0 && answers > 0, "%d of %d", missing, answers)
 	s.figure(drill, "kill → list COMPLETED", "%s (BATCH_POLL_INTERVAL=500ms; the provider finished the batches at the restart)",
 		recovery.Round(100*time.Millisecond))
 }

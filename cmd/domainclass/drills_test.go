@@ -188,6 +188,9 @@ func drillWorkerKilled(t *testing.T, s *drillSet) {
 	s.check(t, drill, "LLM calls per domain overall", "1 + (asked, not stored) / distinct",
 		othersBad == 0 && total == len(distinct)+len(lost),
 		"%s (%d calls for %d domains)", ratio(total, len(distinct)), total, len(distinct))
+	missing, answers := d.withoutProvenance()
+	s.check(t, drill, "model answers without their provenance", "none (written in the answer's own batch)",
+		missing == 0 && answers > 0, "%d of %d", missing, answers)
 	s.figure(drill, "kill → every job COMPLETED", "%s (JOB_TIMEOUT=10s, RESCUE_STUCK_AFTER=10s, CLAIM_WAIT=3s; LLM %s a call, 8 in flight)",
 		recovery.Round(100*time.Millisecond), latency)
 }
@@ -955,6 +958,22 @@ func (d *deployment) counts(query string) []string {
 	}
 	require.NoError(d.t, rows.Err())
 	return out
+}
+
+// withoutProvenance counts the answers a model made (fresh or cached: in
+// the shared results, jobs' rows and lists' rows) that do not point at a
+// stored provenance record, and the answers in all.
+func (d *deployment) withoutProvenance() (missing, answers int) {
+	err := d.db.Pool.QueryRow(context.Background(), `
+		WITH a AS (
+			SELECT provenance_id FROM result WHERE status = 'COMPLETED'
+			UNION ALL SELECT provenance_id FROM classify_job_domain WHERE source IN ('llm', 'cache') AND status = 'COMPLETED'
+			UNION ALL SELECT provenance_id FROM list_row WHERE source IN ('llm', 'cache') AND status = 'COMPLETED'
+		)
+		SELECT count(*) FILTER (WHERE p.id IS NULL), count(*) FROM a LEFT JOIN provenance p ON p.id = a.provenance_id`).
+		Scan(&missing, &answers)
+	require.NoError(d.t, err)
+	return missing, answers
 }
 
 // storedDomains is every domain with an answer in the shared results.

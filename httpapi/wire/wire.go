@@ -101,22 +101,19 @@ type Provenance struct {
 	Evidence      []EvidenceItem `json:"evidence,omitzero"`
 }
 
-// EvidenceItem is one page the model was shown.
-type EvidenceItem struct {
-	URL     string `json:"url"`
-	Title   string `json:"title"`
-	Snippet string `json:"snippet"`
-}
+// EvidenceItem is one page the model was shown: {"url", "title",
+// "snippet"}. The pipeline's own type, whose JSON is this shape, so that a
+// streamed list row shows its evidence without a copy.
+type EvidenceItem = classifier.EvidenceItem
 
 // NewProvenance returns r's provenance as callers see it.
 func NewProvenance(r classifier.Result) Provenance {
 	if r.ProvenanceID == uuid.Nil && r.Model == "" {
 		return Provenance{}
 	}
-	p := Provenance{Model: r.Model, PromptVersion: r.PromptVersion, Search: r.Search,
-		Evidence: make([]EvidenceItem, len(r.Evidence))}
-	for i, e := range r.Evidence {
-		p.Evidence[i] = EvidenceItem(e)
+	p := Provenance{Model: r.Model, PromptVersion: r.PromptVersion, Search: r.Search, Evidence: r.Evidence}
+	if p.Evidence == nil {
+		p.Evidence = []EvidenceItem{} // a model's answer from no pages
 	}
 	return p
 }
