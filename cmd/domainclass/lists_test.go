@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
@@ -64,6 +65,15 @@ func (e *e2e) listStatus(id string) wire.ListStatus {
 	var s wire.ListStatus
 	require.NoError(e.t, json.Unmarshal(b, &s))
 	return s
+}
+
+// currentPrompt is the cpg classifier's current prompt version: the one
+// every fresh answer records.
+func (e *e2e) currentPrompt() string {
+	e.t.Helper()
+	c, err := classifier.DefaultRegistry().Get("cpg")
+	require.NoError(e.t, err)
+	return c.CurrentPrompt
 }
 
 func (e *e2e) count(table string) int {
@@ -197,7 +207,9 @@ func TestSubmitList(t *testing.T) {
 		require.Len(t, records, 3, out)
 		require.Equal(t, wire.ListRowColumns, records[0])
 		require.Equal(t, []string{"1", "acme.com", "", "acme.com", "COMPLETED", "true", "5", "Soap.", "cache"}, records[1][:9])
-		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain"}, records[2])
+		require.Equal(t, []string{"test-model", e.currentPrompt(), ""}, records[1][11:],
+			"a cached answer's provenance: its model and prompt, no evidence (SEARCH_PROVIDER=none)")
+		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain", "", "", ""}, records[2])
 		require.Zero(t, e.count("classify_job"), "--list sends no job")
 		require.Equal(t, 1, e.llm.Total(), "the second list came from the cache")
 	})
