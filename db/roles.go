@@ -24,6 +24,7 @@ var (
 		// Reading answers (a list's estimate, known companies), never
 		// writing them: answers are the workers'.
 		"result":        "SELECT",
+		"provenance":    "SELECT",
 		"known_company": "SELECT",
 		// Authentication, and its last_used_at.
 		"api_key": "SELECT, UPDATE",
@@ -46,6 +47,7 @@ var (
 		"llm_batch":           "SELECT, INSERT, UPDATE",
 		"llm_batch_item":      "SELECT, INSERT",
 		"result":              "SELECT, INSERT, UPDATE",
+		"provenance":          "SELECT, INSERT", // written once per answer, never changed
 		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
 		"known_company":       "SELECT",
 		// River's client: fetching, completing, rescuing, cleaning,
