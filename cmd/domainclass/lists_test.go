@@ -197,7 +197,8 @@ func TestSubmitList(t *testing.T) {
 		require.Len(t, records, 3, out)
 		require.Equal(t, wire.ListRowColumns, records[0])
 		require.Equal(t, []string{"1", "acme.com", "", "acme.com", "COMPLETED", "true", "5", "Soap.", "cache"}, records[1][:9])
-		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain"}, records[2])
+		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain", "", "", ""}, records[2],
+			"a rejected row has no provenance")
 		require.Zero(t, e.count("classify_job"), "--list sends no job")
 		require.Equal(t, 1, e.llm.Total(), "the second list came from the cache")
 	})
