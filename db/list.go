@@ -117,7 +117,7 @@ func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error)
 }
 
 const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
-	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, known, cache, llm,
+	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, override, known, cache, llm,
 	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since`
 
 func scanList(row pgx.Row) (*classifier.List, error) {
@@ -125,7 +125,7 @@ func scanList(row pgx.Row) (*classifier.List, error) {
 	var wantSince *time.Time
 	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
 		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
-		&l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince)
+		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -200,6 +200,7 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 		UPDATE list SET done = done + n.n,
 		       completed = completed + CASE WHEN $10 THEN n.n ELSE 0 END,
 		       failed = failed + CASE WHEN $10 THEN 0 ELSE n.n END,
+		       override = override + CASE WHEN $10 AND $7 = 'override' THEN n.n ELSE 0 END,
 		       known = known + CASE WHEN $10 AND $7 = 'known' THEN n.n ELSE 0 END,
 		       cache = cache + CASE WHEN $10 AND $7 = 'cache' THEN n.n ELSE 0 END,
 		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END,

@@ -116,7 +116,8 @@ func TestEconomyList(t *testing.T) {
 	t.Run("FreshDomainsAreAnsweredByOneBatchAtHalfThePrice", func(t *testing.T) {
 		t.Parallel()
 		e := setupEconomy(t, byDomain(map[string]llmtest.Reply{"crm.io": llmtest.Answer(false, 4, "Software.")}), nil)
-		_, _, err := db.KnownCompanyImport(ctx, e.tx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		_, _, err := db.OverrideSet(ctx, e.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true, Confidence: 5,
+			Note: "Unilever makes soap and food.", SetBy: "test"}})
 		require.NoError(t, err)
 		l := e.accept(t, "acme.com", "unilever.com", "crm.io", "www.acme.com", "localhost")
 
@@ -125,10 +126,10 @@ func TestEconomyList(t *testing.T) {
 		require.Equal(t, 0, e.llm.Total(), "staging asks the model nothing")
 		var out jobs.ListChunkOutput
 		require.NoError(t, json.Unmarshal(res.Job.Output(), &out))
-		require.Equal(t, jobs.Counts{Known: 1, Batched: 2}, out.Counts)
+		require.Equal(t, jobs.Counts{Override: 1, Batched: 2}, out.Counts)
 		now, rows := e.list(t, l)
 		require.Equal(t, classifier.StatusRunning, now.Status)
-		require.Equal(t, classifier.SourceKnown, rows[2].Result.Source, "a known company is answered at once")
+		require.Equal(t, classifier.SourceOverride, rows[2].Result.Source, "an overridden domain is answered at once")
 		require.Equal(t, classifier.StatusPending, rows[1].Result.Status)
 
 		states := e.follow(t)
@@ -152,7 +153,7 @@ func TestEconomyList(t *testing.T) {
 		require.NotEmpty(t, rows[1].Result.PromptVersion)
 		require.Equal(t, rows[1].Result.ProvenanceID, rows[4].Result.ProvenanceID)
 		require.NotZero(t, rows[1].Result.ProvenanceID)
-		require.Equal(t, []int{5, 4, 1, 1, 3}, []int{now.Done, now.Completed, now.Known, now.Rejected, now.LLM})
+		require.Equal(t, []int{5, 4, 1, 1, 3}, []int{now.Done, now.Completed, now.Override, now.Rejected, now.LLM})
 		want := 2 * testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, true)
 		require.InDelta(t, want, now.CostUSD, 1e-12, "two answers at the batch price")
 
