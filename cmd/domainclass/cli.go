@@ -85,6 +85,7 @@ func newRootCommand(c *cli) *cobra.Command {
 		c.serveCommand(RoleAPI, "serve the HTTP API, River UI and /metrics (inserts jobs, runs none)"),
 		c.serveCommand(RoleWorker, "run the River workers (health and metrics on WORKER_ADDR)"),
 		c.serveCommand(RoleAll, "api and worker in one process (local use)"),
+		group("override", "operators' verdicts on domains, which answer before the cache and the model", c.overrideCommands()...),
 		group("known", "known companies of a classifier, imported as yes overrides", c.knownImportCommand()),
 		group("jobs", "River jobs: list them, retry discarded ones (replay)", c.jobsListCommand(), c.jobsRetryCommand()),
 		group("apikey", "callers' API keys (only hashes are stored)", c.apikeyCommands()...),

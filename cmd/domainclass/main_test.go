@@ -401,7 +401,8 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Usage:")
 
-	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"jobs", "list"}, {"jobs", "retry"},
+	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"override", "set"}, {"override", "list"},
+		{"override", "delete"}, {"override", "export"}, {"jobs", "list"}, {"jobs", "retry"},
 		{"apikey", "create"}, {"apikey", "limits"}, {"submit"}, {"lists", "status"}, {"lists", "results"}, {"lists", "cancel"},
 		{"eval"}, {"completion", "bash"}} {
 		code, out, _ := run(append(cmd, "--help"))
