@@ -178,13 +178,24 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 // list runs answers the next of its domains to be answered, whatever the
 // cache or want say.
 func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string, want Want) (*Result, error) {
-	if o, ok, err := p.cfg.Store.Override(ctx, c.Name, domain); err != nil {
-		return nil, fmt.Errorf("error looking up the override of %s: %w", domain, err)
-	} else if ok {
-		r := o.Result()
-		return &r, nil
+	if r, err := p.Override(ctx, c, domain); err != nil || r != nil {
+		return r, err
 	}
 	return p.cached(ctx, c, domain, want)
+}
+
+// Override returns the answer of the domain's override, or nil when it has
+// none: what answers the domain before the cache and the model, for a
+// caller about to ask the model outside Classify (a batch's fallback).
+func (p *Pipeline) Override(ctx context.Context, c *Classifier, domain string) (*Result, error) {
+	o, ok, err := p.cfg.Store.Override(ctx, c.Name, domain)
+	if err != nil {
+		return nil, fmt.Errorf("error looking up the override of %s: %w", domain, err)
+	} else if !ok {
+		return nil, nil
+	}
+	r := o.Result()
+	return &r, nil
 }
 
 // release gives owner's claim on domain up. It must happen even when ctx is

@@ -183,6 +183,7 @@ func TestEconomyList(t *testing.T) {
 		e.llm.Batch.End, e.llm.Batch.ExpireAfter = "expired", 2
 		l := e.accept(t, "garbled.com", "refused.com", "late-1.com", "late-2.com")
 		e.stage(t)
+		setOverride(t, e.tx, "late-2.com", false, 5, "ops", "A software firm.") // while the batch runs
 		states := e.follow(t)
 		require.Equal(t, rivertype.JobStateCompleted, states[len(states)-1])
 
@@ -192,13 +193,16 @@ func TestEconomyList(t *testing.T) {
 		require.Equal(t, 2, e.llm.Calls("garbled.com"), "its batch answer was unreadable: one call")
 		require.Equal(t, 2, e.llm.Calls("refused.com"), "its batch request failed: one call")
 		require.Equal(t, 1, e.llm.Calls("late-1.com"), "expired before it ran: one call, no batch request")
+		require.Zero(t, e.llm.Calls("late-2.com"), "expired, and overridden meanwhile: the override answers, no call")
 		now, rows := e.list(t, l)
 		require.Equal(t, classifier.StatusCompleted, now.Status)
 		for row := 1; row <= 4; row++ {
 			require.Equal(t, classifier.StatusCompleted, rows[row].Result.Status, "row %d", row)
 		}
+		require.Equal(t, classifier.SourceOverride, rows[4].Result.Source)
+		require.Equal(t, 1, now.Override)
 		full := testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, false)
-		require.InDelta(t, 4*full, now.CostUSD, 1e-12, "fallbacks cost the standard price")
+		require.InDelta(t, 3*full, now.CostUSD, 1e-12, "fallbacks cost the standard price")
 	})
 
 	t.Run("ABatchFailedWholeIsSubmittedAgainThenItsRowsFail", func(t *testing.T) {
