@@ -185,8 +185,9 @@ func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string, want
 }
 
 // Override returns the answer of the domain's override, or nil when it has
-// none: what answers the domain before the cache and the model, for a
-// caller about to ask the model outside Classify (a batch's fallback).
+// none (an error when the store fails): what answers the domain before the
+// cache and the model, for a caller about to ask the model outside Classify
+// (a batch's fallback).
 func (p *Pipeline) Override(ctx context.Context, c *Classifier, domain string) (*Result, error) {
 	o, ok, err := p.cfg.Store.Override(ctx, c.Name, domain)
 	if err != nil {
