@@ -21,9 +21,10 @@ type List struct {
 	Rows, Domains, Duplicates, Rejected int
 	ChunkRows, Chunks                   int
 	// Done counts the rows final so far (Rejected included); Completed and
-	// Failed split the answered ones, Known, Cache and LLM count the
-	// completed ones by where their answer came from.
-	Done, Completed, Failed, Known, Cache, LLM int
+	// Failed split the answered ones, Override, Cache and LLM count the
+	// completed ones by where their answer came from (Known, those a list
+	// answered from the known list before overrides replaced it).
+	Done, Completed, Failed, Override, Known, Cache, LLM int
 	// Tier is how fresh domains are asked: TierStandard (one call at a
 	// time) or TierEconomy (the provider's Batch API). CostUSD is what the
 	// list's model calls cost so far, from the price table.

@@ -16,9 +16,9 @@ import (
 
 // ResultStore is what the pipeline needs from storage.
 type ResultStore interface {
-	// KnownCompany returns the name of a known company for the domain, and
-	// whether there is one.
-	KnownCompany(ctx context.Context, classifier, domain string) (string, bool, error)
+	// Override returns an operator's override of the domain, and whether
+	// there is one.
+	Override(ctx context.Context, classifier, domain string) (Override, bool, error)
 	// ResultGet returns the last COMPLETED answer for the domain, and
 	// whether there is one.
 	ResultGet(ctx context.Context, classifier, domain string) (Result, bool, error)
@@ -101,9 +101,9 @@ type PipelineConfig struct {
 	Now              func() time.Time
 }
 
-// Pipeline answers one domain the cheapest way: known company, then a fresh
-// cached answer, then web search and the model. It holds no transaction
-// across a search or model call.
+// Pipeline answers one domain the cheapest way: an operator's override,
+// then a fresh cached answer, then web search and the model. It holds no
+// transaction across a search or model call.
 type Pipeline struct {
 	cfg PipelineConfig
 }
@@ -159,8 +159,9 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, want); err != nil || r != nil {
 		return deref(r), err
 	}
-	// Another worker may have finished between our cache look-up and claim.
-	if r, err := p.cached(ctx, c, domain, want); err != nil || r != nil {
+	// Another worker may have finished, or an operator set an override,
+	// between our look-up and claim.
+	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		p.release(ctx, c, domain, owner)
 		return deref(r), err
 	}
@@ -172,19 +173,30 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	return r, nil
 }
 
-// cheap answers a domain from the known companies or the cache, or returns
-// nil.
+// cheap answers a domain from its override or the cache, or returns nil.
+// The override is looked up each time, so that one set while a job or a
+// list runs answers the next of its domains to be answered, whatever the
+// cache or want say.
 func (p *Pipeline) cheap(ctx context.Context, c *Classifier, domain string, want Want) (*Result, error) {
-	if name, ok, err := p.cfg.Store.KnownCompany(ctx, c.Name, domain); err != nil {
-		return nil, fmt.Errorf("error looking up known company %s: %w", domain, err)
-	} else if ok {
-		return &Result{
-			Domain: domain, Classifier: c.Name, Status: StatusCompleted, Answer: true, Confidence: 5,
-			Reasoning: fmt.Sprintf("Listed as a known CPG company (%s).", name), Source: SourceKnown,
-			ClassifiedAt: p.cfg.Now().UTC(),
-		}, nil
+	if r, err := p.Override(ctx, c, domain); err != nil || r != nil {
+		return r, err
 	}
 	return p.cached(ctx, c, domain, want)
+}
+
+// Override returns the answer of the domain's override, or nil when it has
+// none (an error when the store fails): what answers the domain before the
+// cache and the model, for a caller about to ask the model outside Classify
+// (a batch's fallback).
+func (p *Pipeline) Override(ctx context.Context, c *Classifier, domain string) (*Result, error) {
+	o, ok, err := p.cfg.Store.Override(ctx, c.Name, domain)
+	if err != nil {
+		return nil, fmt.Errorf("error looking up the override of %s: %w", domain, err)
+	} else if !ok {
+		return nil, nil
+	}
+	r := o.Result()
+	return &r, nil
 }
 
 // release gives owner's claim on domain up. It must happen even when ctx is
@@ -212,8 +224,8 @@ func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string, wan
 }
 
 // claim takes the domain for owner. While another owner holds it, it waits
-// for that owner's answer and returns it as a cache hit, or ErrBusy once
-// ClaimWait has passed.
+// for that owner's answer and returns it as a cache hit (or an override set
+// meanwhile), or ErrBusy once ClaimWait has passed.
 func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (*Result, error) {
 	deadline := p.cfg.Now().Add(p.cfg.ClaimWait)
 	ticker := time.NewTicker(p.cfg.ClaimPoll)
@@ -225,7 +237,7 @@ func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner strin
 		} else if ok {
 			return nil, nil
 		}
-		if r, err := p.cached(ctx, c, domain, want); err != nil || r != nil {
+		if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 			return r, err
 		}
 		if p.cfg.Now().After(deadline) {
@@ -246,7 +258,7 @@ type DecideOptions struct {
 }
 
 // Decide runs the search and model step for one domain, with no cache and no
-// known-company shortcut. The worker and the evaluation harness both use it.
+// override. The worker and the evaluation harness both use it.
 // It returns a FAILED Result for permanent problems (refusal, unreadable
 // output, a request the provider rejects) and an error for transient ones.
 func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opts DecideOptions) (Result, error) {
@@ -346,7 +358,7 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 	return r
 }
 
-// Stage is Classify for a batch: a domain the known list or the cache
+// Stage is Classify for a batch: a domain an override or the cache
 // answers comes back answered; a fresh one is claimed for owner for ttl
 // (the batch's whole window) and comes back as the request to batch, with
 // a PENDING Result. The claim stays held until the answer is stored.
@@ -360,7 +372,7 @@ func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner strin
 	if r, err := p.claim(ctx, c, domain, owner, ttl, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}
-	if r, err := p.cached(ctx, c, domain, want); err != nil || r != nil {
+	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		p.release(ctx, c, domain, owner)
 		return deref(r), nil, err
 	}

@@ -25,9 +25,12 @@ type Source string
 
 // Answer sources.
 const (
-	SourceKnown Source = "known" // the known-companies list
-	SourceCache Source = "cache" // an earlier answer that is still fresh
-	SourceLLM   Source = "llm"   // a fresh web search and model call
+	SourceOverride Source = "override" // an operator's override
+	SourceCache    Source = "cache"    // an earlier answer that is still fresh
+	SourceLLM      Source = "llm"      // a fresh web search and model call
+	// SourceKnown is the source of answers made from the known-companies
+	// list before overrides replaced it; rows answered then keep it.
+	SourceKnown Source = "known"
 )
 
 // Result is the answer for one domain under one classifier. A FAILED result
@@ -44,13 +47,16 @@ type Result struct {
 	ClassifiedAt time.Time
 
 	// Provenance: what a model's answer was based on (a cached answer keeps
-	// that of the call that made it). ProvenanceID names the stored record
-	// of it; zero until the answer is stored.
+	// that of the call that made it), or who set an override's answer and
+	// why. ProvenanceID names the stored record of it; zero until the
+	// answer is stored, and for answers that have none.
 	ProvenanceID  uuid.UUID
 	Model         string
 	PromptVersion string
 	Search        string         // the search provider
 	Evidence      []EvidenceItem // what the model was shown
+	SetBy         string         // who set an override
+	Note          string         // the override's note
 	// Usage is set for answers that called the model in this run.
 	Usage *Usage
 	// BatchID names the provider batch an answer came by (economy tier).

@@ -16,8 +16,9 @@ type DomainSource interface {
 	Err() error
 }
 
-// DomainsAnswered counts, among the distinct domains src yields, those a
-// known company answers and, of the others, those with a cached answer
+// DomainsAnswered counts, among the distinct domains src yields, those an
+// override answers ("known", the estimate's name for them) and, of the
+// others, those with a cached answer
 // fresh under f at now: what a list of them would not ask the model about.
 // It runs in tx (a temporary table holds the domains, copied as src yields
 // them) and writes nothing that outlives it. A source error comes back as
@@ -34,15 +35,15 @@ func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src Do
 		return 0, 0, translate(err)
 	}
 	err = tx.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE k.domain IS NOT NULL),
-		       count(*) FILTER (WHERE k.domain IS NULL AND r.status = 'COMPLETED' AND (
+		SELECT count(*) FILTER (WHERE o.domain IS NOT NULL),
+		       count(*) FILTER (WHERE o.domain IS NULL AND r.status = 'COMPLETED' AND (
 		           (r.confidence >= 4 AND $3::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $3)) OR
 		           (r.confidence BETWEEN 2 AND 3 AND $4::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $4)) OR
 		           (r.confidence = 1 AND $5::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $5)))
 		           AND ($6::float8 = 0 OR r.classified_at > $2::timestamptz - make_interval(secs => $6))
 		           AND ($7::timestamptz IS NULL OR r.classified_at >= $7))
 		FROM estimate_domain d
-		LEFT JOIN known_company k ON k.classifier = $1 AND k.domain = d.domain
+		LEFT JOIN override o ON o.classifier = $1 AND o.domain = d.domain
 		LEFT JOIN result r ON r.classifier = $1 AND r.domain = d.domain`,
 		classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&known, &cached)
 	return known, cached, translate(err)

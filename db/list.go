@@ -118,7 +118,7 @@ func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error)
 }
 
 const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
-	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, known, cache, llm,
+	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, override, known, cache, llm,
 	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since`
 
 func scanList(row pgx.Row) (*classifier.List, error) {
@@ -126,7 +126,7 @@ func scanList(row pgx.Row) (*classifier.List, error) {
 	var wantSince *time.Time
 	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
 		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
-		&l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince)
+		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -203,6 +203,7 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 		UPDATE list SET done = done + n.n,
 		       completed = completed + CASE WHEN $10 THEN n.n ELSE 0 END,
 		       failed = failed + CASE WHEN $10 THEN 0 ELSE n.n END,
+		       override = override + CASE WHEN $10 AND $7 = 'override' THEN n.n ELSE 0 END,
 		       known = known + CASE WHEN $10 AND $7 = 'known' THEN n.n ELSE 0 END,
 		       cache = cache + CASE WHEN $10 AND $7 = 'cache' THEN n.n ELSE 0 END,
 		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END,
@@ -378,7 +379,7 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 	// the row keeps.
 	columns, join := provenanceColumns, `LEFT JOIN provenance p ON p.id = r.provenance_id`
 	if p.URLsOnly {
-		columns, join = `r.provenance_id, coalesce(r.model, ''), coalesce(r.prompt_version, ''), '', coalesce(r.evidence_urls, '')`, ""
+		columns, join = `r.provenance_id, coalesce(r.model, ''), coalesce(r.prompt_version, ''), coalesce(r.evidence_urls, '')`, ""
 	}
 	rows, err := exec.Query(ctx, `
 		SELECT row, input, coalesce(ref, ''), coalesce(domain, ''), shown, is_cpg, confidence,
@@ -407,10 +408,12 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 	)
 	for rows.Next() {
 		r.Result.Evidence = nil // scanning JSON into a used slice would reuse it
-		dest := append([]any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
-			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt}, provenanceDest(&r.Result, &provenance)...)
+		dest := []any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
+			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt}
 		if p.URLsOnly {
-			dest[len(dest)-1] = &urls
+			dest = append(dest, &provenance, &r.Result.Model, &r.Result.PromptVersion, &urls)
+		} else {
+			dest = append(dest, provenanceDest(&r.Result, &provenance)...)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return translate(err)

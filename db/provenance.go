@@ -31,16 +31,17 @@ func queueModelAnswer(batch *pgx.Batch, r *classifier.Result) {
 }
 
 // provenanceColumns are the provenance of an answer row d joined to
-// provenance p, in the order scanProvenance takes them.
-const provenanceColumns = `p.id, coalesce(p.model, ''), coalesce(p.prompt_version, ''), coalesce(p.search, ''), coalesce(p.evidence, '[]')`
+// provenance p, in the order provenanceDest takes them.
+const provenanceColumns = `p.id, coalesce(p.model, ''), coalesce(p.prompt_version, ''), coalesce(p.search, ''), coalesce(p.evidence, '[]'),
+	coalesce(p.set_by, ''), coalesce(p.note, '')`
 
 // provenanceDest returns the scan destinations of provenanceColumns in r.
 func provenanceDest(r *classifier.Result, id *pgtype.UUID) []any {
-	return []any{id, &r.Model, &r.PromptVersion, &r.Search, &r.Evidence}
+	return []any{id, &r.Model, &r.PromptVersion, &r.Search, &r.Evidence, &r.SetBy, &r.Note}
 }
 
 // provenanceOrNil is r's provenance id, NULL for an answer that has none
-// (a known company, a failure before any call).
+// (from the known list of old, a failure before any call).
 func provenanceOrNil(r classifier.Result) any {
 	if r.ProvenanceID == uuid.Nil {
 		return nil

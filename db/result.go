@@ -54,41 +54,6 @@ func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
 		r.ProvenanceID, r.ClassifiedAt, latencyMS, promptTokens, completionTokens, r.BatchID)
 }
 
-// KnownCompanyGet returns the name of the known company for (classifier,
-// domain), or ErrNotFound.
-func KnownCompanyGet(ctx context.Context, exec DBTX, classifierName, domain string) (string, error) {
-	var name string
-	err := exec.QueryRow(ctx, `SELECT name FROM known_company WHERE classifier = $1 AND domain = $2`,
-		classifierName, domain).Scan(&name)
-	return name, translate(err)
-}
-
-// KnownCompanyRow is one known company to import.
-type KnownCompanyRow struct {
-	Domain string
-	Name   string
-}
-
-// KnownCompanyImport upserts known companies for a classifier in one
-// statement and returns how many were new and how many were updated.
-func KnownCompanyImport(ctx context.Context, exec DBTX, classifierName string, rows []KnownCompanyRow) (inserted, updated int, err error) {
-	domains := make([]string, len(rows))
-	names := make([]string, len(rows))
-	for i, r := range rows {
-		domains[i], names[i] = r.Domain, r.Name
-	}
-	err = exec.QueryRow(ctx, `
-		WITH up AS (
-			INSERT INTO known_company (classifier, domain, name)
-			SELECT $1, d, n FROM unnest($2::text[], $3::text[]) AS u (d, n)
-			ON CONFLICT (classifier, domain) DO UPDATE SET name = excluded.name, updated_at = now()
-			RETURNING (xmax = 0) AS inserted
-		)
-		SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up`,
-		classifierName, domains, names).Scan(&inserted, &updated)
-	return inserted, updated, translate(err)
-}
-
 // ClaimAcquire takes (classifier, domain) for owner until ttl passes. It
 // succeeds when nobody holds it, when the holder's lease ran out (a crashed
 // worker), or when owner already holds it (a redelivered job).

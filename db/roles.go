@@ -21,11 +21,11 @@ var (
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
 		"list_row":            "SELECT, INSERT",
-		// Reading answers (a list's estimate, known companies), never
-		// writing them: answers are the workers'.
-		"result":        "SELECT",
-		"provenance":    "SELECT",
-		"known_company": "SELECT",
+		// Reading answers (a list's estimate, overrides), never writing
+		// them: answers are the workers', overrides the operators' (CLI).
+		"result":     "SELECT",
+		"provenance": "SELECT",
+		"override":   "SELECT",
 		// Authentication, and its last_used_at.
 		"api_key": "SELECT, UPDATE",
 		// River: inserting jobs; River UI reads them and cancels or retries
@@ -47,9 +47,9 @@ var (
 		"llm_batch":           "SELECT, INSERT, UPDATE",
 		"llm_batch_item":      "SELECT, INSERT",
 		"result":              "SELECT, INSERT, UPDATE",
-		"provenance":          "SELECT, INSERT", // written once, never changed
+		"provenance":          "SELECT, INSERT", // written once per answer, never changed
 		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
-		"known_company":       "SELECT",
+		"override":            "SELECT",
 		// River's client: fetching, completing, rescuing, cleaning,
 		// electing a leader.
 		"river_job":          "SELECT, INSERT, UPDATE, DELETE",

@@ -179,7 +179,7 @@ func (a Answer) Outcome() string {
 
 // Run asks every candidate about every case Repeat times, through the
 // pipeline's Decide — the worker's own search and model step, without its
-// result cache or known-company shortcut. Answers that fail (unreadable
+// result cache or overrides. Answers that fail (unreadable
 // output, a refusal, a rejected request, or a transient error that outlasts
 // the attempts) are recorded as FAILED; Run returns an error only for an
 // invalid config or when ctx ends.

@@ -286,7 +286,8 @@ func TestListCreate(t *testing.T) {
 				}
 				return 0.001, true
 			}}})
-		_, _, err := db.KnownCompanyImport(ctx, b.db.Pool, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		_, _, err := db.OverrideSet(ctx, b.db.Pool, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true, Confidence: 5,
+			Note: "Unilever makes soap and food.", SetBy: "test"}})
 		require.NoError(t, err)
 		seed, _ := b.upload(t, "text/plain", "cached.com")
 		require.Equal(t, http.StatusAccepted, seed.status)

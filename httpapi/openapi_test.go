@@ -319,6 +319,18 @@ func (tr transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// override sets a yes override of domain for cpg and returns it.
+func override(t *testing.T, d *db.DB, domain, note string) classifier.Override {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := db.OverrideSet(ctx, d.Pool, []classifier.Override{{Classifier: "cpg", Domain: domain, Answer: true,
+		Confidence: 5, Note: note, SetBy: "alice"}})
+	require.NoError(t, err)
+	o, err := db.OverrideGet(ctx, d.Pool, "cpg", domain)
+	require.NoError(t, err)
+	return o
+}
+
 func TestOpenAPI(t *testing.T) {
 	t.Parallel()
 	c := newContract(t)
@@ -370,6 +382,12 @@ func TestOpenAPI(t *testing.T) {
 	_, _, err := db.JobComplete(ctx, b.db.Pool, jobID)
 	require.NoError(t, err)
 	call(b.url, "GET", jobPath, "", "Authorization", auth)
+	// A job an operator's override answered: who and why come with it.
+	overridden := call(b.url, "POST", "/domains/classify", `{"domains": ["gamma.com"]}`, "Authorization", auth).Header.Get("Location")
+	gamma := override(t, b.db, "gamma.com", "A grocer, not a maker.")
+	require.NoError(t, db.JobDomainFinish(ctx, b.db.Pool, uuid.MustParse(strings.TrimPrefix(overridden, "/domains/classify/")), 0,
+		gamma.Result(), "o"))
+	call(b.url, "GET", overridden, "", "Authorization", auth)
 	call(b.url, "GET", "/domains/classify/not-a-uuid", "", "Authorization", auth)
 	call(b.url, "GET", jobPath, "")
 	call(b.url, "GET", jobPath, "", "Authorization", "Bearer "+b.keyB)
@@ -580,12 +598,11 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 		_, err := db.ListRowFinish(ctx, l.db.Pool, uuid.MustParse(list), row, r, "o")
 		require.NoError(t, err)
 	}
-	finish(pending.ListID, 1, classifier.Result{Domain: "unilever.com", Status: classifier.StatusCompleted, Answer: true, Confidence: 5,
-		Reasoning: `Listed as a known CPG company ("Unilever").`, Source: classifier.SourceKnown})
+	finish(pending.ListID, 1, override(t, l.db, "unilever.com", `Dove, Knorr and "Hellmann's".`).Result())
 	finish(pending.ListID, 5, classifier.Result{Domain: "bad.com", Status: classifier.StatusFailed, Error: "no LLM configured"})
 	path := "/lists/" + pending.ListID
 	s := status(send(l.url, "GET", path, "", "Authorization", auth), classifier.StatusPending)
-	require.Equal(t, wire.ListProgress{Done: 5, Total: 6, Completed: 2, Failed: 1, Rejected: 2, Known: 2}, s.Progress)
+	require.Equal(t, wire.ListProgress{Done: 5, Total: 6, Completed: 2, Failed: 1, Rejected: 2, Override: 2}, s.Progress)
 	for _, accept := range [][]string{nil, {"Accept", "text/csv"}, {"Accept", "*/*"}} {
 		r := send(l.url, "GET", path+"/results", "", append([]string{"Authorization", auth}, accept...)...)
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -800,7 +817,7 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 	get, _ := http.NewRequest("GET", "http://x/lists/"+id, nil)
 	listStatus := `{"list_id": "` + id + `", "classifier": "cpg", "status": "RUNNING", "created_at": "2026-11-29T00:00:00Z",
 		"completed_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0,
-		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "known": 0, "cache": 0, "llm": 0}}`
+		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.check(get, nil, 200, jsonHeader, []byte(listStatus)))
 	for _, field := range []string{"results_url", "completed_at", "progress", "rows"} {
 		require.Error(t, c.check(get, nil, 200, jsonHeader, without(listStatus, field)), "a ListStatus without %s", field)
@@ -890,7 +907,7 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 	payload := `{"type": "list.completed", "timestamp": "2026-11-30T12:00:00Z", "list_id": "` + id + `", "classifier": "cpg",
 		"status": "CANCELLED", "created_at": "2026-11-29T00:00:00Z", "completed_at": "2026-11-30T12:00:00Z", "rows": 3, "domains": 2,
 		"results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123,
-		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "known": 0, "cache": 0, "llm": 0}}`
+		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.checkWebhook("list.completed", hook, []byte(payload)))
 	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "results_url")), "a list.completed without results_url")
 	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"CANCELLED"`, `"RUNNING"`, 1))),

@@ -29,11 +29,11 @@ type storeFunc func(ctx context.Context, d pendingDomain, r classifier.Result, o
 // Counts are the answers of one attempt by where they came from; Pending
 // counts domains left for a later attempt.
 type Counts struct {
-	Known   int `json:"known"`
-	Cache   int `json:"cache"`
-	LLM     int `json:"llm"`
-	Failed  int `json:"failed"`
-	Pending int `json:"pending"`
+	Override int `json:"override"`
+	Cache    int `json:"cache"`
+	LLM      int `json:"llm"`
+	Failed   int `json:"failed"`
+	Pending  int `json:"pending"`
 	// Batched counts domains staged for a provider batch (economy lists).
 	Batched int `json:"batched,omitempty"`
 }
@@ -168,8 +168,8 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 				o.Batched++
 			case r.Status == classifier.StatusFailed:
 				o.Failed++
-			case r.Source == classifier.SourceKnown:
-				o.Known++
+			case r.Source == classifier.SourceOverride:
+				o.Override++
 			case r.Source == classifier.SourceCache:
 				o.Cache++
 			case r.Source == classifier.SourceLLM:
@@ -233,12 +233,12 @@ func NewPipelineStore(exec db.DBTX) classifier.ResultStore { return pipelineStor
 
 type pipelineStore struct{ exec db.DBTX }
 
-func (s pipelineStore) KnownCompany(ctx context.Context, classifierName, domain string) (string, bool, error) {
-	name, err := db.KnownCompanyGet(ctx, s.exec, classifierName, domain)
+func (s pipelineStore) Override(ctx context.Context, classifierName, domain string) (classifier.Override, bool, error) {
+	o, err := db.OverrideGet(ctx, s.exec, classifierName, domain)
 	if err != nil {
-		return "", false, ignoreNotFound(err)
+		return classifier.Override{}, false, ignoreNotFound(err)
 	}
-	return name, true, nil
+	return o, true, nil
 }
 
 func (s pipelineStore) ResultGet(ctx context.Context, classifierName, domain string) (classifier.Result, bool, error) {

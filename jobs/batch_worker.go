@@ -346,7 +346,7 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 	}
 	for _, pr := range fallbacks {
 		it := items[pr.Domain]
-		r, err := w.Pipeline.Ask(ctx, c, pr)
+		r, err := w.fallback(ctx, c, pr)
 		if err != nil {
 			return err // River retries; the answered ones are final and skipped
 		}
@@ -362,6 +362,17 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 		log.InfoContext(ctx, "batch requests answered by calls instead", "fallbacks", out.Fallbacks, "provider_status", st.Status)
 	}
 	return nil
+}
+
+// fallback answers a request the batch did not: by the domain's override
+// when one was set while the batch ran, else by a call.
+func (w *BatchWorker) fallback(ctx context.Context, c *classifier.Classifier, pr classifier.Prepared) (classifier.Result, error) {
+	if r, err := w.Pipeline.Override(ctx, c, pr.Domain); err != nil {
+		return classifier.Result{}, err
+	} else if r != nil {
+		return *r, nil
+	}
+	return w.Pipeline.Ask(ctx, c, pr)
 }
 
 // storeAnswer stores one answer of the list (and its duplicates) and releases

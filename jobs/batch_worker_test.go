@@ -116,7 +116,8 @@ func TestEconomyList(t *testing.T) {
 	t.Run("FreshDomainsAreAnsweredByOneBatchAtHalfThePrice", func(t *testing.T) {
 		t.Parallel()
 		e := setupEconomy(t, byDomain(map[string]llmtest.Reply{"crm.io": llmtest.Answer(false, 4, "Software.")}), nil)
-		_, _, err := db.KnownCompanyImport(ctx, e.tx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		_, _, err := db.OverrideSet(ctx, e.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true, Confidence: 5,
+			Note: "Unilever makes soap and food.", SetBy: "test"}})
 		require.NoError(t, err)
 		l := e.accept(t, "acme.com", "unilever.com", "crm.io", "www.acme.com", "localhost")
 
@@ -125,10 +126,10 @@ func TestEconomyList(t *testing.T) {
 		require.Equal(t, 0, e.llm.Total(), "staging asks the model nothing")
 		var out jobs.ListChunkOutput
 		require.NoError(t, json.Unmarshal(res.Job.Output(), &out))
-		require.Equal(t, jobs.Counts{Known: 1, Batched: 2}, out.Counts)
+		require.Equal(t, jobs.Counts{Override: 1, Batched: 2}, out.Counts)
 		now, rows := e.list(t, l)
 		require.Equal(t, classifier.StatusRunning, now.Status)
-		require.Equal(t, classifier.SourceKnown, rows[2].Result.Source, "a known company is answered at once")
+		require.Equal(t, classifier.SourceOverride, rows[2].Result.Source, "an overridden domain is answered at once")
 		require.Equal(t, classifier.StatusPending, rows[1].Result.Status)
 
 		states := e.follow(t)
@@ -152,7 +153,7 @@ func TestEconomyList(t *testing.T) {
 		require.NotEmpty(t, rows[1].Result.PromptVersion)
 		require.Equal(t, rows[1].Result.ProvenanceID, rows[4].Result.ProvenanceID)
 		require.NotZero(t, rows[1].Result.ProvenanceID)
-		require.Equal(t, []int{5, 4, 1, 1, 3}, []int{now.Done, now.Completed, now.Known, now.Rejected, now.LLM})
+		require.Equal(t, []int{5, 4, 1, 1, 3}, []int{now.Done, now.Completed, now.Override, now.Rejected, now.LLM})
 		want := 2 * testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, true)
 		require.InDelta(t, want, now.CostUSD, 1e-12, "two answers at the batch price")
 
@@ -182,6 +183,7 @@ func TestEconomyList(t *testing.T) {
 		e.llm.Batch.End, e.llm.Batch.ExpireAfter = "expired", 2
 		l := e.accept(t, "garbled.com", "refused.com", "late-1.com", "late-2.com")
 		e.stage(t)
+		setOverride(t, e.tx, "late-2.com", false, 5, "ops", "A software firm.") // while the batch runs
 		states := e.follow(t)
 		require.Equal(t, rivertype.JobStateCompleted, states[len(states)-1])
 
@@ -191,13 +193,16 @@ func TestEconomyList(t *testing.T) {
 		require.Equal(t, 2, e.llm.Calls("garbled.com"), "its batch answer was unreadable: one call")
 		require.Equal(t, 2, e.llm.Calls("refused.com"), "its batch request failed: one call")
 		require.Equal(t, 1, e.llm.Calls("late-1.com"), "expired before it ran: one call, no batch request")
+		require.Zero(t, e.llm.Calls("late-2.com"), "expired, and overridden meanwhile: the override answers, no call")
 		now, rows := e.list(t, l)
 		require.Equal(t, classifier.StatusCompleted, now.Status)
 		for row := 1; row <= 4; row++ {
 			require.Equal(t, classifier.StatusCompleted, rows[row].Result.Status, "row %d", row)
 		}
+		require.Equal(t, classifier.SourceOverride, rows[4].Result.Source)
+		require.Equal(t, 1, now.Override)
 		full := testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, false)
-		require.InDelta(t, 4*full, now.CostUSD, 1e-12, "fallbacks cost the standard price")
+		require.InDelta(t, 3*full, now.CostUSD, 1e-12, "fallbacks cost the standard price")
 	})
 
 	t.Run("ABatchFailedWholeIsSubmittedAgainThenItsRowsFail", func(t *testing.T) {

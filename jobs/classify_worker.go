@@ -151,7 +151,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 		return w.retryOrFail(ctx, log, job, id, fmt.Errorf("error completing job: %w", err))
 	}
 	w.Metrics.JobEnded(classifier.StatusCompleted)
-	log.InfoContext(ctx, "classify job completed", "known", out.Known, "cache", out.Cache, "llm", out.LLM, "failed", out.Failed)
+	log.InfoContext(ctx, "classify job completed", "override", out.Override, "cache", out.Cache, "llm", out.LLM, "failed", out.Failed)
 	return nil
 }
 

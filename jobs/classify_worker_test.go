@@ -171,6 +171,19 @@ func (b *testBundle) riverJob(t *testing.T, job *classifier.Job) *rivertype.JobR
 	return row
 }
 
+// setOverride sets an override of domain for cpg, as `override set` does,
+// and returns it as stored.
+func setOverride(t *testing.T, exec db.DBTX, domain string, answer bool, confidence int, by, note string) classifier.Override {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := db.OverrideSet(ctx, exec, []classifier.Override{{Classifier: "cpg", Domain: domain, Answer: answer,
+		Confidence: confidence, Note: note, SetBy: by}})
+	require.NoError(t, err)
+	o, err := db.OverrideGet(ctx, exec, "cpg", domain)
+	require.NoError(t, err)
+	return o
+}
+
 func resultOf(job *classifier.Job, domain string) classifier.Result {
 	for _, d := range job.Domains {
 		if d.Result.Domain == domain {
@@ -280,16 +293,65 @@ func TestClassifyWorker_Work(t *testing.T) {
 		require.True(t, job.CompletedAt.Equal(hook.Args.EndedAt), "the delivery names this end")
 	})
 
-	t.Run("KnownCompanyNeedsNoModel", func(t *testing.T) {
+	t.Run("OverrideNeedsNoModel", func(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t, byDomain(nil), setupOpts{})
-		_, _, err := db.KnownCompanyImport(ctx, b.tx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
-		require.NoError(t, err)
-		job, _ := b.work(t, "", "www.unilever.com")
+		o := setOverride(t, b.tx, "unilever.com", false, 4, "alice", "Sells only the parent's stationery.")
+		job, res := b.work(t, "", "www.unilever.com")
 		r := resultOf(job, "unilever.com")
-		require.Equal(t, classifier.SourceKnown, r.Source)
-		require.True(t, r.Answer)
-		require.Equal(t, 5, r.Confidence)
+		require.Equal(t, classifier.SourceOverride, r.Source)
+		require.False(t, r.Answer)
+		require.Equal(t, 4, r.Confidence)
+		require.Equal(t, "Set by alice: Sells only the parent's stationery.", r.Reasoning)
+		require.Equal(t, []string{"alice", "Sells only the parent's stationery."}, []string{r.SetBy, r.Note}, "who and why reach the job's row")
+		require.Equal(t, o.ProvenanceID, r.ProvenanceID)
+		require.True(t, o.SetAt.Equal(r.ClassifiedAt), "an override's answer was made when it was set")
+		require.Empty(t, r.Model)
+		require.Zero(t, b.llm.Total())
+		require.Equal(t, jobs.Counts{Override: 1}, output(t, res.Job).Counts)
+	})
+
+	t.Run("OverrideBeatsACachedAnswer", func(t *testing.T) {
+		t.Parallel()
+		b := setupTx(t, byDomain(map[string]llmtest.Reply{"acme.com": llmtest.Answer(true, 5, "Makes chips.")}), setupOpts{})
+		first, _ := b.work(t, "", "acme.com")
+		require.Equal(t, classifier.SourceLLM, resultOf(first, "acme.com").Source)
+		setOverride(t, b.tx, "acme.com", false, 5, "bob", "Sold its snack brands; now a software firm.")
+
+		second, _ := b.work(t, "", "acme.com")
+		got := resultOf(second, "acme.com")
+		require.Equal(t, classifier.SourceOverride, got.Source, "the override wins over a fresh cached answer")
+		require.False(t, got.Answer)
+		require.Equal(t, "Makes chips.", resultOf(first, "acme.com").Reasoning, "the earlier job keeps what it got")
+		cached, err := db.ResultGet(ctx, b.tx, "cpg", "acme.com")
+		require.NoError(t, err)
+		require.True(t, cached.Answer, "the model's answer is kept apart, not replaced")
+
+		require.NoError(t, db.OverrideDelete(ctx, b.tx, "cpg", "acme.com"))
+		third, _ := b.work(t, "", "acme.com")
+		require.Equal(t, classifier.SourceCache, resultOf(third, "acme.com").Source, "deleted, the cache answers again")
+		again, err := db.JobGet(ctx, b.tx, second.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{"bob", "Sold its snack brands; now a software firm."},
+			[]string{resultOf(again, "acme.com").SetBy, resultOf(again, "acme.com").Note}, "a row keeps the override it got")
+		require.Equal(t, 1, b.llm.Calls("acme.com"))
+	})
+
+	t.Run("OverrideWinsOverRefresh", func(t *testing.T) {
+		t.Parallel()
+		b := setupTx(t, byDomain(nil), setupOpts{})
+		setOverride(t, b.tx, "acme.com", true, 5, "carol", "Makes chips.")
+		id := uuid.New()
+		res, err := b.client.InsertTx(ctx, b.tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
+		require.NoError(t, err)
+		require.NoError(t, db.JobInsert(ctx, b.tx, db.JobInsertParams{ID: id, Caller: "test", Classifier: "cpg",
+			Domains: []classifier.DomainInput{{Input: "acme.com", Domain: "acme.com"}}, RiverJobID: res.Job.ID,
+			Want: classifier.Want{Since: time.Now()}})) // "refresh": true
+		_, err = b.worker.WorkJob(ctx, t, b.tx, res.Job)
+		require.NoError(t, err)
+		job, err := db.JobGet(ctx, b.tx, id)
+		require.NoError(t, err)
+		require.Equal(t, classifier.SourceOverride, resultOf(job, "acme.com").Source, "refresh asks the model again, not past an override")
 		require.Zero(t, b.llm.Total())
 	})
 
@@ -346,11 +408,10 @@ func TestClassifyWorker_Work(t *testing.T) {
 		require.Equal(t, 1, res.Job.Attempt, "cancelled on the first attempt, no retry loop")
 	})
 
-	t.Run("WithoutAnLLMKnownAndCachedAreAnsweredOthersFail", func(t *testing.T) {
+	t.Run("WithoutAnLLMOverriddenAndCachedAreAnsweredOthersFail", func(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t, byDomain(nil), setupOpts{noLLM: true})
-		_, _, err := db.KnownCompanyImport(ctx, b.tx, "cpg", []db.KnownCompanyRow{{Domain: "known.com", Name: "Known Co"}})
-		require.NoError(t, err)
+		setOverride(t, b.tx, "known.com", true, 5, "test", "Known Co makes soap.")
 		seed, _ := accept(t, b.tx, b.client, "", "cached.com")
 		require.NoError(t, db.JobDomainFinish(ctx, b.tx, seed, 0, classifier.Result{
 			Domain: "cached.com", Classifier: "cpg", Status: classifier.StatusCompleted, Answer: true,
@@ -359,7 +420,7 @@ func TestClassifyWorker_Work(t *testing.T) {
 
 		job, _ := b.work(t, "", "known.com", "cached.com", "new.com")
 		require.Equal(t, classifier.StatusCompleted, job.Status)
-		require.Equal(t, classifier.SourceKnown, resultOf(job, "known.com").Source)
+		require.Equal(t, classifier.SourceOverride, resultOf(job, "known.com").Source)
 		require.Equal(t, classifier.SourceCache, resultOf(job, "cached.com").Source)
 		require.Equal(t, "Soap.", resultOf(job, "cached.com").Reasoning)
 		require.Equal(t, classifier.StatusFailed, resultOf(job, "new.com").Status)

@@ -184,7 +184,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	return nil
 }
 
-// stage works a chunk of an economy list: known and cached domains are
+// stage works a chunk of an economy list: overridden and cached domains are
 // answered now; each fresh one is claimed (for the batch's whole window:
 // no other job pays for it meanwhile), searched, and its request staged in
 // the chunk's batch. When every row of the chunk is answered or staged,

@@ -114,7 +114,8 @@ func TestClassifyListWorker_Work(t *testing.T) {
 		t.Parallel()
 		s := listSettings(3, 1)
 		b, w := setupListTx(t, byDomain(map[string]llmtest.Reply{"crm.io": llmtest.Answer(false, 4, "Software.")}), s)
-		_, _, err := db.KnownCompanyImport(ctx, b.tx, "cpg", []db.KnownCompanyRow{{Domain: "unilever.com", Name: "Unilever"}})
+		_, _, err := db.OverrideSet(ctx, b.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true, Confidence: 5,
+			Note: "Unilever makes soap and food.", SetBy: "test"}})
 		require.NoError(t, err)
 		// Chunk 0 is rows 1-3, chunk 1 rows 4-6; row 5 repeats row 1.
 		l := acceptList(t, b.tx, b.client, s, "", "acme.com", "unilever.com", "localhost", "crm.io", "www.acme.com", "new.com")
@@ -125,24 +126,24 @@ func TestClassifyListWorker_Work(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
 		require.Equal(t, 1, b.llm.Calls("acme.com"))
-		require.Zero(t, b.llm.Calls("unilever.com"), "a known company needs no model")
+		require.Zero(t, b.llm.Calls("unilever.com"), "an overridden domain needs no model")
 
 		rows := listRows(t, b.tx, l)
 		require.Equal(t, classifier.SourceLLM, rows[1].Result.Source)
 		require.Equal(t, classifier.StatusCompleted, rows[5].Result.Status, "the duplicate in the next chunk has the answer too")
 		require.Equal(t, rows[1].Result.Reasoning, rows[5].Result.Reasoning)
-		require.Equal(t, classifier.SourceKnown, rows[2].Result.Source)
+		require.Equal(t, classifier.SourceOverride, rows[2].Result.Source)
 		require.Equal(t, classifier.StatusRejected, rows[3].Result.Status)
 		require.Equal(t, classifier.StatusPending, rows[4].Result.Status, "chunk 1 is not answered yet")
 
 		now, err := db.ListGet(ctx, b.tx, l.ID)
 		require.NoError(t, err)
 		require.Equal(t, classifier.StatusRunning, now.Status)
-		require.Equal(t, []int{4, 3, 1, 1, 2}, []int{now.Done, now.Completed, now.Known, now.Rejected, now.LLM},
+		require.Equal(t, []int{4, 3, 1, 1, 2}, []int{now.Done, now.Completed, now.Override, now.Rejected, now.LLM},
 			"done counts the duplicate and the rejected row")
 		var out jobs.ListChunkOutput
 		require.NoError(t, json.Unmarshal(res.Job.Output(), &out))
-		require.Equal(t, jobs.ListChunkOutput{ListID: l.ID.String(), Chunk: 0, Domains: 2, Counts: jobs.Counts{Known: 1, LLM: 1},
+		require.Equal(t, jobs.ListChunkOutput{ListID: l.ID.String(), Chunk: 0, Domains: 2, Counts: jobs.Counts{Override: 1, LLM: 1},
 			ListDone: 4, ListRows: 6}, out)
 
 		// Chunk 0 queued chunk 1 once all its domains had started.

@@ -33,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		domainResults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "domainclass_domain_results_total",
-			Help: "Domains answered, by classifier, source (known, cache, llm, none) and outcome (completed, failed).",
+			Help: "Domains answered, by classifier, source (override, cache, llm, none) and outcome (completed, failed).",
 		}, []string{"classifier", "source", "outcome"}),
 		jobsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "domainclass_jobs_ended_total",

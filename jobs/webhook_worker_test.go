@@ -424,7 +424,7 @@ func TestWebhookWorker_Work(t *testing.T) {
 		require.Equal(t, "COMPLETED", payload["status"])
 		require.Equal(t, "/lists/"+l.ID.String()+"/results", payload["results_url"])
 		require.Equal(t, map[string]any{"done": 4.0, "total": 4.0, "completed": 3.0, "failed": 0.0, "rejected": 1.0,
-			"cancelled": 0.0, "known": 0.0, "cache": 0.0, "llm": 3.0}, payload["progress"])
+			"cancelled": 0.0, "override": 0.0, "known": 0.0, "cache": 0.0, "llm": 3.0}, payload["progress"])
 		require.NotContains(t, payload, "results", "the rows are fetched from results_url")
 		require.Equal(t, payload["completed_at"], payload["timestamp"])
 	})

@@ -15,11 +15,22 @@ import (
 	"github.com/domainclass/domainclass/evals"
 )
 
+// knownSetBy is who set the overrides `known import` makes.
+const knownSetBy = "known import"
+
+// knownImportCommand is `known import`, from before overrides: it sets a
+// yes override (confidence 5) for each company of the file, by "known
+// import", with a note naming the company.
 func (c *cli) knownImportCommand() *cobra.Command {
 	var classifierName string
 	cmd := &cobra.Command{
 		Use:   "import FILE.csv",
-		Short: "load known companies (header: domain,name; - for stdin): normalized, all rows or none",
+		Short: "load known companies as yes overrides (header: domain,name; - for stdin): normalized, all rows or none",
+		Long: `Sets a yes override (confidence 5, by "known import", the note naming the
+company) for each company of FILE.csv, whose header names the columns
+domain and name. Domains are normalized as the API does; a bad row writes
+nothing. An alias of "domainclass override set" for a list of companies:
+see "domainclass override --help".`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("known import needs exactly one FILE.csv (or - for stdin)")
@@ -53,7 +64,12 @@ func (c *cli) knownImportCommand() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			inserted, updated, err := db.KnownCompanyImport(ctx, d.Pool, classifierName, rows)
+			overrides := make([]classifier.Override, len(rows))
+			for i, r := range rows {
+				overrides[i] = classifier.Override{Classifier: classifierName, Domain: r.domain, Answer: true, Confidence: 5,
+					Note: fmt.Sprintf("Listed as a known %s company (%s).", strings.ToUpper(classifierName), r.name), SetBy: knownSetBy}
+			}
+			inserted, updated, err := db.OverrideSet(ctx, d.Pool, overrides)
 			if err != nil {
 				return fmt.Errorf("import failed, nothing was written: %w", err)
 			}
@@ -70,10 +86,13 @@ func (c *cli) knownImportCommand() *cobra.Command {
 	return cmd
 }
 
+// knownCompany is one row of a known import.
+type knownCompany struct{ domain, name string }
+
 // readKnownCSV reads a CSV with a header naming "domain" and "name" columns
 // (in any order, other columns ignored). Every domain is normalized; the
 // first bad row stops the import before anything is written.
-func readKnownCSV(r io.Reader) (rows []db.KnownCompanyRow, dups int, err error) {
+func readKnownCSV(r io.Reader) (rows []knownCompany, dups int, err error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.TrimLeadingSpace = true
@@ -111,7 +130,7 @@ func readKnownCSV(r io.Reader) (rows []db.KnownCompanyRow, dups int, err error) 
 		if err != nil {
 			return nil, 0, fmt.Errorf("line %d: %w", line, err)
 		}
-		name := strings.TrimSpace(rec[nameCol])
+		name := strings.Join(strings.Fields(rec[nameCol]), " ")
 		if name == "" {
 			return nil, 0, fmt.Errorf("line %d: %s has no name", line, domain)
 		}
@@ -120,7 +139,7 @@ func readKnownCSV(r io.Reader) (rows []db.KnownCompanyRow, dups int, err error) 
 			continue
 		}
 		seen[domain] = true
-		rows = append(rows, db.KnownCompanyRow{Domain: domain, Name: name})
+		rows = append(rows, knownCompany{domain: domain, name: name})
 	}
 	if len(rows) == 0 {
 		return nil, 0, errors.New("the CSV file has a header but no companies")

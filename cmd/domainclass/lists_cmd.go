@@ -156,7 +156,11 @@ func printListStatus(w io.Writer, s *wire.ListStatus, baseURL string, asJSON boo
 	fmt.Fprintf(tw, "rows\t%d (%d distinct domains)\n", s.Rows, s.Domains)
 	fmt.Fprintf(tw, "done\t%d/%d: %d completed, %d failed, %d rejected, %d cancelled\n",
 		p.Done, p.Total, p.Completed, p.Failed, p.Rejected, p.Cancelled)
-	fmt.Fprintf(tw, "answered by\tknown %d, cache %d, model %d\n", p.Known, p.Cache, p.LLM)
+	known := "" // a list answered from the known list, before overrides
+	if p.Known > 0 {
+		known = fmt.Sprintf(", known %d", p.Known)
+	}
+	fmt.Fprintf(tw, "answered by\toverride %d, cache %d, model %d%s\n", p.Override, p.Cache, p.LLM, known)
 	fmt.Fprintf(tw, "tier\t%s\n", s.Tier)
 	fmt.Fprintf(tw, "model cost\t%s\n", usd(s.CostUSD))
 	fmt.Fprintf(tw, "results\t%s%s\n", baseURL, s.ResultsURL)

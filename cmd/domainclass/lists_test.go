@@ -286,7 +286,7 @@ func TestLists(t *testing.T) {
 		for _, re := range []string{`(?m)^list\s+` + id + `$`, `(?m)^status\s+COMPLETED$`, `(?m)^classifier\s+cpg$`,
 			`(?m)^ended\s+\d{4}-`, `(?m)^rows\s+3 \(1 distinct domains\)$`,
 			`(?m)^done\s+3/3: 2 completed, 0 failed, 1 rejected, 0 cancelled$`,
-			`(?m)^answered by\s+known 0, cache 0, model 2$`,
+			`(?m)^answered by\s+override 0, cache 0, model 2$`,
 			`(?m)^results\s+` + regexp.QuoteMeta(e.api.APIURL()+"/lists/"+id+"/results") + `$`} {
 			require.Regexp(t, re, out)
 		}

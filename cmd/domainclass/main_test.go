@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
@@ -406,7 +407,8 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Usage:")
 
-	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"jobs", "list"}, {"jobs", "retry"},
+	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"override", "set"}, {"override", "list"},
+		{"override", "delete"}, {"override", "export"}, {"jobs", "list"}, {"jobs", "retry"},
 		{"apikey", "create"}, {"apikey", "limits"}, {"submit"}, {"lists", "status"}, {"lists", "results"}, {"lists", "cancel"},
 		{"eval"}, {"completion", "bash"}} {
 		code, out, _ := run(append(cmd, "--help"))
@@ -477,18 +479,30 @@ func TestKnownImport(t *testing.T) {
 		code := Run(context.Background(), []string{"known", "import", path}, env, nil, &out, &errOut)
 		return code, out.String(), errOut.String()
 	}
-	count := func() int {
+	overrides := func() []classifier.Override {
 		d, err := db.Open(context.Background(), db.Config{URL: dbtest.URL(), Schema: schema})
 		require.NoError(t, err)
 		defer d.Close()
-		var n int
-		require.NoError(t, d.Pool.QueryRow(context.Background(), "SELECT count(*) FROM known_company").Scan(&n))
-		return n
+		list, err := db.OverrideList(context.Background(), d.Pool, "")
+		require.NoError(t, err)
+		return list
 	}
+	count := func() int { return len(overrides()) }
 
 	code, out, errOut := importCSV("name,domain\nUnilever,https://www.unilever.com/\nP&G,pg.com\nP&G again,www.pg.com\n")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "known import: 2 companies for cpg (2 new, 0 updated, 1 duplicate rows skipped)\n", out)
+	got := overrides()
+	require.Len(t, got, 2)
+	for i, name := range []string{"P&G", "Unilever"} { // by domain: pg.com, unilever.com
+		o := got[i]
+		require.Equal(t, []any{"cpg", true, 5, "known import", "Listed as a known CPG company (" + name + ")."},
+			[]any{o.Classifier, o.Answer, o.Confidence, o.SetBy, o.Note}, "a known company is a yes override")
+	}
+
+	code, out, errOut = importCSV("domain,name\nunilever.com,Unilever PLC\n")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "known import: 1 company for cpg (0 new, 1 updated)\n", out)
 	require.Equal(t, 2, count())
 
 	code, _, errOut = importCSV("domain,name\nnestle.com,Nestlé\n10.0.0.1,Router\n")

@@ -99,6 +99,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	refused(apiRole, `UPDATE result SET reasoning = 'forged'`)
 	refused(apiRole, `DELETE FROM river_job`)
 	refused(apiRole, `DELETE FROM classify_job`)
+	refused(apiRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner)
+	refused(workerRole, `DELETE FROM override`)
 	refused(workerRole, `SELECT key_hash FROM api_key`)
 	refused(workerRole, `INSERT INTO classify_job (id, caller, classifier, inputs, domains) VALUES (gen_random_uuid(), 'x', 'cpg', '{}', '{}')`)
 }

@@ -277,7 +277,6 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DOMAIN\tSTATUS\tCPG\tCONFIDENCE\tSOURCE\tREASONING")
-	yesNo := func(b bool) string { return map[bool]string{true: "yes", false: "no"}[b] }
 	for _, r := range rows {
 		answer, conf := answerText(r.ResultReport, yesNo)
 		text := r.Reasoning

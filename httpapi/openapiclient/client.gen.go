@@ -241,9 +241,10 @@ func (e SearchProvider) Valid() bool {
 
 // Defines values for Source.
 const (
-	Cache Source = "cache"
-	Known Source = "known"
-	Llm   Source = "llm"
+	Cache    Source = "cache"
+	Known    Source = "known"
+	Llm      Source = "llm"
+	Override Source = "override"
 )
 
 // Valid indicates whether the value is a known member of the Source enum.
@@ -254,6 +255,8 @@ func (e Source) Valid() bool {
 	case Known:
 		return true
 	case Llm:
+		return true
+	case Override:
 		return true
 	default:
 		return false
@@ -344,8 +347,8 @@ type ClassifyRequest struct {
 	// Examples: 720h
 	MaxAge *MaxAge `json:"max_age,omitempty"`
 
-	// Refresh true: ask the model again for every domain that is not a known
-	// company, whatever the cache holds. The new answer replaces the old.
+	// Refresh true: ask the model again for every domain that has no override,
+	// whatever the cache holds. The new answer replaces the old.
 	// Requests that ask at the same time share one call per domain: an
 	// answer made after this request was accepted counts as fresh.
 	Refresh *Refresh `json:"refresh,omitempty"`
@@ -477,7 +480,7 @@ type ListEstimate struct {
 	// Fresh Domains that need a search and a model call.
 	Fresh int `json:"fresh"`
 
-	// Known Domains answered from the known-company list.
+	// Known Domains an override answers (overrides replaced the known-company list; the field keeps its name).
 	Known int `json:"known"`
 
 	// Model The model the estimate is for.
@@ -501,9 +504,10 @@ type ListId = openapi_types.UUID
 
 // ListProgress Rows counted by outcome. `done` of `total` are final; of those,
 // `completed`, `failed`, `rejected` and `cancelled` say how, and
-// `known`, `cache` and `llm` say where the completed ones' answers came
-// from. Rows not final when a list was cancelled count as cancelled;
-// when it was given up, as failed.
+// `override`, `cache` and `llm` say where the completed ones' answers
+// came from (`known`: from the known company list, in lists answered
+// before overrides replaced it). Rows not final when a list was
+// cancelled count as cancelled; when it was given up, as failed.
 type ListProgress struct {
 	Cache     int `json:"cache"`
 	Cancelled int `json:"cancelled"`
@@ -512,6 +516,7 @@ type ListProgress struct {
 	Failed    int `json:"failed"`
 	Known     int `json:"known"`
 	Llm       int `json:"llm"`
+	Override  int `json:"override"`
 	Rejected  int `json:"rejected"`
 	Total     int `json:"total"`
 }
@@ -536,9 +541,10 @@ type ListReport struct {
 
 	// Progress Rows counted by outcome. `done` of `total` are final; of those,
 	// `completed`, `failed`, `rejected` and `cancelled` say how, and
-	// `known`, `cache` and `llm` say where the completed ones' answers came
-	// from. Rows not final when a list was cancelled count as cancelled;
-	// when it was given up, as failed.
+	// `override`, `cache` and `llm` say where the completed ones' answers
+	// came from (`known`: from the known company list, in lists answered
+	// before overrides replaced it). Rows not final when a list was
+	// cancelled count as cancelled; when it was given up, as failed.
 	Progress ListProgress `json:"progress"`
 
 	// ResultsUrl /lists/{list_id}/results
@@ -577,8 +583,11 @@ type ListRow struct {
 	// IsCpg The answer (COMPLETED only).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
-	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for a known answer).
+	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for an override's or a known answer).
 	Model *string `json:"model,omitempty"`
+
+	// Note Why, in the words of who set the override (provenance of an `override` answer).
+	Note *string `json:"note,omitempty"`
 
 	// PromptVersion The classifier's prompt version the model was asked with.
 	PromptVersion *string `json:"prompt_version,omitempty"`
@@ -595,7 +604,13 @@ type ListRow struct {
 	// Search The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
 	Search *SearchProvider `json:"search,omitempty"`
 
-	// Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
+	// SetBy Who set the override that made the answer (provenance of an `override` answer, as it was when it answered).
+	SetBy *string `json:"set_by,omitempty"`
+
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
 	Source *Source `json:"source,omitempty"`
 
 	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
@@ -625,7 +640,7 @@ type ListRowCSV struct {
 	// IsCpg The answer (COMPLETED only).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
-	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for a known answer).
+	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for an override's or a known answer).
 	Model *string `json:"model,omitempty"`
 
 	// PromptVersion The classifier's prompt version the model was asked with.
@@ -640,7 +655,10 @@ type ListRowCSV struct {
 	// Row The row's number in the upload.
 	Row int `json:"row"`
 
-	// Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
 	Source *Source `json:"source,omitempty"`
 
 	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
@@ -671,9 +689,10 @@ type ListWebhookPayload struct {
 
 	// Progress Rows counted by outcome. `done` of `total` are final; of those,
 	// `completed`, `failed`, `rejected` and `cancelled` say how, and
-	// `known`, `cache` and `llm` say where the completed ones' answers came
-	// from. Rows not final when a list was cancelled count as cancelled;
-	// when it was given up, as failed.
+	// `override`, `cache` and `llm` say where the completed ones' answers
+	// came from (`known`: from the known company list, in lists answered
+	// before overrides replaced it). Rows not final when a list was
+	// cancelled count as cancelled; when it was given up, as failed.
 	Progress ListProgress `json:"progress"`
 
 	// ResultsUrl Download the rows here, with the API key: /lists/{list_id}/results.
@@ -718,8 +737,8 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
-// Refresh true: ask the model again for every domain that is not a known
-// company, whatever the cache holds. The new answer replaces the old.
+// Refresh true: ask the model again for every domain that has no override,
+// whatever the cache holds. The new answer replaces the old.
 // Requests that ask at the same time share one call per domain: an
 // answer made after this request was accepted counts as fresh.
 type Refresh = bool
@@ -749,8 +768,11 @@ type Result struct {
 	// IsCpg The answer (COMPLETED only).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
-	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for a known answer).
+	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for an override's or a known answer).
 	Model *string `json:"model,omitempty"`
+
+	// Note Why, in the words of who set the override (provenance of an `override` answer).
+	Note *string `json:"note,omitempty"`
 
 	// PromptVersion The classifier's prompt version the model was asked with.
 	PromptVersion *string `json:"prompt_version,omitempty"`
@@ -761,7 +783,13 @@ type Result struct {
 	// Search The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
 	Search *SearchProvider `json:"search,omitempty"`
 
-	// Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
+	// SetBy Who set the override that made the answer (provenance of an `override` answer, as it was when it answered).
+	SetBy *string `json:"set_by,omitempty"`
+
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
 	Source *Source `json:"source,omitempty"`
 
 	// Status A domain's status in a job.
@@ -774,7 +802,10 @@ type ResultStatus string
 // SearchProvider The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
 type SearchProvider string
 
-// Source Where an answer came from: the known company list, a fresh earlier answer, or a new search and model call.
+// Source Where an answer came from: an operator's override (`override`, who
+// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+// or a new search and model call (`llm`). `known` is the known company
+// list, which overrides replaced: only answers made before have it.
 type Source string
 
 // Tier How a list's fresh domains are asked: standard, one model call at a
@@ -907,8 +938,8 @@ type CreateListParams struct {
 	// Tier standard (the default): fresh domains are asked one call at a time, at the
 	// model's pace (minutes for thousands). economy: fresh domains go
 	// to the provider's Batch API at about half the model price, and
-	// are answered within its 24-hour window (usually hours); known and
-	// cached domains are answered at once in both. docs/api.md, "Tiers".
+	// are answered within its 24-hour window (usually hours); overridden
+	// and cached domains are answered at once in both. docs/api.md, "Tiers".
 	Tier *Tier `form:"tier,omitempty" json:"tier,omitempty"`
 
 	// ContentEncoding gzip for a compressed body (any of the three formats). The limits count the decompressed bytes, so a gzip bomb is a 413.

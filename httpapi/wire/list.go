@@ -43,8 +43,9 @@ type ListEstimate struct {
 	Domains    int `json:"domains"`
 	Duplicates int `json:"duplicates"`
 	Rejected   int `json:"rejected"`
-	// Known and Cached domains are answered without the model; Fresh ones
-	// need one model call each.
+	// Known (those an override answers: the name is the contract's) and
+	// Cached domains are answered without the model; Fresh ones need one
+	// model call each.
 	Known      int `json:"known"`
 	Cached     int `json:"cached"`
 	Fresh      int `json:"fresh"`
@@ -89,7 +90,8 @@ func (s *ListStatus) Ended() bool {
 }
 
 // ListProgress counts a list's rows: Done of Total are final, by outcome,
-// and the completed ones by where their answer came from.
+// and the completed ones by where their answer came from (Known: from the
+// known list, in lists answered before overrides replaced it).
 type ListProgress struct {
 	Done      int `json:"done"`
 	Total     int `json:"total"`
@@ -97,6 +99,7 @@ type ListProgress struct {
 	Failed    int `json:"failed"`
 	Rejected  int `json:"rejected"`
 	Cancelled int `json:"cancelled"`
+	Override  int `json:"override"`
 	Known     int `json:"known"`
 	Cache     int `json:"cache"`
 	LLM       int `json:"llm"`
@@ -110,7 +113,7 @@ func ListResultsURL(id string) string { return "/lists/" + id + "/results" }
 // list was cancelled count as cancelled; when it was given up, as failed.
 func NewListStatus(l *classifier.List) ListStatus {
 	p := ListProgress{Done: l.Done + l.Unfinished(), Total: l.Rows, Completed: l.Completed, Failed: l.Failed,
-		Rejected: l.Rejected, Known: l.Known, Cache: l.Cache, LLM: l.LLM}
+		Rejected: l.Rejected, Override: l.Override, Known: l.Known, Cache: l.Cache, LLM: l.LLM}
 	switch l.Status {
 	case classifier.StatusCancelled:
 		p.Cancelled = l.Unfinished()

@@ -89,16 +89,20 @@ type ResultReport struct {
 	Provenance
 }
 
-// Provenance is what a model's answer was based on: the model, the prompt
-// version, the search provider and what the model was shown. A cached
-// answer has the provenance of the call that made it; an answer that no
-// model made (known, or failed before any call) has none, and Evidence is
-// then left out, where a model's answer from no pages has it empty.
+// Provenance is what an answer was based on. A model's answer has the
+// model, the prompt version, the search provider and what the model was
+// shown (a cached answer, those of the call that made it); an override's
+// answer has who set it (SetBy) and why (Note). An answer that neither made
+// (from the known list of old, or failed before any call) has none.
+// Evidence is left out of an answer no model made, where a model's answer
+// from no pages has it empty.
 type Provenance struct {
 	Model         string         `json:"model,omitempty"`
 	PromptVersion string         `json:"prompt_version,omitempty"`
 	Search        string         `json:"search,omitempty"`
 	Evidence      []EvidenceItem `json:"evidence,omitzero"`
+	SetBy         string         `json:"set_by,omitempty"`
+	Note          string         `json:"note,omitempty"`
 }
 
 // EvidenceItem is one page the model was shown: {"url", "title",
@@ -108,6 +112,9 @@ type EvidenceItem = classifier.EvidenceItem
 
 // NewProvenance returns r's provenance as callers see it.
 func NewProvenance(r classifier.Result) Provenance {
+	if r.SetBy != "" {
+		return Provenance{SetBy: r.SetBy, Note: r.Note}
+	}
 	if r.ProvenanceID == uuid.Nil && r.Model == "" {
 		return Provenance{}
 	}
