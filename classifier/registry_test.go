@@ -34,7 +34,7 @@ func TestDefaultRegistry(t *testing.T) {
 	require.Equal(t, []string{"cpg"}, unknown.Valid)
 	require.Equal(t, `unknown classifier "b2b"; valid classifiers: cpg`, err.Error())
 	_, err = c.Prompt("v999")
-	require.ErrorContains(t, err, `classifier "cpg" has no prompt version "v999" (have v1, v2)`)
+	require.ErrorContains(t, err, `classifier "cpg" has no prompt version "v999" (have v1, v2, v3)`)
 }
 
 func TestNewRegistry_RejectsBadDefinitions(t *testing.T) {

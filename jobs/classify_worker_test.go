@@ -275,7 +275,7 @@ func TestClassifyWorker_Work(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "Sells software.", shared.Reasoning)
 		require.Equal(t, "test-model", shared.Model)
-		require.Equal(t, "v1", shared.PromptVersion)
+		require.Equal(t, "v3", shared.PromptVersion, "the current prompt")
 
 		require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
 		require.Equal(t, jobs.ClassifyOutput{Domains: 3, Counts: jobs.Counts{LLM: 3}}, output(t, res.Job))
