@@ -22,17 +22,26 @@ import (
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
-func TestMigrate_TwiceAndConcurrently(t *testing.T) {
-	t.Parallel()
+// emptySchema creates schema name afresh, unmigrated (dbtest.Schema comes
+// migrated), and drops it when the test ends.
+func emptySchema(t *testing.T, name string) {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbtest.URL())
 	require.NoError(t, err)
-	defer conn.Close(ctx)
-	// Not dbtest.Schema: that one comes migrated already.
-	const name = "test_migrate_concurrently"
 	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE; CREATE SCHEMA "+name)
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE") })
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
+		_ = conn.Close(context.Background())
+	})
+}
+
+func TestMigrate_TwiceAndConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const name = "test_migrate_concurrently"
+	emptySchema(t, name)
 
 	results := make([]*db.MigrateResult, 3)
 	var wg sync.WaitGroup
@@ -78,13 +87,8 @@ func TestMigrate_TwiceAndConcurrently(t *testing.T) {
 func TestMigrate_Overrides(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbtest.URL())
-	require.NoError(t, err)
-	defer conn.Close(ctx)
 	const name = "test_migrate_overrides"
-	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE; CREATE SCHEMA "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE") })
+	emptySchema(t, name)
 	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: name, MaxConns: 2})
 	require.NoError(t, err)
 	defer d.Close()
