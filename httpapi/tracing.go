@@ -13,15 +13,16 @@ import (
 )
 
 // traceRequests starts a server span per request (Config.TracerProvider),
-// continuing the caller's trace context (traceparent) when it sends one. The span is named by the
-// method and route pattern ("POST /domains/classify", never the path with
-// its ids) and carries what the HTTP semantic conventions require of a
-// server span: method, path, scheme, route, status code, and error.type
-// for a 5xx. It leaves out what they only recommend (peer and server
-// addresses, user agent, body sizes) and the query string, which a caller
-// may fill with anything: otelhttp's handler, which set all of them and
-// wrapped the body and writer to count bytes, cost a traced accept about a
-// fifth of its CPU overhead (docs/BENCHMARKS.md, "tracing").
+// continuing the caller's trace context (traceparent) when it sends one.
+// The span is named by the method and route pattern ("POST
+// /domains/classify", never the path with its ids) and carries what the
+// HTTP semantic conventions require of a server span: method, path,
+// scheme, route, status code, and error.type for a 5xx. It leaves out what
+// they only recommend (peer and server addresses, user agent, body sizes)
+// and the query string, which a caller may fill with anything. otelhttp's
+// handler, which set all of them and wrapped the body and writer to count
+// bytes, was about a fifth of a traced accept's extra CPU
+// (docs/BENCHMARKS.md, "tracing").
 func (s *Server) traceRequests(c *gin.Context) {
 	r := c.Request
 	ctx := s.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
