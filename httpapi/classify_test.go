@@ -20,6 +20,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
@@ -48,6 +50,9 @@ type setupOpts struct {
 	webhooks, allowPrivate bool
 	// lists overrides the list limits (zero fields: the defaults).
 	lists httpapi.ListConfig
+	// tracer, when set, is Config.TracerProvider, with W3C trace context
+	// as the propagator.
+	tracer trace.TracerProvider
 }
 
 // createKey stores a new API key for name and returns it.
@@ -86,7 +91,12 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		reg := prometheus.NewRegistry()
 		metrics, metricsHandler = httpapi.NewMetrics(reg), promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
+	var propagator propagation.TextMapPropagator
+	if opts.tracer != nil {
+		propagator = propagation.TraceContext{}
+	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
+		TracerProvider: opts.tracer, Propagator: propagator,
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		DB: apiDB, River: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),

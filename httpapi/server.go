@@ -13,7 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -57,6 +58,11 @@ type Config struct {
 	Webhooks bool
 	// Lists configures the list routes; zero fields get DefaultListConfig's.
 	Lists ListConfig
+	// TracerProvider, when set, makes a server span per request,
+	// continuing the trace context a caller sends, read with Propagator
+	// (nil: the global one).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).
@@ -65,9 +71,11 @@ type Config struct {
 
 // Server holds the API's dependencies.
 type Server struct {
-	cfg     Config
-	router  *gin.Engine
-	limiter *callerLimiter
+	cfg        Config
+	router     *gin.Engine
+	limiter    *callerLimiter
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
 }
 
 // MaxBodyBytes is the largest request body accepted.
@@ -112,7 +120,15 @@ func New(cfg Config) *Server {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
-	r.Use(nameSpan, s.recover, s.logRequests, securityHeaders)
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer("github.com/domainclass/domainclass/httpapi")
+		s.propagator = cfg.Propagator
+		if s.propagator == nil {
+			s.propagator = otel.GetTextMapPropagator()
+		}
+		r.Use(s.traceRequests)
+	}
+	r.Use(s.recover, s.logRequests, securityHeaders)
 	if cfg.Metrics != nil {
 		r.Use(cfg.Metrics.middleware)
 	}
@@ -178,23 +194,6 @@ func (s *Server) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
-}
-
-// nameSpan names the request's server span (when the process traces, an
-// otelhttp handler wraps this one) by its route pattern, which only the
-// router knows: "POST /domains/classify", not the path with its ids.
-func nameSpan(c *gin.Context) {
-	c.Next()
-	span := trace.SpanFromContext(c.Request.Context())
-	if !span.IsRecording() {
-		return
-	}
-	route := c.FullPath()
-	if route == "" {
-		route = "unmatched"
-	}
-	span.SetName(methodLabel(c.Request.Method) + " " + route)
-	span.SetAttributes(attribute.String("http.route", route))
 }
 
 func (s *Server) logRequests(c *gin.Context) {

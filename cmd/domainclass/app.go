@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -149,14 +149,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	if m.runsAPI() {
-		h, err := m.apiHandler(ctx)
+		h, err := m.apiHandler(ctx, traced)
 		if err != nil {
 			return err
-		}
-		if traced {
-			// A server span per request, continuing a caller's traceparent;
-			// httpapi names it by its route.
-			h = otelhttp.NewHandler(h, "http.server")
 		}
 		if m.apiServer, m.apiLn, err = m.serve(cfg.HTTPAddr, h); err != nil {
 			return err
@@ -236,7 +231,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	return workers, nil
 }
 
-func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
+func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error) {
 	cfg := m.Config
 	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB.Pool, cfg.AuthCacheTTL, cfg.Callers, m.Logger)
 	if cfg.Auth == "off" {
@@ -248,6 +243,9 @@ func (m *Main) apiHandler(ctx context.Context) (http.Handler, error) {
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
 		Lists: m.listConfig(),
+	}
+	if traced {
+		api.TracerProvider = otel.GetTracerProvider()
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/riverqueue/rivercontrib/otelriver"
 	"go.opentelemetry.io/otel"
@@ -44,32 +45,40 @@ func startTracing(ctx context.Context, cfg Config, role string) (func(context.Co
 
 // pgxTracer is the Postgres span maker: one span a statement, named by its
 // first word, without the statement's text, its parameters (they can hold
-// callers' inputs and URLs), a span per pool acquire, or spans for BEGIN,
-// COMMIT and ROLLBACK. The text and the acquires tripled what a traced
-// accept exported and cost a quarter of its throughput; the transaction's
-// own statements were two of its nine spans (docs/BENCHMARKS.md,
-// "tracing"). The statement is in the code that the span's parent names.
+// callers' inputs and URLs), a span per pool acquire, spans for BEGIN,
+// COMMIT and ROLLBACK, or one for the statement of a River insert. The
+// text and the acquires tripled what a traced accept exported and cost a
+// quarter of its throughput; the transaction's own statements were two of
+// its nine spans, and the River insert's statement a fourth of the rest,
+// timed already by its river.insert_many span, its only child
+// (docs/BENCHMARKS.md, "tracing"). The statement is in the code that the
+// span's parent names.
 func pgxTracer() pgx.QueryTracer {
-	return txControlUntraced{otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName(), otelpgx.WithDisableAcquireTracer(),
+	return selectiveTracer{otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName(), otelpgx.WithDisableAcquireTracer(),
 		otelpgx.WithDisableSQLStatementInAttributes(), otelpgx.WithDisableConnectionDetailsInAttributes())}
 }
 
-// txControlUntraced is otelpgx's tracer without spans for the statements
-// that open and close a transaction: its other hooks (batches, copies,
-// prepares, connects) are otelpgx's own.
-type txControlUntraced struct{ *otelpgx.Tracer }
+// selectiveTracer is otelpgx's tracer without spans for the statements
+// that open and close a transaction, or for those under untracedSQL (a
+// River insert's): its other hooks (batches, copies, prepares, connects)
+// are otelpgx's own.
+type selectiveTracer struct{ *otelpgx.Tracer }
 
-type untracedQuery struct{}
+// untracedSQL marks a context whose statements get no span.
+type untracedSQL struct{}
 
-func (t txControlUntraced) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+func (t selectiveTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if ctx.Value(untracedSQL{}) != nil {
+		return ctx
+	}
 	if isTxControl(data.SQL) {
-		return context.WithValue(ctx, untracedQuery{}, true)
+		return context.WithValue(ctx, untracedSQL{}, true)
 	}
 	return t.Tracer.TraceQueryStart(ctx, conn, data)
 }
 
-func (t txControlUntraced) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
-	if ctx.Value(untracedQuery{}) != nil {
+func (t selectiveTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if ctx.Value(untracedSQL{}) != nil {
 		return
 	}
 	t.Tracer.TraceQueryEnd(ctx, conn, data)
@@ -84,9 +93,17 @@ func isTxControl(sql string) bool {
 }
 
 // riverMiddleware traces River: a span for each insert, and one for each
-// job's work, linked to the insert's through the job's metadata.
+// job's work, linked to the insert's through the job's metadata. The
+// insert's statement gets no span of its own (pgxTracer): the second
+// middleware runs inside otelriver's and marks the context River runs it
+// with.
 func riverMiddleware() []rivertype.Middleware {
-	return []rivertype.Middleware{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
-		EnableTracePropagation: true, EnableWorkSpanJobKindSuffix: true,
-	})}
+	return []rivertype.Middleware{
+		otelriver.NewMiddleware(&otelriver.MiddlewareConfig{EnableTracePropagation: true, EnableWorkSpanJobKindSuffix: true}),
+		river.JobInsertMiddlewareFunc(func(ctx context.Context, _ []*rivertype.JobInsertParams,
+			doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
+		) ([]*rivertype.JobInsertResult, error) {
+			return doInner(context.WithValue(ctx, untracedSQL{}, true))
+		}),
+	}
 }
