@@ -445,7 +445,7 @@ func benchProvenanceResults(t *testing.T, e *e2e, base, id string, n int, pendin
 			fmt.Sprintf("%.0f MiB in %.1f s (%.0f MiB/s)", float64(size)/(1<<20), jsonTime.Seconds(), float64(size)/(1<<20)/jsonTime.Seconds()),
 			"-", "-"},
 		{"lists", "  provenance stored per answered domain (table, TOAST and index)", fmt.Sprintf("%.0f B", perDomain),
-			fmt.Sprintf("%d domains; the rows hold a 16-byte id", domains), "-", "-"},
+			fmt.Sprintf("%d domains; a list row keeps the id and its CSV columns", domains), "-", "-"},
 	}
 }
 

@@ -505,8 +505,15 @@ func benchCached(t *testing.T) []benchRow {
 	e := newE2E(t, nil, map[string]string{"LOG_LEVEL": "error"})
 	api := e.start(RoleAPI)
 	_, err := api.DB.Pool.Exec(ctx, `
-		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, model, prompt_version, classified_at)
-		SELECT 'cached-' || g || '.com', 'cpg', 'COMPLETED', true, 5, 'Cached.', 'bench', 'v1', now()
+		WITH p AS (
+			INSERT INTO provenance (id, model, prompt_version, search, evidence)
+			SELECT md5('cached-' || g)::uuid, 'bench', 'v1', 'homepage',
+			       jsonb_build_array(jsonb_build_object('url', 'https://cached-' || g || '.com/', 'title', 'Cached ' || g,
+			                                            'snippet', 'Makes and sells packaged goods under its own brands.'))
+			FROM generate_series(0, $1 - 1) g
+		)
+		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, provenance_id, classified_at)
+		SELECT 'cached-' || g || '.com', 'cpg', 'COMPLETED', true, 5, 'Cached.', md5('cached-' || g)::uuid, now()
 		FROM generate_series(0, $1 - 1) g`, cachedJobs*10)
 	require.NoError(t, err)
 	for j := range cachedJobs {
