@@ -184,7 +184,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
 		batcher = c // a batch's requests are the provider's to pace, not our model slots
 	} else {
-		m.Logger.Warn("OPENAI_API_KEY is not set: known and cached domains are answered, others fail with \"no LLM configured\"")
+		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
 	}
 	searcher, err := cfg.newSearcher(cfg.SearchProvider)
 	if err != nil {
