@@ -387,13 +387,7 @@ func TestClassifyCreate_RiverInsertFailureWritesNothing(t *testing.T) {
 
 func TestPostgresDown(t *testing.T) {
 	t.Parallel()
-	// A pool pointed at a port where nothing listens: Postgres is down.
-	ln, err := (&net0{}).closedPort()
-	require.NoError(t, err)
-	down, err := db.Open(context.Background(), db.Config{URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable", ln)})
-	require.NoError(t, err)
-	t.Cleanup(down.Close)
-	b := setup(t, setupOpts{db: down})
+	b := setup(t, setupOpts{db: downDB(t)})
 
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/domains/classify", `{"domains": ["acme.com"]}`},

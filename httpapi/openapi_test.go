@@ -425,12 +425,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 
 	// Postgres down: 503.
-	port, err := (&net0{}).closedPort()
-	require.NoError(t, err)
-	down, err := db.Open(ctx, db.Config{URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable", port)})
-	require.NoError(t, err)
-	t.Cleanup(down.Close)
-	unavailable := setup(t, setupOpts{db: down})
+	unavailable := setup(t, setupOpts{db: downDB(t)})
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/domains/classify", `{"domains": ["a.com"]}`},
 		{"GET", "/domains/classify/" + uuid.NewString(), ""},

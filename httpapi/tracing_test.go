@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 
@@ -11,8 +10,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/domainclass/domainclass/db"
 )
 
 // TestTraceRequests: with a tracer provider, each request gets a server
@@ -84,12 +81,7 @@ func TestTraceRequests(t *testing.T) {
 
 	t.Run("ServerErrorFails", func(t *testing.T) {
 		t.Parallel()
-		ln, err := (&net0{}).closedPort()
-		require.NoError(t, err)
-		down, err := db.Open(context.Background(), db.Config{URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable", ln)})
-		require.NoError(t, err)
-		t.Cleanup(down.Close)
-		b, rec := setupTraced(t, setupOpts{db: down})
+		b, rec := setupTraced(t, setupOpts{db: downDB(t)})
 		require.Equal(t, http.StatusServiceUnavailable, b.do(t, "GET", "/readyz", "").status)
 		s, attrs := last(t, rec)
 		require.Equal(t, "GET /readyz", s.Name())
