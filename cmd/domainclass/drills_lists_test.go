@@ -86,6 +86,15 @@ func killDrillList(prefix string, rows int) (domains []string, distinct map[stri
 	return domains, distinct
 }
 
+// waitListCompleted waits up to 5 minutes for list id to be COMPLETED, and
+// reports whether it was.
+func (d *deployment) waitListCompleted(id string) bool {
+	return eventually(5*time.Minute, func() bool {
+		l, ok := d.listStatus(id)
+		return ok && l.Status == "COMPLETED"
+	})
+}
+
 // listOutcomes reads what a list's rows became, by status.
 func (d *deployment) listOutcomes(id string) map[string]int {
 	out := map[string]int{}
@@ -136,10 +145,7 @@ func drillListWorkerKilled(t *testing.T, s *drillSet) {
 	slices.Sort(lost)
 
 	d.start(RoleWorker)
-	completed := eventually(5*time.Minute, func() bool {
-		l, ok := d.listStatus(a.ListID)
-		return ok && l.Status == "COMPLETED"
-	})
+	completed := d.waitListCompleted(a.ListID)
 	recovery := time.Since(killedAt)
 	end, _ := d.listStatus(a.ListID)
 	outcomes := d.listOutcomes(a.ListID)
@@ -219,10 +225,7 @@ func drillEconomyWorkerKilled(t *testing.T, s *drillSet) {
 	heldAtKill := inProgress()
 	d.start(RoleWorker)
 	close(hold)
-	completed := eventually(5*time.Minute, func() bool {
-		l, ok := d.listStatus(a.ListID)
-		return ok && l.Status == "COMPLETED"
-	})
+	completed := d.waitListCompleted(a.ListID)
 	recovery := time.Since(killedAt)
 	end, _ := d.listStatus(a.ListID)
 	outcomes := d.listOutcomes(a.ListID)
@@ -380,10 +383,7 @@ func drillPostgresWhileListDrains(t *testing.T, s *drillSet) {
 	cluster.Stop()
 	cluster.Start()
 	down := time.Since(stopAt)
-	completed := eventually(5*time.Minute, func() bool {
-		l, ok := d.listStatus(a.ListID)
-		return ok && l.Status == "COMPLETED"
-	})
+	completed := d.waitListCompleted(a.ListID)
 	recovery := time.Since(stopAt)
 	outcomes := d.listOutcomes(a.ListID)
 	calls := fake.Total()
