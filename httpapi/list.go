@@ -542,32 +542,31 @@ func (s *Server) listCancel(c *gin.Context) {
 // chunks are fed as others finish). Running chunks are left to finish the
 // calls they have in flight; the list's gate refuses their next ones.
 func (s *Server) cancelChunks(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).
-		States(rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStatePending).
-		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
-	if err != nil {
-		return fmt.Errorf("error listing the list's chunks: %w", err)
-	}
-	for _, j := range res.Jobs {
-		if _, err := s.cfg.River.JobCancelTx(ctx, tx, j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("error cancelling chunk job %d: %w", j.ID, err)
-		}
-	}
-	return nil
+	return s.eachListJob(ctx, tx, id, jobs.ClassifyListArgs{}.Kind(), "cancelling chunk job",
+		func(jobID int64) error { _, err := s.cfg.River.JobCancelTx(ctx, tx, jobID); return err },
+		rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStatePending)
 }
 
 // wakeBatches makes the list's batch jobs run now: each sees the list
 // cancelled and cancels its provider batch, instead of at its next poll.
 func (s *Server) wakeBatches(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(jobs.BatchArgs{}.Kind()).
-		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).
+	return s.eachListJob(ctx, tx, id, jobs.BatchArgs{}.Kind(), "waking batch job",
+		func(jobID int64) error { _, err := s.cfg.River.JobRetryTx(ctx, tx, jobID); return err },
+		rivertype.JobStateScheduled, rivertype.JobStateRetryable)
+}
+
+// eachListJob calls do with each River job of kind, in one of states, whose
+// args name list id. A job that is gone by then is skipped.
+func (s *Server) eachListJob(ctx context.Context, tx pgx.Tx, id uuid.UUID, kind, doing string, do func(int64) error,
+	states ...rivertype.JobState) error {
+	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(kind).States(states...).
 		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
 	if err != nil {
-		return fmt.Errorf("error listing the list's batches: %w", err)
+		return fmt.Errorf("error listing the list's %s jobs: %w", kind, err)
 	}
 	for _, j := range res.Jobs {
-		if _, err := s.cfg.River.JobRetryTx(ctx, tx, j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("error waking batch job %d: %w", j.ID, err)
+		if err := do(j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+			return fmt.Errorf("error %s %d: %w", doing, j.ID, err)
 		}
 	}
 	return nil
