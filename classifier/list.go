@@ -34,6 +34,9 @@ type List struct {
 	Want                   Want
 	CreatedAt              time.Time
 	StartedAt, CompletedAt *time.Time
+	// Retries counts the retries of its failed rows (POST
+	// /lists/{id}/retry): the pass its chunks belong to.
+	Retries int
 }
 
 // List tiers.

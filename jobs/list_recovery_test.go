@@ -1,0 +1,300 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/jobs"
+)
+
+// The tests of issue 27: a list survives a bad hour. A chunk that cannot be
+// answered fails only its own rows, each with its own reason; handing work
+// to the next chunk never depends on the chunk's own fate; a list is never
+// left running with nothing queued.
+
+// listBundle is a started River client with lists of 4-row chunks, 2 in
+// flight.
+func setupRecovery(t *testing.T, handle func(llmtest.Request) llmtest.Reply, s func(*jobs.Settings)) *testBundle {
+	t.Helper()
+	return setup(t, handle, setupOpts{settings: func(st *jobs.Settings) {
+		st.ListChunkRows, st.ListChunksInFlight = 4, 2
+		fastDomainRetries(st)
+		if s != nil {
+			s(st)
+		}
+	}})
+}
+
+// submitRecoveryList accepts a list as the API does (4-row chunks, 2 in
+// flight) and commits it.
+func submitRecoveryList(t *testing.T, b *testBundle, inputs ...string) *classifier.List {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer db.Rollback(ctx, tx)
+	s := testSettings()
+	s.ListChunkRows, s.ListChunksInFlight = 4, 2
+	l := acceptList(t, tx, b.client, s, "", inputs...)
+	require.NoError(t, tx.Commit(ctx))
+	return l
+}
+
+func waitListStatus(t *testing.T, b *testBundle, id uuid.UUID, status classifier.Status) *classifier.List {
+	t.Helper()
+	var l *classifier.List
+	ok := assertEventually(30*time.Second, func() bool {
+		var err error
+		l, err = db.ListGet(context.Background(), b.db.Pool, id)
+		require.NoError(t, err)
+		return l.Status == status
+	})
+	require.True(t, ok, "list is %s (%s), never reached %s: done %d of %d", l.Status, l.Error, status, l.Done, l.Rows)
+	return l
+}
+
+// assertEventually polls cond every 20 ms until it holds or within passes.
+func assertEventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// injectFault makes the statements of the test's schema fail: a trigger on
+// table raises "injected fault" for the first n rows that match when (an
+// SQL condition on NEW), counted by a sequence so that the count survives
+// the rollback of the failed statement. It is dropped when the test ends
+// (schemas are reused).
+func injectFault(t *testing.T, b *testBundle, table, when string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	name := "fault_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	_, err := b.db.Pool.Exec(ctx, fmt.Sprintf(`
+		CREATE SEQUENCE %[1]s;
+		CREATE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF (%[2]s) AND nextval('%[1]s') <= %[3]d THEN
+				RAISE EXCEPTION 'injected fault on %[4]s';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER %[1]s BEFORE INSERT OR UPDATE ON %[4]s FOR EACH ROW EXECUTE FUNCTION %[1]s();`,
+		name, when, n, table))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := b.db.Pool.Exec(context.Background(), fmt.Sprintf(
+			`DROP TRIGGER %[1]s ON %[2]s; DROP FUNCTION %[1]s(); DROP SEQUENCE %[1]s;`, name, table))
+		require.NoError(t, err)
+	})
+}
+
+func TestListRecovery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AChunkOutOfAttemptsFailsOnlyItsOwnRowsAndTheListGoesOn", func(t *testing.T) {
+		t.Parallel()
+		// Chunk 1 (rows 5-8) holds the two domains the model never answers.
+		b := setupRecovery(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Domain == "e.com" || r.Domain == "f.com" {
+				return llmtest.Status(http.StatusServiceUnavailable, nil)
+			}
+			return llmtest.Answer(true, 4, "Packaged food.")
+		}, func(s *jobs.Settings) { s.MaxAttempts = 1 })
+		l := submitRecoveryList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "f.com", "g.com", "h.com",
+			"i.com", "j.com", "k.com", "l.com", "e.com")
+		done := waitListStatus(t, b, l.ID, classifier.StatusCompleted)
+		require.Empty(t, done.Error, "a list ends COMPLETED when every row is final, some FAILED")
+		require.Equal(t, []int{13, 10, 3}, []int{done.Done, done.Completed, done.Failed})
+		rows := listRows(t, b.db.Pool, done)
+		for _, r := range rows {
+			switch r.Result.Domain {
+			case "e.com", "f.com":
+				require.Equal(t, classifier.StatusFailed, r.Result.Status, "row %d", r.Row)
+				require.Contains(t, r.Result.Error, r.Result.Domain, "row %d: its own reason names its own domain", r.Row)
+				require.Contains(t, r.Result.Error, "503")
+			default:
+				require.Equal(t, classifier.StatusCompleted, r.Result.Status, "row %d (%s): %s", r.Row, r.Result.Domain, r.Result.Error)
+			}
+		}
+	})
+
+	t.Run("AChunkThatCannotQueueTheNextStillFinishesItsRows", func(t *testing.T) {
+		t.Parallel()
+		b := setupRecovery(t, byDomain(nil), func(s *jobs.Settings) { s.MaxAttempts = 1 })
+		// Queueing chunk 1 fails twice: as chunk 0 starts, and once all its
+		// domains have.
+		injectFault(t, b, "river_job", `NEW.kind = 'classify_list' AND NEW.args->>'chunk' = '1'`, 2)
+		l := submitRecoveryList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "f.com")
+		done := waitListStatus(t, b, l.ID, classifier.StatusCompleted)
+		require.Equal(t, 6, done.Completed)
+		res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).
+			States(rivertype.JobStateCompleted, rivertype.JobStateDiscarded, rivertype.JobStateRetryable))
+		require.NoError(t, err)
+		require.Len(t, res.Jobs, 2)
+		for _, j := range res.Jobs {
+			require.Equal(t, rivertype.JobStateCompleted, j.State)
+			require.Empty(t, j.Errors, "a failed hand-over costs the chunk no attempt")
+		}
+	})
+}
+
+// sweep runs one list sweep, as River's leader does every
+// ListSweepInterval, and waits for it to end.
+func sweep(t *testing.T, b *testBundle) jobs.ListSweepOutput {
+	t.Helper()
+	ctx := context.Background()
+	res, err := b.client.Insert(ctx, jobs.ListSweepArgs{}, nil)
+	require.NoError(t, err)
+	var row *rivertype.JobRow
+	require.True(t, assertEventually(30*time.Second, func() bool {
+		row, err = b.client.JobGet(ctx, res.Job.ID)
+		require.NoError(t, err)
+		return row.State == rivertype.JobStateCompleted
+	}), "the sweep did not complete: %s %v", row.State, row.Errors)
+	var out jobs.ListSweepOutput
+	require.NoError(t, json.Unmarshal(row.Output(), &out))
+	return out
+}
+
+func TestListSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AListLeftWithNothingQueuedIsSweptOn", func(t *testing.T) {
+		t.Parallel()
+		b := setupRecovery(t, byDomain(nil), nil)
+		// Queueing chunk 1 fails each time chunk 0 tries: as it starts, once
+		// all its domains have, and as it ends. Chunk 0 still ends.
+		injectFault(t, b, "river_job", `NEW.kind = 'classify_list' AND NEW.args->>'chunk' = '1'`, 3)
+		l := submitRecoveryList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "f.com")
+		require.True(t, assertEventually(30*time.Second, func() bool {
+			now, err := db.ListGet(ctx, b.db.Pool, l.ID)
+			require.NoError(t, err)
+			return now.Completed == 4
+		}), "chunk 0 did not finish its rows")
+		// Chunk 0's job completes after its rows are stored: wait for it.
+		require.True(t, assertEventually(30*time.Second, func() bool {
+			res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).
+				States(rivertype.JobStateCompleted))
+			require.NoError(t, err)
+			return len(res.Jobs) == 1
+		}))
+		now, err := db.ListGet(ctx, b.db.Pool, l.ID)
+		require.NoError(t, err)
+		require.Equal(t, classifier.StatusRunning, now.Status, "running, with nothing queued")
+
+		out := sweep(t, b)
+		require.Equal(t, jobs.ListSweepOutput{Stalled: 1, Fed: 1}, out)
+		done := waitListStatus(t, b, l.ID, classifier.StatusCompleted)
+		require.Equal(t, 6, done.Completed)
+		require.Equal(t, jobs.ListSweepOutput{}, sweep(t, b), "nothing is stalled any more")
+	})
+
+	t.Run("AChunkCancelledInRiverHasItsOwnRowsFailedAndTheListGoesOn", func(t *testing.T) {
+		t.Parallel()
+		b := setupRecovery(t, byDomain(nil), nil)
+		// The upload's first chunk, cancelled by an operator in River UI
+		// before it ran: nothing will ever queue the next.
+		tx, err := b.db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer db.Rollback(ctx, tx)
+		s := testSettings()
+		s.ListChunkRows, s.ListChunksInFlight = 4, 2
+		l := acceptList(t, tx, b.client, s, "", "a.com", "b.com", "c.com", "d.com", "e.com", "f.com", "a.com")
+		_, err = tx.Exec(ctx, `UPDATE river_job SET scheduled_at = now() + interval '1 hour', state = 'scheduled' WHERE kind = 'classify_list'`)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).States(rivertype.JobStateScheduled))
+		require.NoError(t, err)
+		require.Len(t, res.Jobs, 1)
+		_, err = b.client.JobCancel(ctx, res.Jobs[0].ID)
+		require.NoError(t, err)
+
+		out := sweep(t, b)
+		require.Equal(t, jobs.ListSweepOutput{Stalled: 1, RowsFailed: 5, Fed: 1}, out, "chunk 0's 4 rows and the duplicate of row 1")
+		done := waitListStatus(t, b, l.ID, classifier.StatusCompleted)
+		require.Equal(t, []int{7, 2, 5}, []int{done.Done, done.Completed, done.Failed})
+		for _, r := range listRows(t, b.db.Pool, done) {
+			if r.Row <= 4 || r.Row == 7 {
+				require.Equal(t, classifier.StatusFailed, r.Result.Status, "row %d", r.Row)
+				require.Equal(t, "not answered: chunk 0's job was cancelled before it ran", r.Result.Error, "row %d", r.Row)
+			} else {
+				require.Equal(t, classifier.StatusCompleted, r.Result.Status, "row %d", r.Row)
+			}
+		}
+	})
+}
+
+// TestDomainRetries: one domain's transient failure is retried on its own,
+// in the job, before the job goes back to River.
+func TestDomainRetries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ATransientModelErrorIsRetriedInTheJob", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Domain == "flaky.com" && r.Call == 1 {
+				return llmtest.Status(http.StatusInternalServerError, nil)
+			}
+			return llmtest.Answer(true, 4, "Packaged food.")
+		}, setupOpts{settings: fastDomainRetries})
+		domains := []string{"flaky.com", "a.com", "b.com", "c.com", "d.com", "e.com", "f.com", "g.com", "h.com", "i.com"}
+		job := b.waitJob(t, b.submit(t, domains...), classifier.StatusCompleted)
+		row := b.riverJob(t, job)
+		require.Equal(t, 1, row.Attempt, "one bad domain does not send the job back to River")
+		require.Empty(t, row.Errors)
+		require.Equal(t, 2, b.llm.Calls("flaky.com"))
+		for _, d := range domains[1:] {
+			require.Equal(t, 1, b.llm.Calls(d), d)
+		}
+		require.Equal(t, classifier.StatusCompleted, resultOf(job, "flaky.com").Status)
+	})
+
+	t.Run("AnAnswerWhoseStoreFailsIsStoredAgainNotAskedAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, byDomain(nil), setupOpts{settings: fastDomainRetries})
+		injectFault(t, b, "classify_job_domain", `NEW.domain = 'paid.com'`, 2)
+		job := b.waitJob(t, b.submit(t, "paid.com", "other.com"), classifier.StatusCompleted)
+		require.Equal(t, 1, b.llm.Calls("paid.com"), "the answer that arrived is stored, not asked for again")
+		require.Equal(t, classifier.StatusCompleted, resultOf(job, "paid.com").Status)
+		require.Equal(t, 1, b.riverJob(t, job).Attempt)
+		cached, err := db.ResultGet(ctx, b.db.Pool, "cpg", "paid.com")
+		require.NoError(t, err)
+		require.Equal(t, "test-model", cached.Model, "the shared answer and its provenance are stored with it")
+	})
+
+	t.Run("AListRowWhoseStoreFailsIsStoredAgainNotAskedAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setupRecovery(t, byDomain(nil), nil)
+		injectFault(t, b, "list_row", `NEW.domain = 'paid.com' AND NEW.status <> 'PENDING'`, 2)
+		l := submitRecoveryList(t, b, "paid.com", "other.com", "paid.com")
+		done := waitListStatus(t, b, l.ID, classifier.StatusCompleted)
+		require.Equal(t, 3, done.Completed)
+		require.Equal(t, 1, b.llm.Calls("paid.com"), "the answer that arrived is stored, not asked for again")
+	})
+}
+
+// fastDomainRetries shortens the per-domain retries' backoff for tests.
+func fastDomainRetries(s *jobs.Settings) { s.DomainRetryBackoff = 10 * time.Millisecond }
