@@ -20,7 +20,7 @@ var (
 		"idempotency_key":     "SELECT, INSERT, UPDATE",
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
-		"list_row":            "SELECT, INSERT",
+		"list_row":            "SELECT, INSERT, UPDATE", // UPDATE: a retry makes FAILED rows PENDING
 		// Reading answers (a list's estimate, overrides), never writing
 		// them: answers are the workers', overrides the operators' (CLI).
 		"result":     "SELECT",

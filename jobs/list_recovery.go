@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
@@ -239,15 +238,9 @@ func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUI
 	if err != nil {
 		return err
 	}
-	fed := 0
-	for range w.Settings.ListChunksInFlight {
-		ok, err := feed(ctx, client, tx, id, math.MaxInt32)
-		if err != nil {
-			return err
-		} else if !ok {
-			break
-		}
-		fed++
+	fed, err := FeedChunks(ctx, client, tx, id, w.Settings.ListChunksInFlight)
+	if err != nil {
+		return err
 	}
 	ended, err := completeListTx(ctx, tx, client, id, w.Settings)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -288,10 +289,31 @@ func (w *ClassifyListWorker) feedOrLog(ctx context.Context, log *slog.Logger, id
 	}
 }
 
+// Inserter inserts River jobs in a transaction: *Client, or the API's
+// insert-only client.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// FeedChunks queues up to n of list id's next chunks that have rows to
+// answer, in tx, and returns how many it queued: what a retry queues (the
+// chunks then queue the ones after them as they run).
+func FeedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n int) (int, error) {
+	fed := 0
+	for range n {
+		ok, err := feed(ctx, ins, tx, id, math.MaxInt32)
+		if err != nil || !ok {
+			return fed, err
+		}
+		fed++
+	}
+	return fed, nil
+}
+
 // feed queues the list's next chunk with rows to answer, in tx, if the
 // list's next chunk is at most upTo (and the list has one and is
 // running). It reports whether it queued one.
-func feed(ctx context.Context, client *Client, tx pgx.Tx, id uuid.UUID, upTo int) (bool, error) {
+func feed(ctx context.Context, client Inserter, tx pgx.Tx, id uuid.UUID, upTo int) (bool, error) {
 	next, ok, err := db.ListNextChunk(ctx, tx, id, upTo)
 	if err != nil || !ok {
 		return false, err

@@ -120,7 +120,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		periodic []*river.PeriodicJob
 	)
 	if m.runsWorker() {
-		periodic = jobs.PeriodicJobs()
+		periodic = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(cfg.Queue.ListSweepInterval))
 		m.jobMetrics = jobs.NewMetrics(m.Metrics)
 		if workers, err = m.buildWorkers(); err != nil {
 			return err
@@ -223,6 +223,10 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &jobs.ListSweepWorker{DB: m.DB.Pool, Settings: cfg.Queue, Logger: m.Logger,
+		Lists: m.listMetrics}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.DB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {
