@@ -363,6 +363,21 @@ type DomainInput struct {
 	Input string `json:"input"`
 }
 
+// EstimateBasis What the standard tier's `estimated_seconds` was computed from.
+type EstimateBasis struct {
+	// ListsSharing Lists not yet ended, with rows left, that the capacity is shared with.
+	ListsSharing int `json:"lists_sharing"`
+
+	// Measured true: measured from its answers while lists ran in the last 15 minutes; false: from the configured model concurrency, rate and recent latency of one worker process.
+	Measured bool `json:"measured"`
+
+	// ModelAnswersPerSecond Fresh domains the deployment answers a second.
+	ModelAnswersPerSecond float32 `json:"model_answers_per_second"`
+
+	// RowsPerSecond Rows a second the CPU allows (the API host's cores at about 8 ms a row).
+	RowsPerSecond float32 `json:"rows_per_second"`
+}
+
 // EvidenceItem One page the model was shown.
 type EvidenceItem struct {
 	// Snippet The text taken from the page (a search result's description, a homepage's description or opening text), at most 300 characters.
@@ -466,6 +481,9 @@ type ListEndStatus string
 
 // ListEstimate defines model for ListEstimate.
 type ListEstimate struct {
+	// Basis What the standard tier's `estimated_seconds` was computed from.
+	Basis EstimateBasis `json:"basis"`
+
 	// Cached Domains with a fresh earlier answer.
 	Cached     int `json:"cached"`
 	Domains    int `json:"domains"`
@@ -474,7 +492,12 @@ type ListEstimate struct {
 	// EstimatedCostUsd The model calls at the price table's rate; null for a model the table does not list.
 	EstimatedCostUsd *float64 `json:"estimated_cost_usd"`
 
-	// EstimatedSeconds From the configured model concurrency and rate and the median latency of recent model calls.
+	// EstimatedSeconds The slower of the model's time (fresh domains at the model
+	// answers a second this deployment gave while lists ran in the
+	// last 15 minutes, or else at what the configured bounds of one
+	// worker process allow) and the CPU's (every row at about 8 ms of
+	// service and Postgres CPU), each counting the work of the lists
+	// not yet ended that the capacity is shared with; see `basis`.
 	EstimatedSeconds float64 `json:"estimated_seconds"`
 
 	// Fresh Domains that need a search and a model call.
