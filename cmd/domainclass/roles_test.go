@@ -39,7 +39,12 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		owner.Close(context.Background())
 	})
 	rc := newHookReceiver(t)
-	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
+	e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+		if r.Domain == "flaky.com" && r.Call == 1 {
+			return llmtest.Reply{Content: "Sure!"} // unreadable: its row FAILS, for the retry below
+		}
+		return llmtest.Answer(true, 5, "Makes snacks.")
+	},
 		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 
 	code, out, errOut := e.cli(ctx, "", nil, "roles", "--api", apiRole, "--worker", workerRole)
@@ -76,6 +81,16 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	code, _, errOut = e.cli(ctx, "", client, "lists", "cancel", listIDOf(t, errOut))
 	require.Equal(t, 0, code, errOut)
+	// A list with a FAILED row, retried (the api role makes the row
+	// PENDING again) and waited for again.
+	code, _, errOut = e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "flaky.com")
+	require.Equal(t, 0, code, errOut)
+	flaky := listIDOf(t, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "retry", flaky)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "wait", "--poll", "100ms", flaky)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "1 completed, 0 failed")
 
 	// River UI reads what the api role may read.
 	resp, err := http.Get(api.APIURL() + "/riverui/api/jobs?state=completed")
