@@ -1,16 +1,21 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
@@ -298,3 +303,71 @@ func TestDomainRetries(t *testing.T) {
 
 // fastDomainRetries shortens the per-domain retries' backoff for tests.
 func fastDomainRetries(s *jobs.Settings) { s.DomainRetryBackoff = 10 * time.Millisecond }
+
+// TestLogs: a list's log at INFO is a line per chunk run, not per domain
+// (issue 27: 62 MB of logs for 250k answers); the domains' lines are at
+// DEBUG.
+func TestLogs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		t.Run(level.String(), func(t *testing.T) {
+			t.Parallel()
+			var buf lockedBuffer
+			logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))
+			s := listSettings(20, 1)
+			s.ListDomainConcurrency = 1
+			b := setupTx(t, byDomain(nil), setupOpts{})
+			w := rivertest.NewWorker(t, riverpgxv5.New(nil), &river.Config{Logger: logger}, &jobs.ClassifyListWorker{
+				DB: b.tx, Pipeline: newPipeline(t, b.tx, b.llm, setupOpts{}, s, logger),
+				Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger,
+			})
+			var inputs []string
+			for i := range 20 {
+				inputs = append(inputs, fmt.Sprintf("brand%02d.com", i))
+			}
+			acceptList(t, b.tx, b.client, s, "", inputs...)
+			job := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+			_, err := w.WorkJob(ctx, t, b.tx, job.JobRow)
+			require.NoError(t, err)
+
+			perDomain, summaries := 0, 0
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				var rec map[string]any
+				require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+				if _, ok := rec["domain"]; ok {
+					perDomain++
+				}
+				if rec["msg"] == "list chunk run" {
+					summaries++
+					require.Equal(t, "INFO", rec["level"])
+					require.EqualValues(t, 20, rec["llm"])
+				}
+			}
+			require.Equal(t, 1, summaries, "one summary of the chunk's run")
+			if level == slog.LevelInfo {
+				require.Zero(t, perDomain, "no line per domain at INFO:\n%s", buf.String())
+			} else {
+				require.Equal(t, 20, perDomain, "a line per domain at DEBUG")
+			}
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
