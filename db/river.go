@@ -158,3 +158,15 @@ func ListChunkJobEnd(ctx context.Context, exec DBTX, kind string, id uuid.UUID, 
 	}
 	return e, true, nil
 }
+
+// ListLiveChunks counts list id's jobs of kind on queue in a state that
+// can still run. It reads River's fetch index (state, queue, …), whose
+// live part holds a few jobs per running list, not the list's history.
+func ListLiveChunks(ctx context.Context, exec DBTX, kind, queue string, id uuid.UUID) (int, error) {
+	var n int
+	err := exec.QueryRow(ctx, `
+		SELECT count(*) FROM river_job
+		WHERE state IN (`+liveStates+`) AND queue = $2 AND kind = $1 AND args->>'list_id' = $3::text`,
+		kind, queue, id).Scan(&n)
+	return n, translate(err)
+}

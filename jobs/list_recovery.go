@@ -86,7 +86,9 @@ func (w *ClassifyListWorker) giveUp(ctx context.Context, log *slog.Logger, job *
 	if ferr != nil {
 		return ferr
 	}
-	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight)
+	// The chunk's job still runs (River discards it once this returns):
+	// it counts itself in the window.
+	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
 	ended, cerr := completeListTx(ctx, tx, client, id, w.Settings)
 	if cerr != nil {
 		return cerr

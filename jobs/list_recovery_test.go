@@ -164,6 +164,53 @@ func TestListRecovery(t *testing.T) {
 	})
 }
 
+// TestListWindow: a list's chunks that fail and wait for River's retry
+// keep their place in its window, so that a list whose every call fails
+// does not queue chunk after chunk to fail in turn (issue 27: 530 chunk
+// jobs unfinished where operating.md says about 8).
+func TestListWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusServiceUnavailable, nil) },
+		setupOpts{settings: func(s *jobs.Settings) {
+			s.ListChunkRows, s.ListChunksInFlight, s.MaxAttempts, s.DomainAttempts = 2, 2, 5, 1
+		}})
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer db.Rollback(ctx, tx)
+	var inputs []string
+	for i := range 20 {
+		inputs = append(inputs, fmt.Sprintf("down%02d.com", i))
+	}
+	l := acceptList(t, tx, b.client, listSettings(2, 2), "", inputs...)
+	require.NoError(t, tx.Commit(ctx))
+
+	// Chunk 0's first retry comes a second after it failed: by then a list
+	// without the bound had queued and failed every one of its 10 chunks.
+	chunks := func(states ...rivertype.JobState) []*rivertype.JobRow {
+		res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).States(states...).First(100))
+		require.NoError(t, err)
+		return res.Jobs
+	}
+	require.True(t, assertEventually(30*time.Second, func() bool {
+		for _, j := range chunks(rivertype.JobStateAvailable, rivertype.JobStateRunning, rivertype.JobStateRetryable,
+			rivertype.JobStateScheduled) {
+			var a jobs.ClassifyListArgs
+			require.NoError(t, json.Unmarshal(j.EncodedArgs, &a))
+			if a.Chunk == 0 && j.Attempt >= 2 {
+				return true
+			}
+		}
+		return false
+	}), "chunk 0 was not retried")
+	all := chunks(rivertype.JobStateAvailable, rivertype.JobStateRunning, rivertype.JobStateRetryable,
+		rivertype.JobStateScheduled, rivertype.JobStateCompleted, rivertype.JobStateDiscarded)
+	require.LessOrEqual(t, len(all), 3, "the window (2, and one more while a chunk's last domains run) holds the failing chunks")
+	now, err := db.ListGet(ctx, b.db.Pool, l.ID)
+	require.NoError(t, err)
+	require.Zero(t, now.Done)
+}
+
 // sweep runs one list sweep, as River's leader does every
 // ListSweepInterval, and waits for it to end.
 func sweep(t *testing.T, b *testBundle) jobs.ListSweepOutput {

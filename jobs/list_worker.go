@@ -123,7 +123,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	// ones after it (a first chunk queues the second, and so on). A chunk
 	// that cannot queue the next goes on: finish tries again, and the
 	// list sweep refills a list left with nothing queued.
-	w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1)
+	w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1, w.Settings.ListChunksInFlight)
 	c, err := w.Registry.Get(l.Classifier)
 	if err != nil {
 		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
@@ -146,7 +146,9 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	}
 	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
 		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
-		want: l.Want, allStarted: func() { w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight) }}
+		want: l.Want, allStarted: func() {
+			w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
+		}}
 	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: id.String()})
 	o := a.answer(llm.WithGate(ctx, w.gate(id)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
 		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
@@ -217,7 +219,9 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 				}
 				return r, err
 			},
-			allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight) }}
+			allStarted: func() {
+				w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
+			}}
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending,
 			func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
 				n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
@@ -272,14 +276,14 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 // the worker processes race for the new job evenly. A failure is logged
 // and costs the chunk nothing: finish feeds again, and the list sweep
 // refills a list left with nothing queued.
-func (w *ClassifyListWorker) feedOrLog(ctx context.Context, log *slog.Logger, id uuid.UUID, upTo int) {
+func (w *ClassifyListWorker) feedOrLog(ctx context.Context, log *slog.Logger, id uuid.UUID, upTo, maxLive int) {
 	err := func() error {
 		client, tx, err := w.begin(ctx)
 		if err != nil {
 			return err
 		}
 		defer db.Rollback(ctx, tx)
-		if _, err := feed(ctx, client, tx, id, upTo); err != nil {
+		if _, err := feed(ctx, client, tx, id, upTo, maxLive); err != nil {
 			return err
 		}
 		return db.Commit(ctx, tx)
@@ -295,13 +299,14 @@ type Inserter interface {
 	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
 
-// FeedChunks queues up to n of list id's next chunks that have rows to
-// answer, in tx, and returns how many it queued: what a retry queues (the
-// chunks then queue the ones after them as they run).
+// FeedChunks queues list id's next chunks that have rows to answer, in
+// tx, until n of its chunks are queued or running, and returns how many it
+// queued: what a retry and the list sweep queue (the chunks then queue the
+// ones after them as they run).
 func FeedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n int) (int, error) {
 	fed := 0
 	for range n {
-		ok, err := feed(ctx, ins, tx, id, math.MaxInt32)
+		ok, err := feed(ctx, ins, tx, id, math.MaxInt32, n)
 		if err != nil || !ok {
 			return fed, err
 		}
@@ -311,9 +316,23 @@ func FeedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n in
 }
 
 // feed queues the list's next chunk with rows to answer, in tx, if the
-// list's next chunk is at most upTo (and the list has one and is
-// running). It reports whether it queued one.
-func feed(ctx context.Context, client Inserter, tx pgx.Tx, id uuid.UUID, upTo int) (bool, error) {
+// list's next chunk is at most upTo (and the list has one and is running)
+// and fewer than maxLive of its chunks are queued, running or waiting to
+// be retried. It reports whether it queued one.
+//
+// The second bound is the window: chunks that fail and wait for River's
+// retry hold their place in it, so a list whose chunks keep failing (the
+// provider or the database down) slows down instead of queueing chunk
+// after chunk to fail in turn (issue 27: 530 chunk jobs unfinished, most of
+// them retrying).
+func feed(ctx context.Context, client Inserter, tx pgx.Tx, id uuid.UUID, upTo, maxLive int) (bool, error) {
+	if _, err := db.ListLock(ctx, tx, id); err != nil {
+		return false, ignoreNotFound(err)
+	}
+	live, err := db.ListLiveChunks(ctx, tx, ClassifyListArgs{}.Kind(), QueueList, id)
+	if err != nil || live >= maxLive {
+		return false, err
+	}
 	next, ok, err := db.ListNextChunk(ctx, tx, id, upTo)
 	if err != nil || !ok {
 		return false, err
@@ -327,10 +346,10 @@ func feed(ctx context.Context, client Inserter, tx pgx.Tx, id uuid.UUID, upTo in
 // feedSafely is feed inside a savepoint of tx: a failure to queue the next
 // chunk is rolled back alone, logged, and does not undo the rest of tx
 // (a chunk's end); the list sweep refills the list if nothing else does.
-func feedSafely(ctx context.Context, log *slog.Logger, client *Client, tx pgx.Tx, id uuid.UUID, upTo int) {
+func feedSafely(ctx context.Context, log *slog.Logger, client *Client, tx pgx.Tx, id uuid.UUID, upTo, maxLive int) {
 	sp, err := tx.Begin(ctx)
 	if err == nil {
-		if _, err = feed(ctx, client, sp, id, upTo); err == nil {
+		if _, err = feed(ctx, client, sp, id, upTo, maxLive); err == nil {
 			err = sp.Commit(ctx)
 		} else {
 			_ = sp.Rollback(ctx)
@@ -372,10 +391,10 @@ func (w *ClassifyListWorker) begin(ctx context.Context) (*river.Client[pgx.Tx], 
 	return client, tx, err
 }
 
-// finish ends the chunk: first (when set) also, then it queues the chunk
-// after its window (feedSafely: a failure there does not stop the end),
-// ends the list if every row is final (with its webhook), and completes
-// the chunk's River job; one transaction.
+// finish ends the chunk: first (when set) also, then it ends the list if
+// every row is final (with its webhook), completes the chunk's River job
+// and queues the chunk after its window (feedSafely: a failure there does
+// not stop the end); one transaction.
 func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
 	also func(*Client, pgx.Tx) error) error {
 	client, tx, err := w.begin(ctx)
@@ -388,7 +407,6 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 			return err
 		}
 	}
-	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight)
 	ended, err := completeListTx(ctx, tx, client, id, w.Settings)
 	if err != nil {
 		return err
@@ -396,6 +414,8 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("error completing River job: %w", err)
 	}
+	// After the job's completion, so that the window counts it out.
+	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight)
 	if err := db.Commit(ctx, tx); err != nil {
 		return err
 	}
