@@ -291,6 +291,9 @@ func (w *ListSweepWorker) failOrphans(ctx context.Context, tx pgx.Tx, l *classif
 		}
 		reason := fmt.Sprintf("not answered: chunk %d's job is gone from River", c)
 		switch {
+		case found && end.State == "completed":
+			// An economy chunk hands its fresh domains to a batch job.
+			reason = fmt.Sprintf("not answered: chunk %d handed its rows to a provider batch whose job is gone", c)
 		case found && end.Attempt == 0:
 			reason = fmt.Sprintf("not answered: chunk %d's job was %s before it ran", c, end.State)
 		case found:

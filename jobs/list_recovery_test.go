@@ -418,3 +418,45 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestEconomyRetry: an economy list's rows queued again by a retry are
+// answered by calls: the chunk's batch has ended, and a retry's chunk is a
+// pass of its own.
+func TestEconomyRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setupEconomy(t, func(r llmtest.Request) llmtest.Reply {
+		if r.Domain == "refused.com" && r.Batch != "" {
+			return llmtest.Reply{Content: "Sure!"} // unreadable in the batch: the row FAILS
+		}
+		return llmtest.Answer(true, 4, "Snacks.")
+	}, nil)
+	l := e.accept(t, "a.com", "refused.com")
+	e.stage(t)
+	e.follow(t)
+	now, rows := e.list(t, l)
+	require.Equal(t, classifier.StatusCompleted, now.Status)
+	require.Equal(t, classifier.StatusFailed, rows[2].Result.Status)
+
+	retried, err := db.ListRetryRows(ctx, e.tx, now)
+	require.NoError(t, err)
+	require.Equal(t, db.ListRetried{Rows: 1, Pass: 1}, retried)
+	fed, err := jobs.FeedChunks(ctx, e.client, e.tx, l.ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, fed)
+	jobsNow := rivertest.RequireManyInsertedTx[*riverpgxv5.Driver](ctx, t, e.tx, []rivertest.ExpectedJob{
+		{Args: &jobs.ClassifyListArgs{}}, {Args: &jobs.BatchArgs{}}, {Args: &jobs.WebhookArgs{}}, {Args: &jobs.ClassifyListArgs{}}})
+	res, err := e.chunks.WorkJob(ctx, t, e.tx, jobsNow[3])
+	require.NoError(t, err)
+	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+	now, rows = e.list(t, l)
+	require.Equal(t, classifier.StatusCompleted, now.Status)
+	require.Equal(t, classifier.StatusCompleted, rows[2].Result.Status, "answered by a call")
+	var calls int
+	for _, r := range e.llm.Requests() {
+		if r.Batch == "" {
+			calls++
+		}
+	}
+	require.Equal(t, 1, calls)
+}

@@ -137,27 +137,10 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error loading rows: %w", err), nil)
 	}
 
-	// 2. Answer each domain the cheapest way; a model call starts only
-	// through the list's gate, which a cancel closes, and in its list's
-	// turn: behind interactive jobs, beside other callers' lists (llm.Share).
-	pending := make([]pendingDomain, len(rows))
-	for i, r := range rows {
-		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
-	}
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
-		want: l.Want, allStarted: func() {
-			w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
-		}}
-	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: id.String()})
-	o := a.answer(llm.WithGate(ctx, w.gate(id)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
-		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
-			n, err := db.ListRowFinish(ctx, w.DB, id, d.Key, r, owner)
-			w.Lists.ListRows(r.Status, n)
-			return err
-		})
-	o.summary(ctx, log, "list chunk run", len(pending))
-	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts}
+	// 2. Answer each domain the cheapest way.
+	o, pending := w.answerRows(ctx, log, job, l, c, rows)
+	o.summary(ctx, log, "list chunk run", pending)
+	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
 	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
 		out.ListDone, out.ListRows = now.Done, now.Rows
 	}
@@ -175,13 +158,37 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return err
 	}
 
-	// 3. The chunk is done: queue the chunk after its window (a no-op
-	// unless the feeds above failed), end the list if every row is final,
-	// complete the River job; one transaction.
+	// 3. The chunk is done: end the list if every row is final, complete
+	// the River job, queue the chunk after its window; one transaction.
 	if err := w.finish(ctx, log, job, id, nil); err != nil {
 		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error finishing chunk: %w", err), nil)
 	}
 	return nil
+}
+
+// answerRows answers the chunk's rows, storing each answer with its
+// duplicates as it comes, and returns the outcome and how many domains it
+// had to answer. A model call starts only through the list's gate, which a
+// cancel closes, and in its list's turn: behind interactive jobs, beside
+// other callers' lists (llm.Share).
+func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
+	l *classifier.List, c *classifier.Classifier, rows []classifier.ListRow) (outcome, int) {
+	pending := make([]pendingDomain, len(rows))
+	for i, r := range rows {
+		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
+	}
+	inFlight := w.Settings.ListChunksInFlight
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
+		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
+		want: l.Want, allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
+	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: l.ID.String()})
+	o := a.answer(llm.WithGate(ctx, w.gate(l.ID)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
+		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
+			n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
+			w.Lists.ListRows(r.Status, n)
+			return err
+		})
+	return o, len(pending)
 }
 
 // stage works a chunk of an economy list: overridden and cached domains are
