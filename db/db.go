@@ -149,6 +149,34 @@ func Begin(ctx context.Context, b Beginner) (pgx.Tx, error) {
 	return tx, translate(err)
 }
 
+// Bounded is a pool as a request uses it: Begin and Acquire wait for a
+// connection (all of them busy, or Postgres slow to start one) no longer
+// than Wait, however long ctx then lets the work run on it: an upload or a
+// download runs for minutes, but its wait for the pool is as short as any
+// query's.
+type Bounded struct {
+	Pool *pgxpool.Pool
+	Wait time.Duration
+}
+
+// Begin starts a transaction on a connection had within b.Wait, or returns
+// ErrUnavailable. The transaction's statements run with their own contexts.
+func (b Bounded) Begin(ctx context.Context) (pgx.Tx, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.Wait)
+	defer cancel()
+	tx, err := b.Pool.Begin(wctx)
+	return tx, translate(err)
+}
+
+// Acquire returns a connection had within b.Wait, or ErrUnavailable. The
+// caller releases it.
+func (b Bounded) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.Wait)
+	defer cancel()
+	conn, err := b.Pool.Acquire(wctx)
+	return conn, translate(err)
+}
+
 // Commit commits tx.
 func Commit(ctx context.Context, tx pgx.Tx) error {
 	return translate(tx.Commit(ctx))
@@ -175,8 +203,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: a unique constraint refused the write.
 	ErrConflict = errors.New("already exists")
-	// ErrUnavailable: Postgres could not be reached or is starting up or
-	// shutting down; try again shortly.
+	// ErrUnavailable: Postgres could not be reached, is starting up or
+	// shutting down, or did not answer in time (no connection free, a
+	// deadline or a statement or lock timeout passed); try again shortly.
 	ErrUnavailable = errors.New("the database is unavailable")
 )
 
@@ -202,7 +231,9 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, starting up
-			pgErr.Code == "53300": // too many connections
+			pgErr.Code == "53300", // too many connections
+			pgErr.Code == "57014", // query_canceled: statement_timeout, a deadline like ours
+			pgErr.Code == "55P03": // lock_not_available: lock_timeout
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return err

@@ -42,8 +42,11 @@ type Config struct {
 	Registry *classifier.Registry
 	Auth     Authenticator
 	Logger   *slog.Logger
-	// DBTimeout bounds the database work of one request, so that a request
-	// fails with 503 instead of hanging while Postgres is unreachable.
+	// DBTimeout bounds the database work of one short request, and the
+	// wait for a connection of every request (the API-key lookup's too), so
+	// that a request fails with 503 instead of hanging while Postgres is
+	// unreachable or every connection is busy. Uploads, downloads and
+	// cancels of lists then run for as long as listTimeout allows.
 	DBTimeout time.Duration
 	// Metrics records HTTP metrics when set; MetricsHandler serves /metrics.
 	Metrics        *Metrics
@@ -163,6 +166,10 @@ func New(cfg Config) *Server {
 	s.router = r
 	return s
 }
+
+// pool is the API's pool as a request uses it: a connection within
+// DBTimeout, or 503.
+func (s *Server) pool() db.Bounded { return db.Bounded{Pool: s.cfg.DB.Pool, Wait: s.cfg.DBTimeout} }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
