@@ -20,13 +20,13 @@ import (
 
 // In `all` the API's requests never wait behind the workers' connections:
 // while list work holds every connection the workers may open, another
-// caller's accept and status poll, the list owner's status poll and
-// /readyz are answered, none with a 503.
+// caller's accept and status poll, the list owner's status poll, /readyz
+// and River UI are answered, none with a 503.
 func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 	t.Parallel()
 	const conns = 8
 	e := newE2E(t, nil, map[string]string{
-		"AUTH": "on", "DB_MAX_CONNS": fmt.Sprint(conns),
+		"AUTH": "on", "DB_MAX_CONNS": fmt.Sprint(conns), "RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "secret",
 		// More model calls may start than there are connections, as with
 		// LLM_MAX_CONCURRENCY=32 and a fast model in issue 26.
 		"LLM_MAX_CONCURRENCY": "64",
@@ -77,6 +77,8 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "the list's status poll: %s", body)
 	status, body = call(t, api, http.MethodGet, e.api.APIURL()+"/readyz", "", "", "")
 	require.Equal(t, http.StatusOK, status, "readiness: %s", body)
+	status, body = call(t, api, http.MethodGet, e.api.APIURL()+"/riverui/api/health-checks/complete", "", "", "")
+	require.Equal(t, http.StatusOK, status, "River UI, which queries through the API's own River client: %s", body)
 
 	require.GreaterOrEqual(t, waiting(), conns, "the worker connections were held all along")
 	require.NoError(t, tx.Rollback(ctx))
