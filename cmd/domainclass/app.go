@@ -126,24 +126,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	if m.runsWorker() {
-		m.jobMetrics = jobs.NewMetrics(m.Metrics)
-		working := riverConfig
-		working.PeriodicJobs = jobs.PeriodicJobs()
-		if working.Workers, err = m.buildWorkers(); err != nil {
+		if err := m.startWorkers(ctx, riverConfig); err != nil {
 			return err
-		}
-		if m.WorkerRiver, err = jobs.NewClient(m.WorkerDB.Pool, working); err != nil {
-			return fmt.Errorf("error creating River client: %w", err)
 		}
 		if m.River == nil {
 			m.River = m.WorkerRiver
-		}
-		// River's context is not the signal context: Close stops River with
-		// a soft stop, so a signal never cancels running jobs at once.
-		riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		m.riverCancel = cancel
-		if err := m.WorkerRiver.Start(riverCtx); err != nil {
-			return fmt.Errorf("error starting River: %w", err)
 		}
 		if m.Role == RoleWorker {
 			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
@@ -173,6 +160,27 @@ func (m *Main) APIURL() string { return "http://" + m.apiLn.Addr().String() }
 
 // WorkerURL is the base URL of the worker's health and metrics server.
 func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String() }
+
+// startWorkers starts River's working client on the workers' pool, with
+// the workers and the periodic jobs.
+func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
+	m.jobMetrics = jobs.NewMetrics(m.Metrics)
+	working.PeriodicJobs = jobs.PeriodicJobs()
+	if working.Workers, err = m.buildWorkers(); err != nil {
+		return err
+	}
+	if m.WorkerRiver, err = jobs.NewClient(m.WorkerDB.Pool, working); err != nil {
+		return fmt.Errorf("error creating River client: %w", err)
+	}
+	// River's context is not the signal context: Close stops River with a
+	// soft stop, so a signal never cancels running jobs at once.
+	riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.riverCancel = cancel
+	if err := m.WorkerRiver.Start(riverCtx); err != nil {
+		return fmt.Errorf("error starting River: %w", err)
+	}
+	return nil
+}
 
 func (m *Main) buildWorkers() (*river.Workers, error) {
 	cfg := m.Config
