@@ -29,7 +29,7 @@ func TestOpen_ConnectTimeout(t *testing.T) {
 		reached        bool
 	}{
 		{"DefaultSurvivesASlowStart", "", 2 * time.Second, db.DefaultConnectTimeout, true},
-		{"URLLongerThanTheStartIsHonoured", "5", 2 * time.Second, 5 * time.Second, true},
+		{"URLLongerThanTheStartIsHonoured", "10", 2 * time.Second, 10 * time.Second, true},
 		{"URLShorterThanTheStartIsHonoured", "1", 3 * time.Second, time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
