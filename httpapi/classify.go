@@ -130,7 +130,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	// the caller's queued domains), then the key; all or nothing.
 	riverJob, err := s.cfg.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
 	if err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", db.Translate(err)))
 		return
 	}
 	if err := db.JobInsert(ctx, tx, db.JobInsertParams{

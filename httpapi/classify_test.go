@@ -44,7 +44,9 @@ type setupOpts struct {
 	db       *db.DB // the API's database, when not the test's own (Postgres down)
 	limits   httpapi.Limits
 	authTTL  time.Duration
-	metrics  bool
+	// dbTimeout is Config.DBTimeout (zero: its default).
+	dbTimeout time.Duration
+	metrics   bool
 	// webhooks and allowPrivate are Config.Webhooks and
 	// Config.CallbackAllowPrivate.
 	webhooks, allowPrivate bool
@@ -98,7 +100,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
 		TracerProvider: opts.tracer, Propagator: propagator,
 		Metrics: metrics, MetricsHandler: metricsHandler,
-		DB: apiDB, River: inserter, Registry: classifier.DefaultRegistry(),
+		DB: apiDB, DBTimeout: opts.dbTimeout, River: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,

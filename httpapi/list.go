@@ -107,7 +107,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -181,7 +181,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 	if _, err := s.cfg.River.InsertManyTx(ctx, tx, first); err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err)))
 		return
 	}
 	accepted := wire.ListAccepted{ListID: id.String(), Status: classifier.StatusPending,
@@ -216,12 +216,15 @@ var (
 )
 
 // listSlotFree returns a 429 problem when caller has MaxActive lists not
-// yet ended; exec is the transaction when given.
+// yet ended; exec is the transaction when given. It waits for the database
+// no longer than any short request.
 func (s *Server) listSlotFree(ctx context.Context, caller Caller, exec ...db.DBTX) error {
 	var e db.DBTX = s.cfg.DB.Pool
 	if len(exec) > 0 {
 		e = exec[0]
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
 	n, err := db.ListActiveCount(ctx, e, caller.Name)
 	if err != nil {
 		return err
@@ -271,7 +274,7 @@ func listFingerprint(classifierName string, format listFormat, callbackURL strin
 // latency of recent model calls. It writes nothing.
 func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want, rows *listReader) {
 	var est wire.ListEstimate
-	err := pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
 		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, distinctDomains{rows}, s.cfg.Lists.Freshness, fresh, time.Now())
 		if err != nil {
@@ -441,7 +444,13 @@ func (s *Server) listResults(c *gin.Context) {
 	extendDeadlines(c)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	l, err := db.ListGetOfCaller(ctx, s.cfg.DB.Pool, id, callerOf(c).Name)
+	conn, err := s.pool().Acquire(ctx) // the download's one connection, had as quickly as any request's
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	defer conn.Release()
+	l, err := db.ListGetOfCaller(ctx, conn, id, callerOf(c).Name)
 	if err != nil {
 		s.writeListError(c, err)
 		return
@@ -466,7 +475,7 @@ func (s *Server) listResults(c *gin.Context) {
 		enc.SetEscapeHTML(false)
 		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
 	}
-	err = db.ListResults(ctx, s.cfg.DB.Pool, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
+	err = db.ListResults(ctx, conn, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
 		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)
 	if err != nil {
 		// The header is out: end the response without its last chunk, so
@@ -494,7 +503,7 @@ func (s *Server) listCancel(c *gin.Context) {
 	caller := callerOf(c).Name
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -517,7 +526,7 @@ func (s *Server) listCancel(c *gin.Context) {
 		if end.CallbackURL != "" {
 			if _, err := s.cfg.River.InsertTx(ctx, tx, jobs.WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
 				&river.InsertOpts{MaxAttempts: s.cfg.Lists.Queue.WebhookMaxAttempts()}); err != nil {
-				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", err))
+				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", db.Translate(err)))
 				return
 			}
 		}
@@ -562,11 +571,11 @@ func (s *Server) eachListJob(ctx context.Context, tx pgx.Tx, id uuid.UUID, kind,
 	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(kind).States(states...).
 		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
 	if err != nil {
-		return fmt.Errorf("error listing the list's %s jobs: %w", kind, err)
+		return fmt.Errorf("error listing the list's %s jobs: %w", kind, db.Translate(err))
 	}
 	for _, j := range res.Jobs {
 		if err := do(j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("error %s %d: %w", doing, j.ID, err)
+			return fmt.Errorf("error %s %d: %w", doing, j.ID, db.Translate(err))
 		}
 	}
 	return nil
