@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // prometheusServer is a real Prometheus (Debian's package) scraping the
@@ -75,7 +76,8 @@ scrape_configs:
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 100*time.Millisecond, "Prometheus did not become ready")
+	}, dbtest.BudgetServer, 100*time.Millisecond, "Prometheus did not become ready within its time budget of %s (load average %s)",
+		dbtest.BudgetServer, dbtest.LoadAverage())
 	return p
 }
 

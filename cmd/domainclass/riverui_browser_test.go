@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // chromium finds Debian's Chromium (`go tool task test` installs it when it
@@ -52,8 +54,17 @@ func browser(t *testing.T) context.Context {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	// Chromium's time budget, for the whole session: a failure past it says
+	// that the browser was slow, not only "context deadline exceeded".
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, dbtest.BudgetTool, dbtest.SlowError("Chromium", dbtest.BudgetTool, dbtest.BudgetTool))
+	t.Cleanup(func() {
+		if cause := context.Cause(ctx); errors.Is(cause, dbtest.ErrSlow) {
+			t.Error(cause)
+		}
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
 	return ctx
 }
 
