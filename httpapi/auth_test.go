@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 )
 
@@ -56,7 +57,7 @@ func TestAPIKeys(t *testing.T) {
 		require.NoError(t, db.APIKeyRevoke(context.Background(), b.db.Pool, "team-a"))
 		require.Eventually(t, func() bool {
 			return b.do(t, "GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", "").status == http.StatusUnauthorized
-		}, 5*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 	})
 
 	t.Run("LastUseIsRecorded", func(t *testing.T) {
@@ -67,7 +68,7 @@ func TestAPIKeys(t *testing.T) {
 			keys, err := db.APIKeyList(context.Background(), b.db.Pool)
 			require.NoError(t, err)
 			return keys[0].Name == "team-a" && keys[0].LastUsedAt != nil && keys[1].LastUsedAt == nil
-		}, 5*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 	})
 }
 

@@ -74,7 +74,7 @@ func TestRiverUIInABrowser(t *testing.T) {
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Snacks.") },
 		map[string]string{"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "correct horse"})
 	e.start(RoleAll)
-	e.wait(e.submit("acme.com", "beta.com"), "COMPLETED", 20*time.Second)
+	e.wait(e.submit("acme.com", "beta.com"), "COMPLETED", dbtest.Patience())
 	jobsPage := e.api.APIURL() + "/riverui/jobs?state=completed"
 
 	t.Run("WithoutBasicAuthThePageIsRefused", func(t *testing.T) {
@@ -112,7 +112,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
 		))
 		require.Eventually(t, func() bool {
 			return strings.Contains(scrapeText(t, e.api.APIURL()), refused+" 1")
-		}, 30*time.Second, 50*time.Millisecond, "the page's POST reaches the API and is refused")
+		}, dbtest.Patience(), 50*time.Millisecond, "the page's POST reaches the API and is refused")
 	})
 
 	t.Run("WithBasicAuthTheClassifyJobIsListed", func(t *testing.T) {
