@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +56,28 @@ type setupOpts struct {
 	// tracer, when set, is Config.TracerProvider, with W3C trace context
 	// as the propagator.
 	tracer trace.TracerProvider
+	// clock, when set, is Config.Clock: the caller rate counts in its time.
+	clock *testClock
+}
+
+// testClock is a clock that moves only when the test moves it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // createKey stores a new API key for name and returns it.
@@ -97,8 +120,12 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.tracer != nil {
 		propagator = propagation.TraceContext{}
 	}
+	var clock func() time.Time
+	if opts.clock != nil {
+		clock = opts.clock.Now
+	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		TracerProvider: opts.tracer, Propagator: propagator,
+		TracerProvider: opts.tracer, Propagator: propagator, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		DB: apiDB, DBTimeout: opts.dbTimeout, River: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),

@@ -71,6 +71,9 @@ type Config struct {
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).
 	CallbackAllowPrivate bool
+	// Clock is the time the per-caller request rate is counted in (nil:
+	// time.Now). Tests move their own clock.
+	Clock func() time.Time
 }
 
 // Server holds the API's dependencies.
@@ -124,7 +127,7 @@ func New(cfg Config) *Server {
 	if cfg.Lists.Freshness == (classifier.Freshness{}) {
 		cfg.Lists.Freshness = def.Freshness
 	}
-	s := &Server{cfg: cfg, limiter: newCallerLimiter()}
+	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()
