@@ -423,12 +423,10 @@ func TestPostgresDown(t *testing.T) {
 		{"GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", ""},
 		{"GET", "/readyz", ""},
 	} {
-		start := time.Now()
+		// How fast is TestUnavailable's to prove, without racing the clock.
 		r := b.do(t, tc.method, tc.path, tc.body)
-		elapsed := time.Since(start)
 		requireProblem(t, r, http.StatusServiceUnavailable, "unavailable")
 		require.Equal(t, "2", r.header.Get("Retry-After"))
-		require.Less(t, elapsed, 2*time.Second, "%s %s must fail fast", tc.method, tc.path)
 	}
 	health := b.do(t, "GET", "/healthz", "")
 	require.Equal(t, http.StatusOK, health.status, "the process itself is up")

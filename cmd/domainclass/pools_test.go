@@ -34,7 +34,10 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 	m := e.start(RoleAll)
 	require.NotSame(t, m.DB.Pool, m.WorkerDB.Pool, "the API and the workers have a pool each")
 	owner, other := e.apiKey("team-a"), e.apiKey("app")
-	api := &http.Client{Timeout: 20 * time.Second} // a request that hangs fails the test, not the run
+	// A request that waits for a worker connection would wait as long as
+	// the gate is held (the whole test): the client gives up only after
+	// the tests' patience, so an answer at all is the proof.
+	api := &http.Client{Timeout: dbtest.Patience()}
 
 	var list wire.ListAccepted
 	status, body := call(t, api, http.MethodPost, e.api.APIURL()+"/lists", owner, "text/plain", domainsOf("big", 3000))
@@ -61,7 +64,7 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 			gatePID).Scan(&n))
 		return n
 	}
-	require.Eventually(t, func() bool { return waiting() >= conns }, time.Minute, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return waiting() >= conns }, dbtest.Patience(), 50*time.Millisecond,
 		"every worker connection waits at the list's gate")
 
 	// Another caller's first request (its key is looked up), its status
