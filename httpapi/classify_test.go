@@ -56,7 +56,7 @@ type setupOpts struct {
 }
 
 // createKey stores a new API key for name and returns it.
-func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
+func createKey(t testing.TB, d *db.DB, name string, override db.APIKey) string {
 	t.Helper()
 	key, hash := httpapi.NewAPIKey()
 	override.Name, override.Prefix = name, key[:8]
@@ -64,7 +64,7 @@ func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
 	return key
 }
 
-func setup(t *testing.T, opts setupOpts) *testBundle {
+func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	b := &testBundle{db: dbtest.New(t)}
 	var err error
