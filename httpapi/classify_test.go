@@ -53,6 +53,8 @@ type setupOpts struct {
 	// tracer, when set, is Config.TracerProvider, with W3C trace context
 	// as the propagator.
 	tracer trace.TracerProvider
+	// trustTrace is Config.TrustIncomingTrace.
+	trustTrace bool
 }
 
 // createKey stores a new API key for name and returns it.
@@ -96,7 +98,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		propagator = propagation.TraceContext{}
 	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		TracerProvider: opts.tracer, Propagator: propagator,
+		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace,
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		DB: apiDB, River: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),

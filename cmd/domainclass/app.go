@@ -245,7 +245,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		Lists: m.listConfig(),
 	}
 	if traced {
-		api.TracerProvider = otel.GetTracerProvider()
+		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.
