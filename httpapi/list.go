@@ -25,6 +25,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -416,6 +417,8 @@ func (s *Server) writeListError(c *gin.Context, err error) {
 // listResults handles GET /lists/{list_id}/results: every row in upload
 // order, final or not, as CSV (the default) or NDJSON, streamed from a
 // cursor so that memory stays flat; ?status= filters, ?after= resumes.
+// CSV cells that a spreadsheet would run as formulas are escaped
+// (csvcell), unless ?escape_formulas=false.
 func (s *Server) listResults(c *gin.Context) {
 	id, ok := s.listID(c)
 	if !ok {
@@ -432,6 +435,12 @@ func (s *Server) listResults(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	escape, err := boolParam(q, "escape_formulas")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
 	format, ok := negotiateResults(c.GetHeader("Accept"))
 	if !ok {
 		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
@@ -458,6 +467,9 @@ func (s *Server) listResults(c *gin.Context) {
 		write = func(r *classifier.ListRow) error {
 			row := wire.NewListRow(r)
 			fields = row.CSV(fields[:0])
+			if escape {
+				csvcell.EscapeAll(fields)
+			}
 			return cw.Write(fields)
 		}
 		defer cw.Flush()
