@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -91,7 +90,7 @@ func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
 // apiClient is a client of the API that says on stderr why it retries.
 func (c *cli) apiClient(url, key string) *client.Client {
 	api := client.New(url, key)
-	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", reason, wait) }
+	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", printable(reason), wait) }
 	return api
 }
 
@@ -298,17 +297,6 @@ func csvText(s string) string {
 		return "'" + s
 	}
 	return s
-}
-
-// printable replaces control characters, escape sequences' ESC among them,
-// so that text from a model or a website cannot drive the terminal.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
 }
 
 // answerText is an answer's is_cpg (as answer says it) and confidence, "" for
