@@ -56,13 +56,11 @@ type EvidenceItem struct {
 	Snippet string `json:"snippet"`
 }
 
-// NewEvidenceItem returns an item with its title and snippet cut to
-// SnippetMaxChars and their whitespace folded.
+// NewEvidenceItem returns an item with its title and snippet on one line
+// without control characters (FoldLine) and cut to SnippetMaxChars.
 func NewEvidenceItem(url, title, snippet string) EvidenceItem {
-	return EvidenceItem{URL: url, Title: Truncate(fold(title), SnippetMaxChars), Snippet: Truncate(fold(snippet), SnippetMaxChars)}
+	return EvidenceItem{URL: url, Title: Truncate(FoldLine(title), SnippetMaxChars), Snippet: Truncate(FoldLine(snippet), SnippetMaxChars)}
 }
-
-func fold(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // shown keeps the items whose text is still in the prompt's evidence after
 // it was cut to its maximum: an item is shown when its address or the start
