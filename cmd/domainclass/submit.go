@@ -91,7 +91,9 @@ func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
 // apiClient is a client of the API that says on stderr why it retries.
 func (c *cli) apiClient(url, key string) *client.Client {
 	api := client.New(url, key)
-	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", printable(reason), wait) }
+	api.OnRetry = func(reason string, wait time.Duration) {
+		fmt.Fprintf(c.stderr, "%s; retrying in %s\n", printable(reason), wait)
+	}
 	return api
 }
 
