@@ -23,8 +23,8 @@ func TestEscape(t *testing.T) {
 		"＝1+1":                                   "'＝1+1", // fullwidth, which some spreadsheets read as =
 		"＠SUM(A1)":                               "'＠SUM(A1)",
 		// An apostrophe already in front of one is kept apart from ours.
-		"'=1+1":  "''=1+1",
-		"'' -1":  "''' -1",
+		"'=1+1": "''=1+1",
+		"'' -1": "''' -1",
 		// The rest is left as it is.
 		"":                     "",
 		"example.org":          "example.org",
