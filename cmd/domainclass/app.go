@@ -193,7 +193,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
 		Store: jobs.NewPipelineStore(m.DB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
 		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
-		EvidenceMaxChars: cfg.EvidenceMaxChars,
+		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
 	})
 	workers := river.NewWorkers()
 	price := pricer(evals.DefaultPrices())
