@@ -281,6 +281,24 @@ func (e Tier) Valid() bool {
 	}
 }
 
+// Defines values for WebhookPayloadOmitted.
+const (
+	Evidence WebhookPayloadOmitted = "evidence"
+	Results  WebhookPayloadOmitted = "results"
+)
+
+// Valid indicates whether the value is a known member of the WebhookPayloadOmitted enum.
+func (e WebhookPayloadOmitted) Valid() bool {
+	switch e {
+	case Evidence:
+		return true
+	case Results:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookPayloadType.
 const (
 	ClassificationCompleted WebhookPayloadType = "classification.completed"
@@ -842,10 +860,15 @@ type WebhookPayload struct {
 	// JobId A job's id, from the 202 of `POST /domains/classify`.
 	JobId JobId `json:"job_id"`
 
+	// Omitted Only when the report would make a body over 256 KiB: what was left
+	// out of it, every result's `evidence`, or the `results` themselves.
+	// GET /domains/classify/{job_id} has the whole report.
+	Omitted *WebhookPayloadOmitted `json:"omitted,omitempty"`
+
 	// Progress `done` of the job's `total` domains are final.
 	Progress JobProgress `json:"progress"`
 
-	// Results One per domain, in the order submitted.
+	// Results One per domain, in the order submitted; empty when `omitted` is `results`.
 	Results []Result `json:"results"`
 
 	// Status The status of a job that has ended (in its webhook).
@@ -855,6 +878,11 @@ type WebhookPayload struct {
 	Timestamp time.Time          `json:"timestamp"`
 	Type      WebhookPayloadType `json:"type"`
 }
+
+// WebhookPayloadOmitted Only when the report would make a body over 256 KiB: what was left
+// out of it, every result's `evidence`, or the `results` themselves.
+// GET /domains/classify/{job_id} has the whole report.
+type WebhookPayloadOmitted string
 
 // WebhookPayloadType defines model for WebhookPayload.Type.
 type WebhookPayloadType string
