@@ -19,15 +19,15 @@ func TestReport_MarkdownOfHostileText(t *testing.T) {
 	t.Parallel()
 	r := &evals.Report{Classifier: "cpg", Repeat: 1, Gate: "none",
 		Images: evals.Images{AccuracyVsCost: "cost.png", AccuracyVsLatency: "latency.png"}, Scores: []evals.Score{{Name: "m", FalseNegatives: []evals.Miss{{
-		Domain: "evil.com", Kind: "<b>kind</b>", Times: 1, Of: 1, Search: "brave",
-		Reason: "<img src=x onerror=alert(1)> [click](javascript:alert(2)) ![i](https://evil.example/t.png) &lt;script&gt;\x1b[31m",
-		Evidence: []classifier.EvidenceItem{
-			{URL: "javascript:alert(3)", Title: "Evil", Snippet: "<script>alert(4)</script>"},
-			{URL: "data:text/html,<script>alert(5)</script>", Title: "Data"},
-			{URL: "JavaScript:alert(7)", Title: "Shouting"},
-			{URL: "https://acme.com/a>b)c", Title: "Acme [x](javascript:alert(6))"},
-		},
-	}}}}}
+			Domain: "evil.com", Kind: "<b>kind</b>", Times: 1, Of: 1, Search: "brave",
+			Reason: "<img src=x onerror=alert(1)> [click](javascript:alert(2)) ![i](https://evil.example/t.png) &lt;script&gt;\x1b[31m",
+			Evidence: []classifier.EvidenceItem{
+				{URL: "javascript:alert(3)", Title: "Evil", Snippet: "<script>alert(4)</script>"},
+				{URL: "data:text/html,<script>alert(5)</script>", Title: "Data"},
+				{URL: "JavaScript:alert(7)", Title: "Shouting"},
+				{URL: "https://acme.com/a>b)c", Title: "Acme [x](javascript:alert(6))"},
+			},
+		}}}}}
 	md := r.Markdown()
 	lower := strings.ToLower(md)
 	for _, tag := range []string{"<img", "<script", "<b>"} {
