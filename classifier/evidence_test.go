@@ -138,3 +138,22 @@ func TestPipeline_KeepsOnlyFitEvidenceAddresses(t *testing.T) {
 		classifier.DroppedScheme, classifier.DroppedCharacters, classifier.DroppedCharacters, classifier.DroppedCharacters,
 		classifier.DroppedCharacters, classifier.DroppedLength}, dropped)
 }
+
+// TestPipeline_ErrorsHoldNoControlCharacters: a FAILED answer's error can
+// quote the model's output, which shows in results and terminals; its
+// control characters fold into spaces, as a reason's do.
+func TestPipeline_ErrorsHoldNoControlCharacters(t *testing.T) {
+	t.Parallel()
+	model := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Content: `{"is_cpg": true, "confidence": "\u001b[2J\u009bx", "reasoning": "Snacks."}`}
+	})
+	c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	p := classifier.NewPipeline(classifier.PipelineConfig{LLM: c, Model: "test-model", Logger: slog.New(slog.DiscardHandler)})
+	cpg, err := classifier.DefaultRegistry().Get("cpg")
+	require.NoError(t, err)
+	r, err := p.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{})
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusFailed, r.Status)
+	require.Equal(t, "unreadable model output: confidence is not a number: [2J x", r.Error)
+}

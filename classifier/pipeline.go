@@ -348,13 +348,15 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 		Search: pr.Search, Evidence: pr.Sources,
 		Usage: &Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Latency: resp.Latency, Raw: resp.Content},
 	}
+	// An error may quote the model: on one line, without control characters
+	// (it is shown in results and terminals).
 	if resp.Refusal != "" {
-		r.Status, r.Error = StatusFailed, "model refused: "+Truncate(resp.Refusal, 200)
+		r.Status, r.Error = StatusFailed, "model refused: "+Truncate(FoldLine(resp.Refusal), 200)
 		return r
 	}
 	v, err := ParseVerdict(resp.Content, c.AnswerField)
 	if err != nil {
-		r.Status, r.Error = StatusFailed, err.Error()
+		r.Status, r.Error = StatusFailed, FoldLine(err.Error())
 		if resp.FinishReason == "length" {
 			r.Error += " (the model ran out of output tokens)"
 		}
