@@ -97,7 +97,9 @@ func TestExtractPage_CapsTitleAndDescription(t *testing.T) {
 // anything, for what the pipeline does with it.
 type searchFunc func(ctx context.Context, domain string) (classifier.Evidence, error)
 
-func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) { return f(ctx, domain) }
+func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) {
+	return f(ctx, domain)
+}
 
 // TestPipeline_KeepsOnlyFitEvidenceAddresses: whatever a provider returns,
 // an answer keeps only evidence whose address is an http(s) URL of at most
