@@ -722,4 +722,6 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // searchFunc is a search provider as a function.
 type searchFunc func(ctx context.Context, domain string) (classifier.Evidence, error)
 
-func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) { return f(ctx, domain) }
+func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) {
+	return f(ctx, domain)
+}
