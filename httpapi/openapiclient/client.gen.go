@@ -281,14 +281,14 @@ func (e Tier) Valid() bool {
 	}
 }
 
-// Defines values for WebhookPayloadOmitted.
+// Defines values for WebhookOmitted.
 const (
-	Evidence WebhookPayloadOmitted = "evidence"
-	Results  WebhookPayloadOmitted = "results"
+	Evidence WebhookOmitted = "evidence"
+	Results  WebhookOmitted = "results"
 )
 
-// Valid indicates whether the value is a known member of the WebhookPayloadOmitted enum.
-func (e WebhookPayloadOmitted) Valid() bool {
+// Valid indicates whether the value is a known member of the WebhookOmitted enum.
+func (e WebhookOmitted) Valid() bool {
 	switch e {
 	case Evidence:
 		return true
@@ -848,6 +848,11 @@ type TierEstimates struct {
 	Standard TierEstimate `json:"standard"`
 }
 
+// WebhookOmitted Only when a job's report would make a delivery body over 256 KiB:
+// what was left out of it, every result's `evidence`, or the `results`
+// themselves. GET /domains/classify/{job_id} has the whole report.
+type WebhookOmitted string
+
 // WebhookPayload The body of classification.completed: the job as `GET /domains/classify/{job_id}` shows it, plus `type` and `timestamp`.
 type WebhookPayload struct {
 	Classifier  string    `json:"classifier"`
@@ -860,10 +865,10 @@ type WebhookPayload struct {
 	// JobId A job's id, from the 202 of `POST /domains/classify`.
 	JobId JobId `json:"job_id"`
 
-	// Omitted Only when the report would make a body over 256 KiB: what was left
-	// out of it, every result's `evidence`, or the `results` themselves.
-	// GET /domains/classify/{job_id} has the whole report.
-	Omitted *WebhookPayloadOmitted `json:"omitted,omitempty"`
+	// Omitted Only when a job's report would make a delivery body over 256 KiB:
+	// what was left out of it, every result's `evidence`, or the `results`
+	// themselves. GET /domains/classify/{job_id} has the whole report.
+	Omitted *WebhookOmitted `json:"omitted,omitempty"`
 
 	// Progress `done` of the job's `total` domains are final.
 	Progress JobProgress `json:"progress"`
@@ -878,11 +883,6 @@ type WebhookPayload struct {
 	Timestamp time.Time          `json:"timestamp"`
 	Type      WebhookPayloadType `json:"type"`
 }
-
-// WebhookPayloadOmitted Only when the report would make a body over 256 KiB: what was left
-// out of it, every result's `evidence`, or the `results` themselves.
-// GET /domains/classify/{job_id} has the whole report.
-type WebhookPayloadOmitted string
 
 // WebhookPayloadType defines model for WebhookPayload.Type.
 type WebhookPayloadType string
