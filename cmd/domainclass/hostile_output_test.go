@@ -17,6 +17,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
@@ -29,11 +30,11 @@ func TestListsResults_HostileText(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, nil, nil)
 	e.start(RoleAPI) // no worker: the rows wait, and one is answered below
-	client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
+	env := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 	const ref = `@SUM(1+1)*cmd|' /C calc'!A0`
 	file := filepath.Join(t.TempDir(), "hostile.csv")
 	require.NoError(t, os.WriteFile(file, []byte("domain,ref\nacme.com,\""+strings.ReplaceAll(ref, `"`, `""`)+"\"\n+example.org,-1\n"), 0o600))
-	code, _, errOut := e.cli(context.Background(), "", client, "submit", "--list", "--file", file)
+	code, _, errOut := e.cli(context.Background(), "", env, "submit", "--list", "--file", file)
 	require.Equal(t, 0, code, errOut)
 	id := listIDOf(t, errOut)
 	// An answer stored before evidence addresses were checked, from a
@@ -45,7 +46,7 @@ func TestListsResults_HostileText(t *testing.T) {
 		Evidence: []classifier.EvidenceItem{{URL: "https://evil.example/\x1b[31mred\x1b]0;title\x07"}}}, "o")
 	require.NoError(t, err)
 
-	code, out, errOut := e.cli(context.Background(), "", client, "lists", "results", id)
+	code, out, errOut := e.cli(context.Background(), "", env, "lists", "results", id)
 	require.Equal(t, 0, code, errOut)
 	records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	require.NoError(t, err)
@@ -58,8 +59,16 @@ func TestListsResults_HostileText(t *testing.T) {
 	require.Equal(t, "'"+ref, records[1][2])
 	require.Equal(t, []string{"'+example.org", "'-1"}, records[2][1:3])
 
+	var raw strings.Builder
+	_, err = client.New(e.api.APIURL(), "").ListResults(context.Background(), id, &raw, client.ResultsOptions{KeepFormulas: true})
+	require.NoError(t, err)
+	records, err = csv.NewReader(strings.NewReader(raw.String())).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, ref, records[1][2], "a program can ask for the values as stored")
+	require.Equal(t, []string{"+example.org", "-1"}, records[2][1:3])
+
 	tty, read := openTerminal(t)
-	code = Run(context.Background(), []string{"lists", "results", id}, append(e.environ(), client...),
+	code = Run(context.Background(), []string{"lists", "results", id}, append(e.environ(), env...),
 		strings.NewReader(""), tty, &strings.Builder{})
 	require.Equal(t, 0, code)
 	shown := string(read())
@@ -70,7 +79,7 @@ func TestListsResults_HostileText(t *testing.T) {
 	require.Contains(t, shown, "https://evil.example/\uFFFD[31mred\uFFFD]0;title\uFFFD")
 
 	out = filepath.Join(t.TempDir(), "results.csv")
-	code, _, errOut = e.cli(context.Background(), "", client, "lists", "results", id, "--out", out)
+	code, _, errOut = e.cli(context.Background(), "", env, "lists", "results", id, "--out", out)
 	require.Equal(t, 0, code, errOut)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
