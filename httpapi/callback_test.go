@@ -53,6 +53,16 @@ func TestClassifyCreate_CallbackURL(t *testing.T) {
 			"delivered to the host that was checked, as the transport would spell it")
 	})
 
+	t.Run("AListIsRefusedTheSameSpellings", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{webhooks: true})
+		for _, u := range []string{"https://127。0。0。1:19095/", "https://[::ffff:0:7f00:1]/h"} {
+			r := b.do(t, "POST", "/lists", "acme.com\n", "Content-Type", "text/plain", "X-Callback-URL", u)
+			requireProblem(t, r, http.StatusUnprocessableEntity, "invalid-callback-url")
+		}
+		require.Equal(t, noList, b.listCounts(t))
+	})
+
 	t.Run("NoHeaderNeedsNoSecret", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
