@@ -58,6 +58,8 @@ type setupOpts struct {
 	tracer trace.TracerProvider
 	// clock, when set, is Config.Clock: the caller rate counts in its time.
 	clock *testClock
+	// trustTrace is Config.TrustIncomingTrace.
+	trustTrace bool
 }
 
 // testClock is a clock that moves only when the test moves it.
@@ -81,7 +83,7 @@ func (c *testClock) Advance(d time.Duration) {
 }
 
 // createKey stores a new API key for name and returns it.
-func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
+func createKey(t testing.TB, d *db.DB, name string, override db.APIKey) string {
 	t.Helper()
 	key, hash := httpapi.NewAPIKey()
 	override.Name, override.Prefix = name, key[:8]
@@ -89,7 +91,7 @@ func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
 	return key
 }
 
-func setup(t *testing.T, opts setupOpts) *testBundle {
+func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	b := &testBundle{db: dbtest.New(t)}
 	var err error
@@ -125,7 +127,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		clock = opts.clock.Now
 	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		TracerProvider: opts.tracer, Propagator: propagator, Clock: clock,
+		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		DB: apiDB, DBTimeout: opts.dbTimeout, River: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),

@@ -25,6 +25,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -419,13 +420,15 @@ func (s *Server) writeListError(c *gin.Context, err error) {
 // listResults handles GET /lists/{list_id}/results: every row in upload
 // order, final or not, as CSV (the default) or NDJSON, streamed from a
 // cursor so that memory stays flat; ?status= filters, ?after= resumes.
+// CSV cells that a spreadsheet would run as formulas are escaped
+// (csvcell), unless ?escape_formulas=false.
 func (s *Server) listResults(c *gin.Context) {
 	id, ok := s.listID(c)
 	if !ok {
 		return
 	}
 	q := c.Request.URL.Query()
-	after, err := intParam(q, "after")
+	after, err := intParam(q, "after", maxRowParam)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -435,6 +438,12 @@ func (s *Server) listResults(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	escape, err := boolParam(q, "escape_formulas")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
 	format, ok := negotiateResults(c.GetHeader("Accept"))
 	if !ok {
 		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
@@ -467,6 +476,9 @@ func (s *Server) listResults(c *gin.Context) {
 		write = func(r *classifier.ListRow) error {
 			row := wire.NewListRow(r)
 			fields = row.CSV(fields[:0])
+			if escape {
+				csvcell.EscapeAll(fields)
+			}
 			return cw.Write(fields)
 		}
 		defer cw.Flush()
@@ -623,17 +635,24 @@ func boolParam(q map[string][]string, name string) (bool, error) {
 	return b, nil
 }
 
-func intParam(q map[string][]string, name string) (int, error) {
+// maxRowParam bounds a row number in a query (?after=): rows are numbered
+// in Postgres's int4, and a larger number, read as Go's int, could not be
+// sent to it (the stream was cut off with a 200 already out).
+const maxRowParam = math.MaxInt32
+
+// intParam reads a query parameter that is a whole number from 0 to max,
+// decimal digits only; 0 when absent. Anything else is a 400 naming it.
+func intParam(q map[string][]string, name string, max int) (int, error) {
 	vs := q[name]
 	if len(vs) == 0 || vs[0] == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(vs[0])
-	if err != nil || n < 0 {
+	n, err := strconv.ParseUint(vs[0], 10, 63)
+	if err != nil || n > uint64(max) {
 		return 0, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-			detail: fmt.Sprintf("%s must be a row number (0 or more), not %q.", name, vs[0])}
+			detail: fmt.Sprintf("%s must be a row number from 0 to %d, not %q.", name, max, classifier.Truncate(vs[0], 40))}
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // rowStatuses are the statuses a list row is reported with.

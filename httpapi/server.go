@@ -62,11 +62,13 @@ type Config struct {
 	Webhooks bool
 	// Lists configures the list routes; zero fields get DefaultListConfig's.
 	Lists ListConfig
-	// TracerProvider, when set, makes a server span per request,
-	// continuing the trace context a caller sends, read with Propagator
-	// (nil: the global one).
-	TracerProvider trace.TracerProvider
-	Propagator     propagation.TextMapPropagator
+	// TracerProvider, when set, makes a server span per request. The trace
+	// context a caller sends is read with Propagator (nil: the global one)
+	// and, unless TrustIncomingTrace, only linked: the span starts a trace
+	// of ours (TRACE_TRUST_INCOMING).
+	TracerProvider     trace.TracerProvider
+	Propagator         propagation.TextMapPropagator
+	TrustIncomingTrace bool
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).

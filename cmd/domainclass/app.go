@@ -205,7 +205,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
 		Store: jobs.NewPipelineStore(m.WorkerDB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
 		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
-		EvidenceMaxChars: cfg.EvidenceMaxChars,
+		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
 	})
 	workers := river.NewWorkers()
 	price := pricer(evals.DefaultPrices())
@@ -257,7 +257,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		Lists: m.listConfig(),
 	}
 	if traced {
-		api.TracerProvider = otel.GetTracerProvider()
+		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.

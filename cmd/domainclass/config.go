@@ -73,6 +73,9 @@ type Config struct {
 	TracesExporter     string
 	OTLPEndpoint       string
 	OTLPTracesEndpoint string
+	// TraceTrustIncoming continues the trace context callers send
+	// (httpapi.Config.TrustIncomingTrace); off, their traces are linked.
+	TraceTrustIncoming bool
 
 	Queue     jobs.Settings
 	Callers   httpapi.Limits
@@ -98,6 +101,7 @@ func DefaultConfig() Config {
 		SearchTimeout:          search.DefaultTimeout,
 		Auth:                   "on",
 		AuthCacheTTL:           httpapi.DefaultAuthCacheTTL,
+		TraceTrustIncoming:     httpapi.DefaultTrustIncomingTrace,
 		LogFormat:              "json",
 		LogLevel:               "info",
 		Queue:                  jobs.DefaultSettings(),
@@ -159,6 +163,7 @@ func (c *Config) environment() []envVar {
 		{"OTEL_TRACES_EXPORTER", &c.TracesExporter, ""},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", &c.OTLPEndpoint, ""},
 		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &c.OTLPTracesEndpoint, ""},
+		{"TRACE_TRUST_INCOMING", &c.TraceTrustIncoming, ""},
 		{"LOG_FORMAT", &c.LogFormat, ""},
 		{"LOG_LEVEL", &c.LogLevel, ""},
 
