@@ -26,8 +26,10 @@ var (
 		"result":     "SELECT",
 		"provenance": "SELECT",
 		"override":   "SELECT",
-		// Authentication, and its last_used_at.
-		"api_key": "SELECT, UPDATE",
+		// Authentication, and its last_used_at: that column only, so that
+		// the api cannot lift a revocation, a limit or change a hash (the
+		// CLI does those, as the owner).
+		"api_key": "SELECT, UPDATE (last_used_at)",
 		// River: inserting jobs; River UI reads them and cancels or retries
 		// them, and pauses queues. Not DELETE: a job is never deleted from
 		// the web.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -106,7 +108,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -180,7 +182,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 	if _, err := s.cfg.River.InsertManyTx(ctx, tx, first); err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err)))
 		return
 	}
 	accepted := wire.ListAccepted{ListID: id.String(), Status: classifier.StatusPending,
@@ -215,12 +217,15 @@ var (
 )
 
 // listSlotFree returns a 429 problem when caller has MaxActive lists not
-// yet ended; exec is the transaction when given.
+// yet ended; exec is the transaction when given. It waits for the database
+// no longer than any short request.
 func (s *Server) listSlotFree(ctx context.Context, caller Caller, exec ...db.DBTX) error {
 	var e db.DBTX = s.cfg.DB.Pool
 	if len(exec) > 0 {
 		e = exec[0]
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
 	n, err := db.ListActiveCount(ctx, e, caller.Name)
 	if err != nil {
 		return err
@@ -270,7 +275,7 @@ func listFingerprint(classifierName string, format listFormat, callbackURL strin
 // throughput, the rows' CPU, the lists it shares with). It writes nothing.
 func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want, rows *listReader) {
 	var est wire.ListEstimate
-	err := pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
 		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, distinctDomains{rows}, s.cfg.Lists.Freshness, fresh, time.Now())
 		if err != nil {
@@ -378,13 +383,15 @@ func (s *Server) writeListError(c *gin.Context, err error) {
 // listResults handles GET /lists/{list_id}/results: every row in upload
 // order, final or not, as CSV (the default) or NDJSON, streamed from a
 // cursor so that memory stays flat; ?status= filters, ?after= resumes.
+// CSV cells that a spreadsheet would run as formulas are escaped
+// (csvcell), unless ?escape_formulas=false.
 func (s *Server) listResults(c *gin.Context) {
 	id, ok := s.listID(c)
 	if !ok {
 		return
 	}
 	q := c.Request.URL.Query()
-	after, err := intParam(q, "after")
+	after, err := intParam(q, "after", maxRowParam)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -394,6 +401,12 @@ func (s *Server) listResults(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	escape, err := boolParam(q, "escape_formulas")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
 	format, ok := negotiateResults(c.GetHeader("Accept"))
 	if !ok {
 		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
@@ -403,7 +416,13 @@ func (s *Server) listResults(c *gin.Context) {
 	extendDeadlines(c)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	l, err := db.ListGetOfCaller(ctx, s.cfg.DB.Pool, id, callerOf(c).Name)
+	conn, err := s.pool().Acquire(ctx) // the download's one connection, had as quickly as any request's
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	defer conn.Release()
+	l, err := db.ListGetOfCaller(ctx, conn, id, callerOf(c).Name)
 	if err != nil {
 		s.writeListError(c, err)
 		return
@@ -420,6 +439,9 @@ func (s *Server) listResults(c *gin.Context) {
 		write = func(r *classifier.ListRow) error {
 			row := wire.NewListRow(r)
 			fields = row.CSV(fields[:0])
+			if escape {
+				csvcell.EscapeAll(fields)
+			}
 			return cw.Write(fields)
 		}
 		defer cw.Flush()
@@ -428,7 +450,7 @@ func (s *Server) listResults(c *gin.Context) {
 		enc.SetEscapeHTML(false)
 		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
 	}
-	err = db.ListResults(ctx, s.cfg.DB.Pool, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
+	err = db.ListResults(ctx, conn, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
 		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)
 	if err != nil {
 		// The header is out: end the response without its last chunk, so
@@ -456,7 +478,7 @@ func (s *Server) listCancel(c *gin.Context) {
 	caller := callerOf(c).Name
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -479,7 +501,7 @@ func (s *Server) listCancel(c *gin.Context) {
 		if end.CallbackURL != "" {
 			if _, err := s.cfg.River.InsertTx(ctx, tx, jobs.WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
 				&river.InsertOpts{MaxAttempts: s.cfg.Lists.Queue.WebhookMaxAttempts()}); err != nil {
-				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", err))
+				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", db.Translate(err)))
 				return
 			}
 		}
@@ -524,11 +546,11 @@ func (s *Server) eachListJob(ctx context.Context, tx pgx.Tx, id uuid.UUID, kind,
 	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(kind).States(states...).
 		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
 	if err != nil {
-		return fmt.Errorf("error listing the list's %s jobs: %w", kind, err)
+		return fmt.Errorf("error listing the list's %s jobs: %w", kind, db.Translate(err))
 	}
 	for _, j := range res.Jobs {
 		if err := do(j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("error %s %d: %w", doing, j.ID, err)
+			return fmt.Errorf("error %s %d: %w", doing, j.ID, db.Translate(err))
 		}
 	}
 	return nil
@@ -576,17 +598,24 @@ func boolParam(q map[string][]string, name string) (bool, error) {
 	return b, nil
 }
 
-func intParam(q map[string][]string, name string) (int, error) {
+// maxRowParam bounds a row number in a query (?after=): rows are numbered
+// in Postgres's int4, and a larger number, read as Go's int, could not be
+// sent to it (the stream was cut off with a 200 already out).
+const maxRowParam = math.MaxInt32
+
+// intParam reads a query parameter that is a whole number from 0 to max,
+// decimal digits only; 0 when absent. Anything else is a 400 naming it.
+func intParam(q map[string][]string, name string, max int) (int, error) {
 	vs := q[name]
 	if len(vs) == 0 || vs[0] == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(vs[0])
-	if err != nil || n < 0 {
+	n, err := strconv.ParseUint(vs[0], 10, 63)
+	if err != nil || n > uint64(max) {
 		return 0, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-			detail: fmt.Sprintf("%s must be a row number (0 or more), not %q.", name, vs[0])}
+			detail: fmt.Sprintf("%s must be a row number from 0 to %d, not %q.", name, max, classifier.Truncate(vs[0], 40))}
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // rowStatuses are the statuses a list row is reported with.

@@ -126,7 +126,7 @@ func (s *Server) listRetry(c *gin.Context) {
 	caller := callerOf(c)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return

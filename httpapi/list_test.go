@@ -412,6 +412,11 @@ func TestListReadAndCancel(t *testing.T) {
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Accept", "application/pdf"), 406, "not-acceptable")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?status=DONE", ""), 400, "invalid-query")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?after=-1", ""), 400, "invalid-query")
+		p := requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?after=2147483648", ""), 400, "invalid-query")
+		require.Contains(t, p.Detail, "from 0 to 2147483647", "not an int4: refused before SQL, not a stream cut off")
+		r = b.do(t, "GET", "/lists/"+id+"/results?after=2147483647", "")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, strings.Join(wire.ListRowColumns, ",")+"\n", string(r.body), "past the last row: the header alone")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Authorization", "Bearer "+b.keyB), 404, "not-found")
 	})
 

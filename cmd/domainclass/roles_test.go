@@ -70,8 +70,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
-	e.wait(job.JobID, "COMPLETED", 30*time.Second)
-	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, 30*time.Second, 10*time.Millisecond)
+	e.wait(job.JobID, "COMPLETED", dbtest.Patience())
+	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 
 	// A list to its end, and another cancelled.
 	client := []string{"DOMAINCLASS_URL=" + api.APIURL()}
@@ -117,5 +117,18 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	refused(apiRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner)
 	refused(workerRole, `DELETE FROM override`)
 	refused(workerRole, `SELECT key_hash FROM api_key`)
+	// The api writes one column of api_key, when a key was last used: not
+	// its revocation, its limits or its hash.
+	refused(apiRole, `UPDATE api_key SET revoked_at = NULL`)
+	refused(apiRole, `UPDATE api_key SET rate_per_minute = 1000000`)
+	refused(apiRole, `UPDATE api_key SET key_hash = 'forged'`)
+	refused(apiRole, `INSERT INTO api_key (name, key_hash, key_prefix) VALUES ('x', 'y', 'z')`)
+	conn, err := pgx.Connect(ctx, as(apiRole))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, fmt.Sprintf("SET search_path = %s", pgx.Identifier{e.schema}.Sanitize()))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `UPDATE api_key SET last_used_at = now() WHERE name = 'nobody'`)
+	require.NoError(t, err, "what authentication writes")
 	refused(workerRole, `INSERT INTO classify_job (id, caller, classifier, inputs, domains) VALUES (gen_random_uuid(), 'x', 'cpg', '{}', '{}')`)
 }

@@ -14,13 +14,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
 // submitOptions are the flags of `domainclass submit`.
@@ -100,7 +100,9 @@ func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
 // apiClient is a client of the API that says on stderr why it retries.
 func (c *cli) apiClient(url, key string) *client.Client {
 	api := client.New(url, key)
-	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", reason, wait) }
+	api.OnRetry = func(reason string, wait time.Duration) {
+		fmt.Fprintf(c.stderr, "%s; retrying in %s\n", printable(reason), wait)
+	}
 	return api
 }
 
@@ -257,8 +259,8 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 		_ = cw.Write([]string{"domain", "status", "is_cpg", "confidence", "source", "reasoning", "error", "job_id"})
 		for _, r := range rows {
 			answer, conf := answerText(r.ResultReport, strconv.FormatBool)
-			_ = cw.Write([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), csvText(r.Reasoning),
-				csvText(r.Error), r.JobID})
+			_ = cw.Write(csvcell.EscapeAll([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), r.Reasoning,
+				r.Error, r.JobID}))
 		}
 		cw.Flush()
 		return cw.Error()
@@ -275,28 +277,6 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 			cmp.Or(string(r.Source), "-"), printable(text))
 	}
 	return tw.Flush()
-}
-
-// csvText keeps free text (a model's reason, an error) from being run as
-// a formula by the spreadsheet that opens the CSV: a cell starting with =,
-// +, -, @, a tab or a carriage return gets a leading apostrophe (OWASP's
-// advice on CSV injection).
-func csvText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
-
-// printable replaces control characters, escape sequences' ESC among them,
-// so that text from a model or a website cannot drive the terminal.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
 }
 
 // answerText is an answer's is_cpg (as answer says it) and confidence, "" for

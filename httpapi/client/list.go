@@ -165,8 +165,13 @@ func (c *Client) CancelList(ctx context.Context, id string) (*wire.ListStatus, e
 // ResultsOptions choose what ListResults downloads.
 type ResultsOptions struct {
 	// NDJSON asks for one JSON object per row instead of CSV (with a
-	// header row, the columns of wire.ListRowColumns).
+	// header row, the columns of wire.ListRowColumns). A CSV cell that a
+	// spreadsheet would run as a formula comes escaped with a leading
+	// apostrophe (csvcell.Unescape takes it off) unless KeepFormulas.
 	NDJSON bool
+	// KeepFormulas asks for the CSV's cells as stored, formulas unescaped
+	// (?escape_formulas=false), for a program that reads them itself.
+	KeepFormulas bool
 	// Status keeps only rows with these statuses (PENDING, COMPLETED,
 	// FAILED, REJECTED, CANCELLED); none keeps every row.
 	Status []string
@@ -189,13 +194,16 @@ func (c *Client) ListResults(ctx context.Context, id string, w io.Writer, opts R
 	if opts.NDJSON {
 		accept = "application/x-ndjson"
 	}
-	after := ""
+	after, keep := "", ""
 	if opts.After > 0 {
 		after = strconv.Itoa(opts.After)
 	}
+	if opts.KeepFormulas {
+		keep = "false"
+	}
 	cw := &countingWriter{w: w}
 	err := c.send(ctx, &exchange{method: http.MethodGet,
-		path:   wire.ListResultsURL(url.PathEscape(id)) + query("status", strings.Join(opts.Status, ","), "after", after),
+		path:   wire.ListResultsURL(url.PathEscape(id)) + query("status", strings.Join(opts.Status, ","), "after", after, "escape_formulas", keep),
 		header: http.Header{"Accept": {accept}}, want: http.StatusOK, stream: true,
 		retryOn: []int{http.StatusServiceUnavailable},
 		read: func(resp *http.Response) (string, error) {

@@ -281,6 +281,24 @@ func (e Tier) Valid() bool {
 	}
 }
 
+// Defines values for WebhookOmitted.
+const (
+	Evidence WebhookOmitted = "evidence"
+	Results  WebhookOmitted = "results"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOmitted enum.
+func (e WebhookOmitted) Valid() bool {
+	switch e {
+	case Evidence:
+		return true
+	case Results:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookPayloadType.
 const (
 	ClassificationCompleted WebhookPayloadType = "classification.completed"
@@ -660,7 +678,8 @@ type ListRow struct {
 // ListRowCSV One record of a list's results as CSV: ListRow's fields, flat, with
 // `evidence_urls` in place of `search` and `evidence`. The header names
 // the columns in this order; a cell is empty where the NDJSON line
-// leaves the field out.
+// leaves the field out. A cell that would start a spreadsheet formula
+// has a leading apostrophe unless `escape_formulas=false`.
 type ListRowCSV struct {
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
@@ -869,6 +888,11 @@ type TierEstimates struct {
 	Standard TierEstimate `json:"standard"`
 }
 
+// WebhookOmitted Only when a job's report would make a delivery body over 256 KiB:
+// what was left out of it, every result's `evidence`, or the `results`
+// themselves. GET /domains/classify/{job_id} has the whole report.
+type WebhookOmitted string
+
 // WebhookPayload The body of classification.completed: the job as `GET /domains/classify/{job_id}` shows it, plus `type` and `timestamp`.
 type WebhookPayload struct {
 	Classifier  string    `json:"classifier"`
@@ -881,10 +905,15 @@ type WebhookPayload struct {
 	// JobId A job's id, from the 202 of `POST /domains/classify`.
 	JobId JobId `json:"job_id"`
 
+	// Omitted Only when a job's report would make a delivery body over 256 KiB:
+	// what was left out of it, every result's `evidence`, or the `results`
+	// themselves. GET /domains/classify/{job_id} has the whole report.
+	Omitted *WebhookOmitted `json:"omitted,omitempty"`
+
 	// Progress `done` of the job's `total` domains are final.
 	Progress JobProgress `json:"progress"`
 
-	// Results One per domain, in the order submitted.
+	// Results One per domain, in the order submitted; empty when `omitted` is `results`.
 	Results []Result `json:"results"`
 
 	// Status The status of a job that has ended (in its webhook).
@@ -1020,8 +1049,22 @@ type GetListResultsParams struct {
 	// FAILED list FAILED.
 	Status *[]ListRowStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// After Only rows after this row number (a cursor for resuming a download).
+	// After Only rows after this row number (a cursor for resuming a
+	// download): decimal digits, 0 to 2147483647; anything else is a
+	// 400 `invalid-query`.
 	After *int `form:"after,omitempty" json:"after,omitempty"`
+
+	// EscapeFormulas CSV only. By default a cell that a spreadsheet would run as a
+	// formula (after any apostrophes and spaces it starts with `=`,
+	// `+`, `-`, `@`, their fullwidth forms, a tab, a carriage return
+	// or a newline) gets a leading apostrophe, as OWASP advises against
+	// CSV injection: the CSV is what people open, and callers, web pages
+	// and models choose much of what it holds. The rule reverses:
+	// remove the first apostrophe of a cell that, past its apostrophes
+	// and spaces, starts with one of those. `false` sends the values
+	// as stored (for programs that read the CSV themselves; NDJSON is
+	// never escaped).
+	EscapeFormulas *bool `form:"escape_formulas,omitempty" json:"escape_formulas,omitempty"`
 }
 
 // ClassificationCompletedParams defines parameters for ClassificationCompleted.
@@ -2173,6 +2216,18 @@ func NewGetListResultsRequest(server string, listId ListIdParam, params *GetList
 		if params.After != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EscapeFormulas != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "escape_formulas", *params.EscapeFormulas, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
