@@ -366,7 +366,7 @@ func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (
 		return fmt.Errorf("job timed out: %w", ctx.Err()), true
 	case o.err != nil:
 		if n := len(o.failures); n > 1 {
-			return fmt.Errorf("%d domains failed after %d tries each, the first: %w", n, s.DomainAttempts, o.err), true
+			return fmt.Errorf("%w (and %d more domains, each after %d tries)", o.err, n-1, s.DomainAttempts), true
 		}
 		return o.err, true
 	case o.throttled:
