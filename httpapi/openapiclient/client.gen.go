@@ -600,7 +600,7 @@ type ListReport struct {
 	ResultsUrl string `json:"results_url"`
 	Rows       int    `json:"rows"`
 
-	// Status A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED); CANCELLED by DELETE; FAILED when the list was given up.
+	// Status A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED; retry those); CANCELLED by DELETE; FAILED when the service could not go on with the list (`error` says why; a retry queues its rows again).
 	Status ListStatus `json:"status"`
 
 	// Tier How a list's fresh domains are asked: standard, one model call at a
@@ -727,7 +727,7 @@ type ListRowCSV struct {
 // ListRowStatus A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
 type ListRowStatus string
 
-// ListStatus A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED); CANCELLED by DELETE; FAILED when the list was given up.
+// ListStatus A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED; retry those); CANCELLED by DELETE; FAILED when the service could not go on with the list (`error` says why; a retry queues its rows again).
 type ListStatus string
 
 // ListWebhookPayload The body of list.completed: the list as `GET /lists/{list_id}` shows it, plus `type` and `timestamp`; not its rows.
