@@ -130,11 +130,13 @@ const provenancePurgeAttempts = 3
 //
 // A writer may be storing a reference to one of them right then (a cache
 // hit copies a result's provenance id onto a new row after it read it).
-// The foreign keys on every reference decide: a write that comes first
-// holds the provenance row's key share lock, so the delete waits for it,
-// then fails the batch (the row was not yet visible when the batch looked),
-// and the batch is looked at again, now keeping that row; a write that
-// comes second waits for the batch and fails, and its job is retried.
+// The checks on every reference decide (foreign keys; on list_row, two
+// triggers that do what a key would, migration 00011): a write that comes
+// first holds the provenance row's key share lock, so the delete waits for
+// it, then fails the batch (the row was not yet visible when the batch
+// looked), and the batch is looked at again, now keeping that row; a write
+// that comes second waits for the batch and fails, and its job is retried.
+// exec is the pool: each attempt is a transaction of its own.
 func ProvenancePurge(ctx context.Context, exec DBTX, batch int) (deleted, checked int64, err error) {
 	for attempt := 1; ; attempt++ {
 		err = exec.QueryRow(ctx, `
