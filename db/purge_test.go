@@ -3,12 +3,17 @@ package db_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -245,4 +250,62 @@ func TestListStorageOf(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 4, s.Rows, "a purged list's rows no longer count")
 	require.WithinDuration(t, time.Now().Add(47*time.Hour+30*time.Minute), *s.NextExpiry, 5*time.Second)
+}
+
+// TestMigrate_Retention takes 00011 up and down on a schema of its own:
+// lists from before keep the reviewed 30 days, every provenance record is
+// looked at once by the first purge, and a down leaves no rows of a list
+// purged half-way behind.
+func TestMigrate_Retention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const name = "test_migrate_retention"
+	emptySchema(t, name)
+	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: name, MaxConns: 2})
+	require.NoError(t, err)
+	defer d.Close()
+	river, err := rivermigrate.New(riverpgxv5.New(d.Pool), &rivermigrate.Config{Schema: name})
+	require.NoError(t, err)
+	_, err = river.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	require.NoError(t, err)
+	sqlDB := stdlib.OpenDBFromPool(d.Pool)
+	defer sqlDB.Close()
+	migrations, err := goose.NewProvider(goose.DialectPostgres, sqlDB, os.DirFS("migrations"), goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := d.Pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	count := func(sql string) (n int) {
+		t.Helper()
+		require.NoError(t, d.Pool.QueryRow(ctx, sql).Scan(&n))
+		return n
+	}
+
+	_, err = migrations.UpTo(ctx, 10)
+	require.NoError(t, err)
+	old, purging := uuid.New(), uuid.New()
+	for _, id := range []uuid.UUID{old, purging} {
+		exec(`INSERT INTO list (id, caller, classifier, status, rows, domains, duplicates, rejected, chunk_rows, chunks, next_chunk, completed_at)
+			VALUES ($1, 'a', 'cpg', 'COMPLETED', 2, 2, 0, 0, 200, 1, 1, now())`, id)
+		exec(`INSERT INTO list_row (list_id, row, input, domain, status) VALUES ($1, 1, 'a.com', 'a.com', 'PENDING'), ($1, 2, 'b.com', 'b.com', 'PENDING')`, id)
+	}
+	exec(`INSERT INTO provenance (id, model) VALUES (gen_random_uuid(), 'm'), (gen_random_uuid(), 'm')`)
+
+	_, err = migrations.UpByOne(ctx)
+	require.NoError(t, err)
+	l, err := db.ListGet(ctx, d.Pool, old)
+	require.NoError(t, err)
+	require.Equal(t, 30*24*time.Hour, l.Retention, "a list from before keeps the reviewed default")
+	require.Equal(t, l.CompletedAt.Add(30*24*time.Hour), *l.ExpiresAt())
+	require.Equal(t, 2, count(`SELECT count(*) FROM provenance_candidate`), "every provenance record is looked at once")
+
+	exec(`WITH gone AS (DELETE FROM list WHERE id = $1 RETURNING id, rows) INSERT INTO list_purge (list_id, rows) SELECT id, rows FROM gone`, purging)
+	_, err = migrations.Down(ctx)
+	require.NoError(t, err)
+	require.Zero(t, count(`SELECT count(*) FROM list_row WHERE list_id = '`+purging.String()+`'`), "no rows of a list purged half-way")
+	require.Equal(t, 2, count(`SELECT count(*) FROM list_row`), "the other list's")
+	_, err = migrations.UpByOne(ctx)
+	require.NoError(t, err, "and up again")
 }

@@ -73,37 +73,40 @@ func ListPurge(ctx context.Context, exec DBTX, batch int) (int64, error) {
 				  AND NOT EXISTS (SELECT FROM llm_batch b JOIN llm_batch_item i ON i.batch_id = b.id WHERE b.list_id = l.id)
 				ORDER BY l.completed_at
 				LIMIT $1)
-			RETURNING id
+			RETURNING id, rows
 		)
-		INSERT INTO list_purge (list_id) SELECT id FROM gone`, batch)
+		INSERT INTO list_purge (list_id, rows) SELECT id, rows FROM gone`, batch)
 	if err != nil {
 		return 0, translate(err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// ListRowsPurge deletes at most batch rows of one purged list (the first
-// taken off), from its lowest row on, and names the provenance they
-// pointed at for ProvenancePurge. It returns how many rows it deleted, and
-// lists 1 when it found that list with no rows left and let it go.
+// ListRowsPurge deletes the next batch rows of one purged list (the first
+// taken off), by row number, and names the provenance they pointed at for
+// ProvenancePurge. It returns how many rows it deleted, and lists 1 when
+// that was the list's last batch and the list is done with.
 func ListRowsPurge(ctx context.Context, exec DBTX, batch int) (rows, lists int64, err error) {
-	// Rows are numbered from 1 without gaps, so the range from the lowest
-	// row left holds at most batch rows, found by the primary key.
+	// Rows are numbered 1..rows without gaps: a range of batch row numbers
+	// holds at most batch rows, found by the primary key, and where the
+	// next range starts is kept, so that no batch reads the index entries
+	// of the rows deleted before it.
 	err = exec.QueryRow(ctx, `
 		WITH l AS (
-			SELECT list_id FROM list_purge ORDER BY purged_at, list_id LIMIT 1
-		), lo AS (
-			SELECT l.list_id, (SELECT min(r.row) FROM list_row r WHERE r.list_id = l.list_id) AS row FROM l
+			SELECT list_id, rows, next_row FROM list_purge ORDER BY purged_at, list_id LIMIT 1 FOR UPDATE
 		), gone AS (
-			DELETE FROM list_row r USING lo
-			WHERE r.list_id = lo.list_id AND r.row >= lo.row AND r.row < lo.row + $1
+			DELETE FROM list_row r USING l
+			WHERE r.list_id = l.list_id AND r.row >= l.next_row AND r.row < l.next_row + $1
 			RETURNING r.provenance_id
 		), candidates AS (
 			INSERT INTO provenance_candidate (id)
 			SELECT DISTINCT provenance_id FROM gone WHERE provenance_id IS NOT NULL
 			ON CONFLICT DO NOTHING
+		), moved AS (
+			UPDATE list_purge p SET next_row = l.next_row + $1 FROM l
+			WHERE p.list_id = l.list_id AND l.next_row + $1 <= l.rows
 		), done AS (
-			DELETE FROM list_purge p USING lo WHERE p.list_id = lo.list_id AND lo.row IS NULL
+			DELETE FROM list_purge p USING l WHERE p.list_id = l.list_id AND l.next_row + $1 > l.rows
 			RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM done)`, batch).Scan(&rows, &lists)

@@ -47,7 +47,7 @@ var (
 		// cascade). Provenance is written once per answer, never changed.
 		"list":                 "SELECT, UPDATE, DELETE",
 		"list_row":             "SELECT, UPDATE, DELETE",
-		"list_purge":           "SELECT, INSERT, DELETE",
+		"list_purge":           "SELECT, INSERT, UPDATE, DELETE",
 		"llm_batch":            "SELECT, INSERT, UPDATE",
 		"llm_batch_item":       "SELECT, INSERT, DELETE",
 		"result":               "SELECT, INSERT, UPDATE",

@@ -23,10 +23,12 @@ CREATE INDEX idempotency_key_job_idx ON idempotency_key (job_id) WHERE job_id IS
 
 -- A list being purged: its list row is gone (the API answers 404 at once,
 -- never a part of its results), and its rows are deleted in batches, from
--- here, after it. No foreign key from list_row to list (00005) is why the
--- ids are kept here.
+-- here, after it: rows (numbered 1..rows) from next_row on. No foreign key
+-- from list_row to list (00005) is why the ids are kept here.
 CREATE TABLE list_purge (
     list_id   uuid        PRIMARY KEY,
+    rows      integer     NOT NULL,
+    next_row  integer     NOT NULL DEFAULT 1,
     purged_at timestamptz NOT NULL DEFAULT now()
 );
 
