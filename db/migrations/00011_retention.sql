@@ -66,8 +66,9 @@ ALTER TABLE override ADD CONSTRAINT override_provenance_fkey
 
 -- A list row given a provenance id: the provenance row must exist, and is
 -- locked (key share) until the write commits, as a foreign key's check
--- does. As the owner, as a foreign key's check runs: a lock needs more
--- than the worker's SELECT.
+-- does: after the statement, as the owner (a lock needs more than the
+-- worker's SELECT), so that a statement may write the provenance and the
+-- rows that point at it in any order.
 -- +goose StatementBegin
 CREATE FUNCTION list_row_provenance_exists() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
@@ -77,11 +78,11 @@ BEGIN
         RAISE foreign_key_violation USING MESSAGE = format(
             'list row %s/%s refers to provenance %s, which does not exist', NEW.list_id, NEW.row, NEW.provenance_id);
     END IF;
-    RETURN NEW;
+    RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
-CREATE TRIGGER list_row_provenance_exists BEFORE UPDATE OF provenance_id ON list_row
+CREATE TRIGGER list_row_provenance_exists AFTER UPDATE OF provenance_id ON list_row
     FOR EACH ROW WHEN (NEW.provenance_id IS NOT NULL AND NEW.provenance_id IS DISTINCT FROM OLD.provenance_id)
     EXECUTE FUNCTION list_row_provenance_exists();
 -- Provenance deleted: no list row may refer to it, looked at once the
