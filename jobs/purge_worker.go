@@ -134,15 +134,15 @@ func (w *PurgeWorker) Purge(ctx context.Context) (PurgeCounts, error) {
 		into  *int64
 		purge func() (n int64, more bool, err error)
 	}{
-		{PurgedKeys, &c.Keys, w.whileFull(PurgeBatch, func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, PurgeBatch) })},
-		{PurgedJobs, &c.Jobs, w.whileFull(PurgeBatch, func() (int64, error) {
+		{PurgedKeys, &c.Keys, whileFull(PurgeBatch, func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, PurgeBatch) })},
+		{PurgedJobs, &c.Jobs, whileFull(PurgeBatch, func() (int64, error) {
 			if w.JobRetention <= 0 {
 				return 0, nil
 			}
 			return db.JobPurge(ctx, w.DB, w.JobRetention, PurgeBatch)
 		})},
-		{PurgedBatchItems, &c.BatchItems, w.whileFull(PurgeBatch, func() (int64, error) { return db.BatchItemsPurge(ctx, w.DB, PurgeBatch) })},
-		{PurgedLists, &c.Lists, w.whileFull(purgeListBatch, func() (int64, error) { return db.ListPurge(ctx, w.DB, purgeListBatch) })},
+		{PurgedBatchItems, &c.BatchItems, whileFull(PurgeBatch, func() (int64, error) { return db.BatchItemsPurge(ctx, w.DB, PurgeBatch) })},
+		{PurgedLists, &c.Lists, whileFull(purgeListBatch, func() (int64, error) { return db.ListPurge(ctx, w.DB, purgeListBatch) })},
 		{PurgedListRows, &c.ListRows, func() (int64, bool, error) {
 			rows, lists, err := db.ListRowsPurge(ctx, w.DB, PurgeBatch)
 			return rows, rows > 0 || lists > 0, err
@@ -165,7 +165,7 @@ func (w *PurgeWorker) Purge(ctx context.Context) (PurgeCounts, error) {
 }
 
 // whileFull is a batch whose work is done when it comes back short.
-func (w *PurgeWorker) whileFull(size int64, purge func() (int64, error)) func() (int64, bool, error) {
+func whileFull(size int64, purge func() (int64, error)) func() (int64, bool, error) {
 	return func() (int64, bool, error) {
 		n, err := purge()
 		return n, n == size, err
