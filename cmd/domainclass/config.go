@@ -174,6 +174,7 @@ func (c *Config) environment() []envVar {
 
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
+		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
 
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
 		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
@@ -192,6 +193,7 @@ func (c *Config) environment() []envVar {
 		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
 		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
 		{"JOB_RETENTION", &q.JobRetention, "JobRetention"},
+		{"LIST_RETENTION", &q.ListRetention, "ListRetention"},
 		{"RETENTION_CANCELLED", &q.CancelledRetention, "CancelledRetention"},
 		{"RETENTION_DISCARDED", &q.DiscardedRetention, "DiscardedRetention"},
 		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
