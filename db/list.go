@@ -91,14 +91,19 @@ func orNull(s string) any {
 }
 
 // ListInsert writes a list whose rows were copied in the same transaction.
-// Its rejected rows are final from the start.
+// Its rejected rows are final from the start. A list without a Retention
+// is refused: it would never be purged.
 func ListInsert(ctx context.Context, exec DBTX, l *classifier.List, nextChunk int) error {
+	if l.Retention <= 0 {
+		return fmt.Errorf("list %s has no retention", l.ID)
+	}
 	_, err := exec.Exec(ctx, `
 		INSERT INTO list (id, caller, classifier, callback_url, rows, domains, duplicates, rejected,
-		                  chunk_rows, chunks, next_chunk, done, tier, want_max_age, want_since)
-		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8, $12, $13, $14)`,
+		                  chunk_rows, chunks, next_chunk, done, tier, want_max_age, want_since, retention)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8, $12, $13, $14, $15)`,
 		l.ID, l.Caller, l.Classifier, l.CallbackURL, l.Rows, l.Domains, l.Duplicates, l.Rejected,
-		l.ChunkRows, l.Chunks, nextChunk, cmp.Or(l.Tier, classifier.TierStandard), maxAgeOrNil(l.Want), sinceOrNil(l.Want))
+		l.ChunkRows, l.Chunks, nextChunk, cmp.Or(l.Tier, classifier.TierStandard), maxAgeOrNil(l.Want), sinceOrNil(l.Want),
+		l.Retention)
 	return translate(err)
 }
 
@@ -119,14 +124,15 @@ func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error)
 
 const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
 	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, override, known, cache, llm,
-	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since, retries`
+	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since, retention, retries`
 
 func scanList(row pgx.Row) (*classifier.List, error) {
 	l := new(classifier.List)
 	var wantSince *time.Time
 	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
 		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
-		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince, &l.Retries)
+		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince,
+		&l.Retention, &l.Retries)
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -74,13 +74,21 @@ type ListRetried struct {
 // queue, and nothing was changed.
 func ListRetryRows(ctx context.Context, tx DBTX, l *classifier.List) (ListRetried, error) {
 	var r ListRetried
+	// A failed answer's provenance (a refusal's, say) loses this reference:
+	// it is named for the purge, as a result's is (migration 00011).
 	err := tx.QueryRow(ctx, `
-		WITH failed AS (
-			UPDATE list_row SET status = 'PENDING', error = NULL, classified_at = NULL, is_cpg = NULL, confidence = NULL,
+		WITH old AS (
+			SELECT row, provenance_id FROM list_row WHERE list_id = $1 AND status = 'FAILED' FOR UPDATE
+		), failed AS (
+			UPDATE list_row r SET status = 'PENDING', error = NULL, classified_at = NULL, is_cpg = NULL, confidence = NULL,
 			       reasoning = NULL, source = NULL, provenance_id = NULL, model = NULL, prompt_version = NULL,
 			       evidence_urls = NULL
-			WHERE list_id = $1 AND status = 'FAILED'
+			FROM old WHERE r.list_id = $1 AND r.row = old.row
 			RETURNING 1
+		), released AS (
+			INSERT INTO provenance_candidate (id)
+			SELECT DISTINCT provenance_id FROM old WHERE provenance_id IS NOT NULL
+			ON CONFLICT DO NOTHING
 		), n AS (SELECT count(*)::int AS n FROM failed)
 		UPDATE list SET status = 'RUNNING', error = NULL, completed_at = NULL, next_chunk = 0,
 		       retries = retries + 1, done = done - n.n, failed = failed - n.n

@@ -45,7 +45,9 @@ type setupOpts struct {
 	db       *db.DB // the API's database, when not the test's own (Postgres down)
 	limits   httpapi.Limits
 	authTTL  time.Duration
-	// dbTimeout is Config.DBTimeout (zero: its default).
+	// dbTimeout is Config.DBTimeout (zero: the tests' patience, so that a
+	// busy machine slow to open a connection does not turn a test's request
+	// into a 503; tests of the quick 503 set a short one).
 	dbTimeout time.Duration
 	metrics   bool
 	// webhooks and allowPrivate are Config.Webhooks and
@@ -129,7 +131,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
 		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
-		DB: apiDB, DBTimeout: opts.dbTimeout, River: inserter, Registry: classifier.DefaultRegistry(),
+		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: classifier.DefaultRegistry(),
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,

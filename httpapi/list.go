@@ -102,6 +102,10 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	if err := s.listRowsFit(ctx, caller, 1); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		s.writeError(c, err)
@@ -162,7 +166,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	// and its first chunks, then the key.
 	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: cls.Name, CallbackURL: callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: tier, Want: fresh}
+		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: tier, Want: fresh, Retention: s.cfg.Lists.Queue.ListRetention}
 	if tier == classifier.TierEconomy {
 		// A chunk of an economy list is one provider batch.
 		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
@@ -173,6 +177,10 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 	if err := s.listSlotFree(ctx, caller, tx); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.listRowsFit(ctx, caller, l.Rows, tx); err != nil {
 		s.writeError(c, err)
 		return
 	}

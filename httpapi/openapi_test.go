@@ -843,10 +843,10 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 
 	get, _ := http.NewRequest("GET", "http://x/lists/"+id, nil)
 	listStatus := `{"list_id": "` + id + `", "classifier": "cpg", "status": "RUNNING", "created_at": "2026-11-29T00:00:00Z",
-		"completed_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0,
+		"completed_at": null, "expires_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0,
 		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.check(get, nil, 200, jsonHeader, []byte(listStatus)))
-	for _, field := range []string{"results_url", "completed_at", "progress", "rows"} {
+	for _, field := range []string{"results_url", "completed_at", "expires_at", "progress", "rows"} {
 		require.Error(t, c.check(get, nil, 200, jsonHeader, without(listStatus, field)), "a ListStatus without %s", field)
 	}
 	require.Error(t, c.check(get, nil, 200, jsonHeader, []byte(strings.Replace(listStatus, `"RUNNING"`, `"DONE"`, 1))), "an unknown status")
@@ -933,10 +933,11 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 		"Webhook-Timestamp": {"1764409029"}, "Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="}}
 	payload := `{"type": "list.completed", "timestamp": "2026-11-30T12:00:00Z", "list_id": "` + id + `", "classifier": "cpg",
 		"status": "CANCELLED", "created_at": "2026-11-29T00:00:00Z", "completed_at": "2026-11-30T12:00:00Z", "rows": 3, "domains": 2,
-		"results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123,
+		"expires_at": "2026-12-30T12:00:00Z", "results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123,
 		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.checkWebhook("list.completed", hook, []byte(payload)))
 	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "results_url")), "a list.completed without results_url")
+	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "expires_at")), "a list.completed without expires_at")
 	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"CANCELLED"`, `"RUNNING"`, 1))),
 		"a list.completed of a list not ended")
 	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"results_url"`, `"results": [], "results_url"`, 1))),

@@ -120,6 +120,9 @@ func New(cfg Config) *Server {
 	if cfg.Lists.Queue.ListChunkRows <= 0 {
 		cfg.Lists.Queue = def.Queue
 	}
+	if cfg.Lists.Queue.ListRetention <= 0 {
+		cfg.Lists.Queue.ListRetention = def.Queue.ListRetention
+	}
 	if cfg.Lists.ModelConcurrency <= 0 || cfg.Lists.ModelRatePerMinute <= 0 {
 		cfg.Lists.ModelConcurrency, cfg.Lists.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
 	}

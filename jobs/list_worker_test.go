@@ -54,6 +54,9 @@ func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, l *classifier.List, i
 	src := &rowSlice{}
 	seen := map[string]int{}
 	l.ID, l.Caller, l.Classifier = uuid.New(), "test", "cpg"
+	if l.Retention == 0 {
+		l.Retention = jobs.DefaultListRetention
+	}
 	for i, in := range inputs {
 		src.add(db.ListRowIn{Row: i + 1, Input: in})
 		d, err := classifier.NormalizeDomain(in)

@@ -139,6 +139,17 @@ const (
 	// month's reconciliation, and is well past River's own 7 days, so a
 	// job is never deleted while its River job could still be retried.
 	DefaultJobRetention = 30 * 24 * time.Hour
+	// DefaultListRetention: an ended list and its rows (results, refs,
+	// evidence addresses) are deleted this long after it ended. A list is
+	// an export: its caller downloads the results when the list.completed
+	// webhook arrives or `submit --wait` ends, within hours; 30 days (as
+	// JOB_RETENTION) leaves a month to download them again or reconcile,
+	// and is past River's own 7 days, so a list outlives its River jobs.
+	// Lists are where the bytes are (about 420 bytes an answered row, up to
+	// a million rows a list): this bounds, with CALLER_MAX_STORED_ROWS, what
+	// a caller can keep stored. A list keeps the retention it was uploaded
+	// under.
+	DefaultListRetention = 30 * 24 * time.Hour
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.
 	// Snoozing uses no attempt.
 	DefaultBusySnooze = 5 * time.Second
@@ -220,6 +231,9 @@ type Settings struct {
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
 	JobRetention       time.Duration
+	// ListRetention is how long an ended list is kept; an upload stamps it
+	// on the list.
+	ListRetention time.Duration
 	// BusySnooze is how long a job sleeps while another job asks the model
 	// about one of its domains; MaxSnooze caps any Retry-After honoured.
 	BusySnooze time.Duration
@@ -267,6 +281,7 @@ func DefaultSettings() Settings {
 		SoftStopTimeout:       DefaultSoftStopTimeout,
 		CompletedRetention:    DefaultCompletedRetention,
 		JobRetention:          DefaultJobRetention,
+		ListRetention:         DefaultListRetention,
 		CancelledRetention:    DefaultCancelledRetention,
 		DiscardedRetention:    DefaultDiscardedRetention,
 		BusySnooze:            DefaultBusySnooze,
@@ -323,6 +338,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("DomainRetryBackoff must be between 0 and 1m, got %s", s.DomainRetryBackoff)
 	case s.JobRetention < s.DiscardedRetention:
 		return fmt.Errorf("JobRetention (%s) must be at least DiscardedRetention (%s): a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
+	case s.ListRetention < s.DiscardedRetention:
+		return fmt.Errorf("ListRetention (%s) must be at least DiscardedRetention (%s): a list must outlive its River jobs", s.ListRetention, s.DiscardedRetention)
 	case s.BatchMaxRequests < 1 || s.BatchMaxRequests > 50_000:
 		return fmt.Errorf("BatchMaxRequests must be between 1 and 50000 (the provider's limit), got %d", s.BatchMaxRequests)
 	case s.BatchPollInterval <= 0 || s.BatchMaxAttempts < 1:

@@ -432,6 +432,11 @@ func TestWebhookWorker_Work(t *testing.T) {
 			"cancelled": 0.0, "override": 0.0, "known": 0.0, "cache": 0.0, "llm": 3.0}, payload["progress"])
 		require.NotContains(t, payload, "results", "the rows are fetched from results_url")
 		require.Equal(t, payload["completed_at"], payload["timestamp"])
+		completedAt, err := time.Parse(time.RFC3339Nano, payload["completed_at"].(string))
+		require.NoError(t, err)
+		expiresAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(payload["expires_at"]))
+		require.NoError(t, err, "the status says until when the results can be downloaded")
+		require.Equal(t, completedAt.Add(jobs.DefaultListRetention), expiresAt)
 	})
 
 	t.Run("AnOversizedReportIsSentWithoutEvidenceThenWithoutResults", func(t *testing.T) {

@@ -254,7 +254,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		auth = httpapi.AuthOff{Limits: cfg.Callers}
 	}
 	api := httpapi.Config{
-		DB: m.DB, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
+		DB: m.DB, DBTimeout: cfg.APIDBTimeout, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,

@@ -34,6 +34,9 @@ type Config struct {
 	DBMaxConns       int32
 	APIDBMaxConns    int32 // the API's pool (api, all)
 	WorkerDBMaxConns int32 // the workers' pool (worker, all)
+	// APIDBTimeout bounds a short request's wait for Postgres (a
+	// connection, then its queries) before it answers 503.
+	APIDBTimeout time.Duration
 
 	HTTPAddr   string
 	WorkerAddr string
@@ -102,6 +105,7 @@ func DefaultConfig() Config {
 		Auth:                   "on",
 		AuthCacheTTL:           httpapi.DefaultAuthCacheTTL,
 		TraceTrustIncoming:     httpapi.DefaultTrustIncomingTrace,
+		APIDBTimeout:           httpapi.DefaultDBTimeout,
 		LogFormat:              "json",
 		LogLevel:               "info",
 		Queue:                  jobs.DefaultSettings(),
@@ -135,6 +139,7 @@ func (c *Config) environment() []envVar {
 		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
 		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
 		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
+		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
 
@@ -169,6 +174,7 @@ func (c *Config) environment() []envVar {
 
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
+		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
 
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
 		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
@@ -187,6 +193,7 @@ func (c *Config) environment() []envVar {
 		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
 		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
 		{"JOB_RETENTION", &q.JobRetention, "JobRetention"},
+		{"LIST_RETENTION", &q.ListRetention, "ListRetention"},
 		{"RETENTION_CANCELLED", &q.CancelledRetention, "CancelledRetention"},
 		{"RETENTION_DISCARDED", &q.DiscardedRetention, "DiscardedRetention"},
 		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
@@ -295,8 +302,8 @@ func (c Config) Validate() error {
 		return errors.New("LLM_MAX_COMPLETION_TOKENS must be at least 16 (an answer is about 60 tokens)")
 	case c.EvidenceMaxChars < 100:
 		return errors.New("EVIDENCE_MAX_CHARS must be at least 100")
-	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0:
-		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT and CLAIM_WAIT must be positive")
+	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0 || c.APIDBTimeout <= 0:
+		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT, CLAIM_WAIT and API_DB_TIMEOUT must be positive")
 	case c.AuthCacheTTL < 0:
 		return errors.New("AUTH_CACHE_TTL must not be negative")
 	}

@@ -154,6 +154,9 @@ func printListStatus(w io.Writer, s *wire.ListStatus, baseURL string, asJSON boo
 	fmt.Fprintf(tw, "classifier\t%s\n", s.Classifier)
 	fmt.Fprintf(tw, "created\t%s\n", s.CreatedAt.Format(time.RFC3339))
 	fmt.Fprintf(tw, "ended\t%s\n", ended)
+	if s.ExpiresAt != nil {
+		fmt.Fprintf(tw, "kept until\t%s (then purged: download the results before)\n", s.ExpiresAt.Format(time.RFC3339))
+	}
 	fmt.Fprintf(tw, "rows\t%d (%d distinct domains)\n", s.Rows, s.Domains)
 	fmt.Fprintf(tw, "done\t%d/%d: %d completed, %d failed, %d rejected, %d cancelled\n",
 		p.Done, p.Total, p.Completed, p.Failed, p.Rejected, p.Cancelled)

@@ -76,6 +76,9 @@ func newE2E(t *testing.T, handle func(llmtest.Request) llmtest.Reply, env map[st
 		"LLM_RATE_PER_MINUTE": "60000",
 		"SOFT_STOP_TIMEOUT":   "1s",
 		"BUSY_SNOOZE":         "1s",
+		// A busy machine may take seconds to open a connection: the quick
+		// 503 is for production; tests that check it set their own.
+		"API_DB_TIMEOUT": dbtest.Patience().String(),
 	}
 	for k, v := range env {
 		e.env[k] = v

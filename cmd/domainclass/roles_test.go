@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/jobs"
 )
 
 // TestLeastPrivilegeRoles runs the api and the worker as the roles that
@@ -111,7 +114,34 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s as %s: want permission denied, got %v", sql, role, err)
 		require.Equal(t, "42501", pgErr.Code, "%s as %s: %s", sql, role, pgErr.Message)
 	}
+	// The worker purges what has expired: the lists, their rows, their
+	// provenance (the hourly purge ran at start; this is the same run).
+	ownerDB, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer ownerDB.Close()
+	_, err = ownerDB.Pool.Exec(ctx, `UPDATE list SET completed_at = completed_at - retention - interval '1 hour'`)
+	require.NoError(t, err)
+	// The answers move on (as a refresh would), so that only the lists'
+	// rows refer to gamma.com's provenance.
+	_, err = ownerDB.Pool.Exec(ctx, `UPDATE result SET provenance_id = NULL`)
+	require.NoError(t, err)
+	workerDB, err := db.Open(ctx, db.Config{URL: as(workerRole), Schema: e.schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer workerDB.Close()
+	purged, err := (&jobs.PurgeWorker{DB: workerDB.Pool, Logger: slog.New(slog.DiscardHandler),
+		JobRetention: jobs.DefaultJobRetention}).Purge(ctx)
+	require.NoError(t, err, "the worker role may purge")
+	require.EqualValues(t, 3, purged.Lists, "the list answered, the one cancelled, the one retried")
+	require.EqualValues(t, 4, purged.ListRows)
+	require.NotZero(t, purged.Provenance, "gamma.com's, which nothing refers to any more")
+
 	refused(apiRole, `UPDATE result SET reasoning = 'forged'`)
+	refused(apiRole, `DELETE FROM list`)
+	refused(apiRole, `DELETE FROM list_row`)
+	refused(apiRole, `DELETE FROM provenance`)
+	refused(apiRole, `SELECT FROM list_purge`)
+	refused(apiRole, `SELECT FROM provenance_candidate`)
+	refused(workerRole, `UPDATE provenance SET model = 'forged'`)
 	refused(apiRole, `DELETE FROM river_job`)
 	refused(apiRole, `DELETE FROM classify_job`)
 	refused(apiRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner)

@@ -585,6 +585,13 @@ type ListReport struct {
 	// Error Why the list FAILED.
 	Error *string `json:"error,omitempty"`
 
+	// ExpiresAt When the list and its results are purged (at the earliest; the
+	// purge runs hourly): `completed_at` plus LIST_RETENTION as it was
+	// when the list was uploaded (30 days by default). Download the
+	// results before then; after the purge the list is 404 like any
+	// unknown id. Null while the list runs.
+	ExpiresAt *time.Time `json:"expires_at"`
+
 	// ListId A list's id, from the 202 of `POST /lists`.
 	ListId ListId `json:"list_id"`
 
@@ -742,6 +749,9 @@ type ListWebhookPayload struct {
 
 	// Error Why the list FAILED.
 	Error *string `json:"error,omitempty"`
+
+	// ExpiresAt When the list and its results are purged (at the earliest): download them before then.
+	ExpiresAt time.Time `json:"expires_at"`
 
 	// ListId A list's id, from the 202 of `POST /lists`.
 	ListId ListId `json:"list_id"`

@@ -87,11 +87,14 @@ type ListStatus struct {
 	Status      classifier.Status `json:"status"`
 	CreatedAt   time.Time         `json:"created_at"`
 	CompletedAt *time.Time        `json:"completed_at"`
-	Rows        int               `json:"rows"`
-	Domains     int               `json:"domains"`
-	Progress    ListProgress      `json:"progress"`
-	ResultsURL  string            `json:"results_url"`
-	Error       string            `json:"error,omitempty"`
+	// ExpiresAt is when an ended list and its results are purged (at the
+	// earliest); null while it runs.
+	ExpiresAt  *time.Time   `json:"expires_at"`
+	Rows       int          `json:"rows"`
+	Domains    int          `json:"domains"`
+	Progress   ListProgress `json:"progress"`
+	ResultsURL string       `json:"results_url"`
+	Error      string       `json:"error,omitempty"`
 	// Tier is standard or economy; CostUSD what its model calls cost so
 	// far, from the price table.
 	Tier    string  `json:"tier"`
@@ -136,7 +139,7 @@ func NewListStatus(l *classifier.List) ListStatus {
 	}
 	id := l.ID.String()
 	return ListStatus{ListID: id, Classifier: l.Classifier, Status: l.Status, CreatedAt: l.CreatedAt.UTC(),
-		CompletedAt: utc(l.CompletedAt), Rows: l.Rows, Domains: l.Domains, Progress: p,
+		CompletedAt: utc(l.CompletedAt), ExpiresAt: utc(l.ExpiresAt()), Rows: l.Rows, Domains: l.Domains, Progress: p,
 		ResultsURL: ListResultsURL(id), Error: l.Error, Tier: cmp.Or(l.Tier, classifier.TierStandard),
 		CostUSD: math.Round(l.CostUSD*1e6) / 1e6}
 }
