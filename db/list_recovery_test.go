@@ -77,3 +77,57 @@ func TestListRetryRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 12, again.Rows, "the rows not answered yet are still to answer")
 }
+
+// TestListPurge_SparesAListRetriedMeanwhile: a list retried at the moment
+// it expires is running again, and the purge that found it expired must
+// not take it off (the purge waits for the retry's row lock, then reads
+// the list as the retry left it).
+func TestListPurge_SparesAListRetriedMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	l := newList(t, d.Pool, "a", time.Hour, "a.com", "b.com")
+	expire(t, d.Pool, l.ID)
+
+	retry, err := d.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer db.Rollback(ctx, retry)
+	locked, err := db.ListLock(ctx, retry, l.ID)
+	require.NoError(t, err)
+	_, err = db.ListRetryRows(ctx, retry, locked)
+	require.NoError(t, err)
+
+	purged := make(chan int64, 1)
+	go func() {
+		n, err := db.ListPurge(ctx, d.Pool, 100) // waits for the retry's lock
+		if err != nil {
+			n = -1
+		}
+		purged <- n
+	}()
+	require.True(t, waitForLockWaiter(t, d, "DELETE FROM list"), "the purge did not reach the list's lock")
+	require.NoError(t, retry.Commit(ctx))
+	require.Zero(t, <-purged, "the retried list is running again: it is not purged")
+	now, err := db.ListGet(ctx, d.Pool, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusRunning, now.Status)
+}
+
+// waitForLockWaiter polls until a session of d's schema waits for a lock
+// in a statement that starts with prefix.
+func waitForLockWaiter(t *testing.T, d *db.DB, prefix string) bool {
+	t.Helper()
+	deadline := time.Now().Add(dbtest.Patience())
+	for time.Now().Before(deadline) {
+		var n int
+		require.NoError(t, d.Pool.QueryRow(context.Background(), `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $2 AND wait_event_type = 'Lock' AND ltrim(query) LIKE '%' || $1 || '%'`,
+			prefix, d.Schema).Scan(&n))
+		if n > 0 {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
