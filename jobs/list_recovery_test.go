@@ -460,3 +460,26 @@ func TestEconomyRetry(t *testing.T) {
 	}
 	require.Equal(t, 1, calls)
 }
+
+// TestListCannotGoOn: the one way a list ends FAILED is that the service
+// cannot go on with it at all, and it says why: here its classifier is no
+// longer configured.
+func TestListCannotGoOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := listSettings(2, 1)
+	b, w := setupListTx(t, byDomain(nil), s)
+	l := acceptList(t, b.tx, b.client, s, "https://example.com/hooks", "a.com", "b.com", "c.com")
+	_, err := b.tx.Exec(ctx, `UPDATE list SET classifier = 'b2b' WHERE id = $1`, l.ID)
+	require.NoError(t, err)
+	job := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+	res, err := w.WorkJob(ctx, t, b.tx, job.JobRow)
+	require.NoError(t, err)
+	require.Equal(t, rivertype.JobStateCancelled, res.Job.State, "no retry loop for what retrying cannot fix")
+	now, err := db.ListGet(ctx, b.tx, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusFailed, now.Status)
+	require.Equal(t, `classifier "b2b" is not configured in this deployment`, now.Error)
+	require.Zero(t, b.llm.Total())
+	rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.WebhookArgs{}, &rivertest.RequireInsertedOpts{Queue: jobs.QueueWebhook})
+}
