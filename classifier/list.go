@@ -37,6 +37,9 @@ type List struct {
 	// Retention is how long the list and its rows are kept once it has
 	// ended (LIST_RETENTION when it was uploaded); then they are purged.
 	Retention time.Duration
+	// Retries counts the retries of its failed rows (POST
+	// /lists/{id}/retry): the pass its chunks belong to.
+	Retries int
 }
 
 // List tiers.

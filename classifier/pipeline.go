@@ -112,6 +112,8 @@ type PipelineConfig struct {
 // transaction across a search or model call.
 type Pipeline struct {
 	cfg PipelineConfig
+	// unsaved: answers paid for and not yet stored (Keep).
+	unsaved unsaved
 }
 
 // NewPipeline returns a pipeline; zero durations get defaults.
@@ -158,6 +160,9 @@ func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner st
 func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), err
+	}
+	if r, ok := p.kept(c, domain, want); ok {
+		return *r, nil // paid for by an earlier run whose store failed
 	}
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil

@@ -73,6 +73,9 @@ func ListPurge(ctx context.Context, exec DBTX, batch int) (int64, error) {
 				  AND NOT EXISTS (SELECT FROM llm_batch b JOIN llm_batch_item i ON i.batch_id = b.id WHERE b.list_id = l.id)
 				ORDER BY l.completed_at
 				LIMIT $1)
+			  -- Again on the row as it is once locked: a list retried
+			  -- meanwhile (POST /lists/{id}/retry) is running again.
+			  AND `+expired+`
 			RETURNING id, rows
 		)
 		INSERT INTO list_purge (list_id, rows) SELECT id, rows FROM gone`, batch)

@@ -20,12 +20,14 @@ var (
 		"idempotency_key":     "SELECT, INSERT, UPDATE",
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
-		"list_row":            "SELECT, INSERT",
+		"list_row":            "SELECT, INSERT, UPDATE", // UPDATE: a retry makes FAILED rows PENDING
 		// Reading answers (a list's estimate, overrides), never writing
 		// them: answers are the workers', overrides the operators' (CLI).
 		"result":     "SELECT",
 		"provenance": "SELECT",
-		"override":   "SELECT",
+		// A retry names the provenance its FAILED rows let go of.
+		"provenance_candidate": "INSERT",
+		"override":             "SELECT",
 		// Authentication, and its last_used_at: that column only, so that
 		// the api cannot lift a revocation, a limit or change a hash (the
 		// CLI does those, as the owner).

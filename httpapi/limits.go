@@ -109,7 +109,10 @@ type ListConfig struct {
 	ModelRatePerMinute int
 	DefaultCallSeconds float64
 	SearchSeconds      float64
-	Freshness          classifier.Freshness
+	// Cores is the CPUs the rows' work shares (the service and Postgres);
+	// 0 is this machine's.
+	Cores     int
+	Freshness classifier.Freshness
 	// Rows and Ended, when set, count rows made final here (rejected at
 	// upload, cancelled) and lists ended here (cancelled), for metrics.
 	Rows  func(status classifier.Status, n int)

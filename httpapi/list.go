@@ -279,8 +279,8 @@ func listFingerprint(classifierName string, format listFormat, callbackURL strin
 
 // listEstimate answers POST /lists?dry_run=true: how many domains are
 // known, cached and fresh, what the fresh ones cost with the price table,
-// and how long the model needs for them, from the settings and the median
-// latency of recent model calls. It writes nothing.
+// and how long the list takes (estimate: the deployment's measured
+// throughput, the rows' CPU, the lists it shares with). It writes nothing.
 func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want, rows *listReader) {
 	var est wire.ListEstimate
 	err := pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
@@ -300,7 +300,12 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		}
 		est.Fresh = est.Domains - est.Known - est.Cached
 		est.ModelCalls = est.Fresh
-		standard, economy := s.cfg.Lists.estimate(est, stats)
+		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
+		if err != nil {
+			return err
+		}
+		var standard, economy wire.TierEstimate
+		standard, economy, est.Basis = s.cfg.Lists.estimate(est, stats, load)
 		est.Tier, est.Tiers = tier, map[string]wire.TierEstimate{classifier.TierStandard: standard, classifier.TierEconomy: economy}
 		est.EstimatedSeconds, est.EstimatedCostUSD = est.Tiers[tier].EstimatedSeconds, est.Tiers[tier].EstimatedCostUSD
 		return errDryRun // nothing that was written outlives the estimate
@@ -323,44 +328,6 @@ func (d distinctDomains) Err() error     { return d.r.err }
 
 // modelStatsSample is how many recent model answers the estimate reads.
 const modelStatsSample = 1000
-
-// estimate is what the fresh domains cost in each tier (nil for a model
-// the price table does not list) and how long they take: at the model's
-// pace for one worker process in the standard tier; within the provider's
-// 24-hour window in the economy tier.
-func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standard, economy wire.TierEstimate) {
-	perCall := l.DefaultCallSeconds
-	promptTokens, completionTokens := float64(DefaultPromptTokens), float64(DefaultCompletionTokens)
-	if stats.Samples > 0 {
-		perCall = stats.MedianLatency.Seconds() + l.SearchSeconds
-		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
-	}
-	// Little's law: C calls in flight of perCall seconds each make C/perCall
-	// a second, unless the rate limit allows fewer.
-	perSecond := math.Min(float64(l.ModelConcurrency)/math.Max(perCall, 0.001), float64(l.ModelRatePerMinute)/60)
-	seconds := float64(est.Fresh) / perSecond
-	// Known and cached answers are the database's work: beyond about 32 at
-	// once they only queue for connections, however many chunks run.
-	seconds += float64(est.Known+est.Cached) * cachedSeconds / float64(max(min(l.Queue.ListWorkers*l.Queue.ListDomainConcurrency, 32), 1))
-	seconds = math.Round(seconds*10) / 10
-	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
-	if est.Fresh == 0 {
-		economy.EstimatedSeconds = seconds
-	}
-	if l.Price == nil {
-		return standard, economy
-	}
-	for _, t := range []struct {
-		into  *wire.TierEstimate
-		batch bool
-	}{{&standard, false}, {&economy, true}} {
-		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
-			cost := math.Round(perCallUSD*float64(est.Fresh)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
-			t.into.EstimatedCostUSD = &cost
-		}
-	}
-	return standard, economy
-}
 
 // batchWindowSeconds is the economy tier's bound: the provider's 24-hour
 // completion window (most batches end within hours).
@@ -386,10 +353,6 @@ func tierParam(q map[string][]string) (string, error) {
 			detail: fmt.Sprintf("tier must be standard or economy, not %q.", t)}
 	}
 }
-
-// cachedSeconds is what a known or cached domain costs a list: its look-ups
-// and its write, about 2 ms (docs/BENCHMARKS.md, cached row).
-const cachedSeconds = 0.002
 
 // listGet handles GET /lists/{list_id}: the list's status and progress,
 // from its counters. Another caller's list is 404.

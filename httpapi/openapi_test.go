@@ -423,6 +423,7 @@ func TestOpenAPI(t *testing.T) {
 		require.Equal(t, 500, call(broken.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+broken.keyA)...).StatusCode,
 			"%s %s", r.method, r.path)
 	}
+	require.Equal(t, 500, call(broken.url, "GET", "/lists", "", "Authorization", "Bearer "+broken.keyA).StatusCode)
 
 	// Postgres down: 503.
 	unavailable := setup(t, setupOpts{db: downDB(t)})
@@ -437,6 +438,7 @@ func TestOpenAPI(t *testing.T) {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+unavailable.keyA)...).StatusCode,
 			"%s %s", r.method, r.path)
 	}
+	require.Equal(t, 503, call(unavailable.url, "GET", "/lists", "", "Authorization", "Bearer "+unavailable.keyA).StatusCode)
 
 	exerciseLists(t, c, call)
 
@@ -463,6 +465,7 @@ func everyListRoute(id string) []listRoute {
 		{"GET", "/lists/" + id, "", nil},
 		{"GET", "/lists/" + id + "/results", "", nil},
 		{"DELETE", "/lists/" + id, "", nil},
+		{"POST", "/lists/" + id + "/retry", "", nil},
 	}
 }
 
@@ -623,6 +626,17 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	}
 	requireProblem(t, send(l.url, "GET", "/lists/"+uuid.NewString(), "", "Authorization", auth), 404, "not-found")
 
+	// The caller's lists, a page at a time.
+	page := send(l.url, "GET", "/lists?limit=2", "", "Authorization", auth)
+	require.Equal(t, http.StatusOK, page.status, "%s", page.body)
+	var index wire.ListIndex
+	require.NoError(t, json.Unmarshal(page.body, &index))
+	require.Len(t, index.Lists, 2)
+	require.NotEmpty(t, index.NextCursor)
+	require.Equal(t, http.StatusOK, send(l.url, "GET", "/lists?cursor="+index.NextCursor, "", "Authorization", auth).status)
+	requireProblem(t, send(l.url, "GET", "/lists?limit=1000", "", "Authorization", auth), 400, "invalid-query")
+	requireProblem(t, send(l.url, "GET", "/lists", ""), 401, "unauthorized")
+
 	// The lists end: every row final (COMPLETED), given up (FAILED),
 	// cancelled (CANCELLED, twice); read after.
 	finish(completed.ListID, 1, classifier.Result{Domain: "a.com", Status: classifier.StatusCompleted, Answer: false, Confidence: 4,
@@ -691,6 +705,24 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 		require.Equal(t, d.event, payload.Type)
 		require.Equal(t, d.status, payload.Status)
 	}
+
+	// Retries: the FAILED list's rows queued again; the cancelled one
+	// refused; a caller at its limit of active lists refused.
+	var again wire.ListRetried
+	r := send(l.url, "POST", "/lists/"+failed.ListID+"/retry", "", "Authorization", auth)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &again))
+	require.Equal(t, 2, again.Requeued)
+	requireProblem(t, send(l.url, "POST", "/lists/"+cancelled.ListID+"/retry", "", "Authorization", auth), 409, "list-cancelled")
+	smallLists := send(small.url, "GET", "/lists", "", "Authorization", "Bearer "+small.keyA)
+	require.NoError(t, json.Unmarshal(smallLists.body, &index))
+	require.Len(t, index.Lists, 1)
+	_, _, err = db.ListFail(ctx, small.db.Pool, uuid.MustParse(index.Lists[0].ListID), "given up")
+	require.NoError(t, err)
+	accepted(upload(small, "", "text/plain", "b.com"))
+	busy := send(small.url, "POST", "/lists/"+index.Lists[0].ListID+"/retry", "", "Authorization", "Bearer "+small.keyA)
+	requireProblem(t, busy, 429, "too-many-lists")
+	require.Equal(t, "60", busy.header.Get("Retry-After"))
 }
 
 // slowListInserter holds the first list upload inside its transaction,

@@ -168,6 +168,8 @@ func New(cfg Config) *Server {
 
 	lists := r.Group("/lists", s.requireCaller)
 	lists.POST("", s.listCreate)
+	lists.GET("", s.listIndex)
+	lists.POST("/:list_id/retry", s.listRetry)
 	lists.GET("/:list_id", s.listGet)
 	lists.GET("/:list_id/results", s.listResults)
 	lists.DELETE("/:list_id", s.listCancel)

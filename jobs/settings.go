@@ -85,6 +85,26 @@ const (
 	// token quota, an outage) is submitted again twice before its rows
 	// fail.
 	DefaultBatchMaxAttempts = 3
+	// DefaultDomainAttempts: a domain whose answer fails transiently (a
+	// reset connection, a database error, a model 5xx) is tried 3 times in
+	// one run of its job or chunk, DomainRetryBackoff apart and doubling
+	// (1 s, then 2 s), before the run goes back to River: one bad domain
+	// then holds one of the run's slots for seconds, while its neighbours
+	// are answered, instead of sending them all to River's backoff (16 s,
+	// then 81 s…). A failure that outlasts 3 s is an outage, River's to
+	// ride out. A throttle (429) is not retried here: it snoozes the run.
+	DefaultDomainAttempts = 3
+	// DefaultDomainRetryBackoff: the first wait of a domain's retries; see
+	// DefaultDomainAttempts. Storing an answer that arrived is retried
+	// longer (StoreRetryFor): it was paid for.
+	DefaultDomainRetryBackoff = time.Second
+	// DefaultListSweepInterval: how often the leader looks for lists that
+	// are running with no chunk queued (a chunk discarded by River's
+	// rescuer, or cancelled from River UI, before it could hand on its
+	// work): it fails their orphaned rows with a reason and queues the
+	// next chunks. A minute is one cheap query per active list, and a
+	// stalled list waits at most that long.
+	DefaultListSweepInterval = time.Minute
 	// DefaultMaxAttempts: River retries with (n^4) s backoff; 8 attempts
 	// span ≈ 78 minutes of provider or database outage before the job is
 	// given up and shown FAILED. Beyond that a caller is better served by a
@@ -226,6 +246,13 @@ type Settings struct {
 	ListChunkRows         int
 	ListChunksInFlight    int
 	ListChunkBudget       time.Duration
+	// ListSweepInterval is how often stalled lists are looked for.
+	ListSweepInterval time.Duration
+
+	// DomainAttempts is how many times one run tries a domain whose answer
+	// fails transiently, DomainRetryBackoff apart (doubling).
+	DomainAttempts     int
+	DomainRetryBackoff time.Duration
 
 	// BatchMaxRequests is the most requests in one provider batch, and the
 	// rows of an economy list's chunk; BatchPollInterval how often a
@@ -265,6 +292,9 @@ func DefaultSettings() Settings {
 		ListChunkRows:         DefaultListChunkRows,
 		ListChunksInFlight:    DefaultListChunksInFlight,
 		ListChunkBudget:       DefaultListChunkBudget,
+		ListSweepInterval:     DefaultListSweepInterval,
+		DomainAttempts:        DefaultDomainAttempts,
+		DomainRetryBackoff:    DefaultDomainRetryBackoff,
 		BatchMaxRequests:      DefaultBatchMaxRequests,
 		BatchPollInterval:     DefaultBatchPollInterval,
 		BatchMaxAttempts:      DefaultBatchMaxAttempts,
@@ -300,6 +330,12 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("ListDomainConcurrency, ListChunkRows and ListChunksInFlight must be at least 1")
 	case s.ListChunkBudget <= 0:
 		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
+	case s.ListSweepInterval < time.Second:
+		return fmt.Errorf("ListSweepInterval must be at least 1s, got %s", s.ListSweepInterval)
+	case s.DomainAttempts < 1 || s.DomainAttempts > 10:
+		return fmt.Errorf("DomainAttempts must be between 1 and 10, got %d", s.DomainAttempts)
+	case s.DomainRetryBackoff < 0 || s.DomainRetryBackoff > time.Minute:
+		return fmt.Errorf("DomainRetryBackoff must be between 0 and 1m, got %s", s.DomainRetryBackoff)
 	case s.JobRetention < s.DiscardedRetention:
 		return fmt.Errorf("JobRetention (%s) must be at least DiscardedRetention (%s): a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
 	case s.ListRetention < s.DiscardedRetention:
@@ -340,6 +376,13 @@ func (s Settings) WebhookJobTimeout() time.Duration { return s.WebhookTimeout + 
 // ListRunBudget is how long one run of a chunk starts new domains: the
 // reviewed budget, and never more than half the job timeout.
 func (s Settings) ListRunBudget() time.Duration { return min(s.ListChunkBudget, s.JobTimeout/2) }
+
+// StoreRetryFor is how long one run keeps trying to store an answer that
+// arrived: the answer was paid for, and a store that fails is a database
+// restarting or failing over (under a minute). Half the job timeout, so
+// that the run still ends inside it; an answer still not stored is kept by
+// the process (classifier.Pipeline.Keep) for the job's next run.
+func (s Settings) StoreRetryFor() time.Duration { return s.JobTimeout / 2 }
 
 // WebhookMaxAttempts is how many times one delivery is tried: once, then
 // once after each wait of the retry schedule.

@@ -165,7 +165,7 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 // the workers and the periodic jobs.
 func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
 	m.jobMetrics = jobs.NewMetrics(m.Metrics)
-	working.PeriodicJobs = jobs.PeriodicJobs()
+	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval))
 	if working.Workers, err = m.buildWorkers(); err != nil {
 		return err
 	}
@@ -235,6 +235,10 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &jobs.ListSweepWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger,
+		Lists: m.listMetrics}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.WorkerDB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {

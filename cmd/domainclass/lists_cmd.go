@@ -21,8 +21,9 @@ import (
 // results, cancelling it. They speak to the API, like submit.
 
 func (c *cli) listsCommand() *cobra.Command {
-	return group("lists", "a client: a list's status, results, cancel (lists are sent with submit)",
-		c.listsStatusCommand(), c.listsResultsCommand(), c.listsCancelCommand())
+	return group("lists", "a client: your lists, a list's status, results, waiting, retry, cancel (lists are sent with submit)",
+		c.listsLsCommand(), c.listsStatusCommand(), c.listsWaitCommand(), c.listsResultsCommand(), c.listsRetryCommand(),
+		c.listsCancelCommand())
 }
 
 // listID checks the one argument, a list id.

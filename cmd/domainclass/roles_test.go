@@ -42,7 +42,12 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		owner.Close(context.Background())
 	})
 	rc := newHookReceiver(t)
-	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
+	e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+		if r.Domain == "flaky.com" && r.Call == 1 {
+			return llmtest.Reply{Content: "Sure!"} // unreadable: its row FAILS, for the retry below
+		}
+		return llmtest.Answer(true, 5, "Makes snacks.")
+	},
 		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 
 	code, out, errOut := e.cli(ctx, "", nil, "roles", "--api", apiRole, "--worker", workerRole)
@@ -79,6 +84,16 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	code, _, errOut = e.cli(ctx, "", client, "lists", "cancel", listIDOf(t, errOut))
 	require.Equal(t, 0, code, errOut)
+	// A list with a FAILED row, retried (the api role makes the row
+	// PENDING again) and waited for again.
+	code, _, errOut = e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "flaky.com")
+	require.Equal(t, 0, code, errOut)
+	flaky := listIDOf(t, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "retry", flaky)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "wait", "--poll", "100ms", flaky)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "1 completed, 0 failed")
 
 	// River UI reads what the api role may read.
 	resp, err := http.Get(api.APIURL() + "/riverui/api/jobs?state=completed")
@@ -116,8 +131,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	purged, err := (&jobs.PurgeWorker{DB: workerDB.Pool, Logger: slog.New(slog.DiscardHandler),
 		JobRetention: jobs.DefaultJobRetention}).Purge(ctx)
 	require.NoError(t, err, "the worker role may purge")
-	require.EqualValues(t, 2, purged.Lists)
-	require.EqualValues(t, 3, purged.ListRows)
+	require.EqualValues(t, 3, purged.Lists, "the list answered, the one cancelled, the one retried")
+	require.EqualValues(t, 4, purged.ListRows)
 	require.NotZero(t, purged.Provenance, "gamma.com's, which nothing refers to any more")
 
 	refused(apiRole, `UPDATE result SET reasoning = 'forged'`)

@@ -239,8 +239,11 @@ func (cw *countingWriter) Write(p []byte) (int, error) {
 
 // WaitList polls list id every interval until it has ended (COMPLETED,
 // CANCELLED or FAILED) and returns its last status. After each poll it
-// calls progress, when set. It returns List's errors (after List's own
-// retries), and ctx's when ctx ends first; with an error, the status is
+// calls progress, when set. A list runs for hours, so the wait rides out
+// an API that is unavailable or unreachable for longer than one call
+// retries (RetryFor): it tells OnRetry and polls on. It returns an error
+// answer that waiting will not change (a *ProblemError: 404, 401…) at
+// once, and ctx's error when ctx ends first; with an error, the status is
 // the last one seen (nil if none).
 func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, progress func(*wire.ListStatus)) (*wire.ListStatus, error) {
 	ticker := time.NewTicker(every)
@@ -248,15 +251,21 @@ func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, p
 	var last *wire.ListStatus
 	for {
 		s, err := c.List(ctx, id)
-		if err != nil {
+		switch {
+		case err == nil:
+			last = s
+			if progress != nil {
+				progress(s)
+			}
+			if s.Ended() {
+				return s, nil
+			}
+		case ctx.Err() != nil:
+			return last, ctx.Err()
+		case !transient(err):
 			return last, err
-		}
-		last = s
-		if progress != nil {
-			progress(s)
-		}
-		if s.Ended() {
-			return s, nil
+		case c.OnRetry != nil:
+			c.OnRetry("still waiting: "+err.Error(), every)
 		}
 		select {
 		case <-ctx.Done():
@@ -264,6 +273,24 @@ func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, p
 		case <-ticker.C:
 		}
 	}
+}
+
+// transient reports whether err says the API could not be asked now
+// (unavailable, unreachable, a gateway's error), rather than an answer
+// that waiting will not change.
+func transient(err error) bool {
+	var (
+		gaveUp *RetriesExhaustedError
+		perr   *ProblemError
+	)
+	if errors.As(err, &perr) {
+		switch perr.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+			return true
+		}
+		return false
+	}
+	return errors.As(err, &gaveUp)
 }
 
 // gzipped returns an opener of open's data, gzip-compressed on the fly: a

@@ -57,6 +57,20 @@ type ListEstimate struct {
 	Model            string                  `json:"model"`
 	Tier             string                  `json:"tier"`
 	Tiers            map[string]TierEstimate `json:"tiers"`
+	// Basis is what the standard tier's time was computed from.
+	Basis EstimateBasis `json:"basis"`
+}
+
+// EstimateBasis is what an estimate's time comes from: the model answers a
+// second the deployment gives (Measured: from its answers while lists ran
+// in the last minutes; else from the configured bounds of one worker
+// process), the rows a second its CPU allows, and the other lists not yet
+// ended that the capacity is shared with.
+type EstimateBasis struct {
+	ModelAnswersPerSecond float64 `json:"model_answers_per_second"`
+	Measured              bool    `json:"measured"`
+	RowsPerSecond         float64 `json:"rows_per_second"`
+	ListsSharing          int     `json:"lists_sharing"`
 }
 
 // TierEstimate is a list's estimate in one tier.
