@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,33 +55,55 @@ const maxInputBytes = 512
 // maxLineBytes caps an NDJSON or text line.
 const maxLineBytes = 64 << 10
 
-// listBody is an upload's body: decompressed when it is gzip, cut off with
-// a 413 problem beyond max bytes (counted after decompression, so a gzip
-// bomb stops there), and, with an Idempotency-Key, hashed as it is read.
+// maxGzipRatio is how many times its compressed size a gzip body may
+// decompress to, once past gzipRatioGrace. CRM exports compress 4–15
+// times (the bench's million-row export: 5.6; a sparse 40-column one,
+// mostly empty: 13); a body of one repeated byte, the cheapest bomb,
+// about 1,000. At 100 a bomb is refused within its first megabyte or two
+// of output, instead of after LIST_MAX_BYTES of it (1 MB of gzip made of
+// 1 GiB of newlines took 12 s and 5 CPU-seconds to refuse).
+const maxGzipRatio = 100
+
+// gzipRatioGrace is the output below which the ratio is not checked: a
+// small list of one domain repeated compresses far beyond maxGzipRatio
+// and costs nothing.
+const gzipRatioGrace = 1 << 20
+
+// listBody is an upload's body: read at no less than the minimum rate,
+// decompressed when it is gzip, cut off with a 413 problem beyond max
+// bytes (counted after decompression) or beyond maxGzipRatio, and, with an
+// Idempotency-Key, hashed as it is read.
 type listBody struct {
 	r    io.Reader
 	n    int64
 	max  int64
+	gzip bool
 	hash hash.Hash // nil: not hashed
 	raw  *countingReader
 	req  *http.Request
 }
 
-// openListBody opens an upload's body. The body it returns, even with an
-// error, must be finished once the answer is written.
-func openListBody(r *http.Request, max int64, hashed bool) (*listBody, error) {
-	raw := &countingReader{r: r.Body}
-	b := &listBody{max: max, raw: raw, req: r}
-	in := http.MaxBytesReader(nil, io.NopCloser(raw), max)
+// openListBody opens an upload's body, read within the rate and limits of
+// l; rc sets the connection's read deadline (nil: none). The body it
+// returns, even with an error, must be finished once the answer is
+// written.
+func openListBody(r *http.Request, rc *http.ResponseController, l ListConfig, hashed bool) (*listBody, error) {
+	raw := &countingReader{r: newRateReader(r.Body, rc, l.UploadMinRate, l.UploadRateWindow)}
+	b := &listBody{max: l.MaxBytes, raw: raw, req: r}
+	in := http.MaxBytesReader(nil, io.NopCloser(raw), l.MaxBytes)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		b.r = in
 	case "gzip":
 		zr, err := gzip.NewReader(in)
 		if err != nil {
+			var p *problem
+			if errors.As(err, &p) {
+				return b, p // too slow before the gzip header was in
+			}
 			return b, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
 		}
-		b.r = zr
+		b.r, b.gzip = zr, true
 	default:
 		return b, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
 			detail: fmt.Sprintf("Content-Encoding %q is not supported; send gzip, or no encoding.", enc)}
@@ -102,8 +123,18 @@ func (b *listBody) Read(p []byte) (int, error) {
 	if b.n > b.max {
 		return n, b.tooLarge()
 	}
-	var mbe *http.MaxBytesError
+	if b.gzip && b.n > gzipRatioGrace && b.n > maxGzipRatio*b.raw.n {
+		return n, &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
+			detail: fmt.Sprintf("The body decompresses to more than %d times its compressed size, which no export does "+
+				"(a gzip bomb?); send it uncompressed, or split it.", maxGzipRatio)}
+	}
+	var (
+		mbe  *http.MaxBytesError
+		prob *problem
+	)
 	switch {
+	case errors.As(err, &prob):
+		return n, prob
 	case errors.As(err, &mbe):
 		return n, b.tooLarge()
 	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
@@ -161,10 +192,11 @@ func (b *listBody) tooLarge() error {
 // garbage collector to scan), never with the body.
 type listReader struct {
 	format  listFormat
-	body    *listBody
+	body    io.Reader
 	maxRows int
 
-	csv       *csv.Reader
+	columns   csvColumns
+	csv       *csvReader
 	domainCol int
 	refCol    int
 	lines     *bufio.Reader
@@ -187,20 +219,9 @@ type listReader struct {
 // can aim for it.
 type domainKey [2]uint64
 
-func newListReader(format listFormat, body *listBody, maxRows int) *listReader {
-	return &listReader{format: format, body: body, maxRows: maxRows, seen: map[domainKey]int32{}, domainCol: -1, refCol: -1,
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
-}
-
-// DistinctNext reads rows until the next one whose domain no earlier row
-// had (a dry run copies only those); false at the end, as Next.
-func (r *listReader) DistinctNext() bool {
-	for r.Next() {
-		if r.cur.Domain != "" && r.cur.FirstRow == 0 {
-			return true
-		}
-	}
-	return false
+func newListReader(format listFormat, body io.Reader, maxRows int, columns csvColumns) *listReader {
+	return &listReader{format: format, body: body, maxRows: maxRows, columns: columns, seen: map[domainKey]int32{},
+		domainCol: -1, refCol: -1, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // Next reads the next row. It returns false at the end of the body, or on
@@ -295,42 +316,18 @@ func (r *listReader) read() (input, ref, reason string, ok bool) {
 }
 
 func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
-	if r.csv == nil {
-		r.csv = csv.NewReader(r.body)
-		r.csv.FieldsPerRecord = -1
-		r.csv.ReuseRecord = true
-		header, err := r.csv.Read()
-		if err != nil {
-			r.err = r.readError(err, "The CSV has no header row; the first line must name a domain column.")
-			return "", "", "", false
-		}
-		for i, h := range header {
-			switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
-			case "domain":
-				if r.domainCol < 0 {
-					r.domainCol = i
-				}
-			case "ref":
-				if r.refCol < 0 {
-					r.refCol = i
-				}
-			}
-		}
-		if r.domainCol < 0 {
-			r.err = &problem{status: http.StatusBadRequest, slug: "no-domain-column",
-				detail: fmt.Sprintf("The CSV header has no domain column: %q.", clip(strings.Join(header, ",")))}
-			return "", "", "", false
-		}
+	if r.csv == nil && !r.readHeader() {
+		return "", "", "", false
 	}
 	rec, err := r.csv.Read()
-	var perr *csv.ParseError
+	var serr *csvSyntaxError
 	switch {
 	case err == io.EOF:
 		return "", "", "", false
-	case errors.As(err, &perr):
-		return "", "", "unreadable CSV line: " + perr.Err.Error(), true
+	case errors.As(err, &serr):
+		return "", "", "unreadable CSV line: " + serr.Error(), true
 	case err != nil:
-		r.err = r.readError(err, "")
+		r.err = r.csvError(err, fmt.Sprintf("Row %d of the CSV", r.rows+1))
 		return "", "", "", false
 	}
 	if r.refCol >= 0 && r.refCol < len(rec) {
@@ -340,6 +337,58 @@ func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
 		return "", ref, classifier.ReasonEmpty, true
 	}
 	return rec[r.domainCol], ref, "", true
+}
+
+// readHeader reads a CSV's header row and finds its domain and ref
+// columns, by the names asked for (any case); false, with Err, when it
+// cannot.
+func (r *listReader) readHeader() bool {
+	r.csv = newCSVReader(r.body)
+	header, err := r.csv.Read()
+	if err != nil {
+		if err == io.EOF {
+			err = &problem{status: http.StatusBadRequest, slug: "unreadable-list",
+				detail: "The CSV has no header row; the first line must name a domain column."}
+		}
+		r.err = r.csvError(err, "The CSV's header row")
+		return false
+	}
+	names := make([]string, len(header))
+	for i, h := range header {
+		names[i] = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		if r.domainCol < 0 && strings.EqualFold(names[i], r.columns.domainName()) {
+			r.domainCol = i
+		}
+		if r.refCol < 0 && strings.EqualFold(names[i], r.columns.refName()) {
+			r.refCol = i
+		}
+	}
+	if r.err = r.columns.missing(names, r.domainCol, r.refCol); r.err != nil {
+		return false
+	}
+	r.csv.keep = func(col int) bool { return col == r.domainCol || col == r.refCol }
+	return true
+}
+
+// csvError is the problem of a CSV that cannot be read on: a record over a
+// bound (what is the row, or the header), a header that is not CSV, or
+// the body's own error.
+func (r *listReader) csvError(err error, what string) error {
+	var serr *csvSyntaxError
+	switch {
+	case errors.Is(err, errRecordTooLarge):
+		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
+			detail: fmt.Sprintf("%s is longer than %d bytes (is a quoted field never closed?); a CSV row may have at most %d bytes and %d fields.",
+				what, maxRecordBytes, maxRecordBytes, maxCSVFields)}
+	case errors.Is(err, errTooManyFields):
+		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
+			detail: fmt.Sprintf("%s has more than %d fields; a CSV row may have at most %d bytes and %d fields.",
+				what, maxCSVFields, maxRecordBytes, maxCSVFields)}
+	case errors.As(err, &serr):
+		return &problem{status: http.StatusBadRequest, slug: "unreadable-list",
+			detail: fmt.Sprintf("%s is not valid CSV: %v.", what, serr)}
+	}
+	return r.readError(err, "")
 }
 
 // readLine returns the next line without its newline; a line longer than
@@ -419,10 +468,4 @@ func clip(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
-}
-
-// drain reads the rest of the body, for its hash.
-func (b *listBody) drain() error {
-	_, err := io.Copy(io.Discard, b)
-	return err
 }
