@@ -146,7 +146,7 @@ func (s *Server) listCreate(c *gin.Context) {
 // the problem of a list refused: a limit crossed, a body that cannot be
 // read, no valid row.
 func (s *Server) spoolRows(rows *listReader) (*spool, error) {
-	sp, err := newSpool(s.cfg.Lists.SpoolDir, maxSpoolRatio*s.cfg.Lists.MaxBytes)
+	sp, err := newSpool(s.cfg.Lists.SpoolDir, spoolLimit(s.cfg.Lists))
 	if err != nil {
 		return nil, err
 	}

@@ -31,11 +31,17 @@ type spool struct {
 	buf  []byte
 }
 
-// maxSpoolRatio bounds a spool to this many times LIST_MAX_BYTES: a row
-// keeps at most its input and ref (each cut to 512 bytes), its domain
-// (253) and a reason, so only rows made to grow (a NUL becomes three
-// bytes of U+FFFD) come near it.
-const maxSpoolRatio = 2
+// spoolLimit bounds an upload's spool, from the list limits, so that it
+// never refuses a list the others accept: a row keeps its input and ref,
+// from the body (at most three times their bytes there: a control byte
+// is stored as the three of U+FFFD), and a domain, a reason and their
+// lengths (spoolRowBytes). A CRM export's row takes about 60 bytes: a
+// million rows, 60 MB.
+func spoolLimit(l ListConfig) int64 { return 3*l.MaxBytes + int64(l.MaxRows)*spoolRowBytes }
+
+// spoolRowBytes bounds what a row adds to its input and ref: a domain (253
+// bytes), a reason and five lengths.
+const spoolRowBytes = 400
 
 // spoolBufferBytes is the spool's read and write buffer.
 const spoolBufferBytes = 64 << 10

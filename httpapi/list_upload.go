@@ -56,12 +56,14 @@ const maxInputBytes = 512
 const maxLineBytes = 64 << 10
 
 // maxGzipRatio is how many times its compressed size a gzip body may
-// decompress to, once past gzipRatioGrace. CRM exports compress 4–15
-// times (the bench's million-row export: 5.6; a sparse 40-column one,
-// mostly empty: 13); a body of one repeated byte, the cheapest bomb,
-// about 1,000. At 100 a bomb is refused within its first megabyte or two
-// of output, instead of after LIST_MAX_BYTES of it (1 MB of gzip made of
-// 1 GiB of newlines took 12 s and 5 CPU-seconds to refuse).
+// decompress to, once past gzipRatioGrace. CRM exports compress 4–6 times
+// (measured on 200k-row exports: five columns, 4.6 at gzip -1 to 6.1 at
+// -9; forty columns, mostly empty, 4.3 to 5.4), so 100 leaves them 16
+// times the room; a million copies of one domain compress 500 times, and
+// one repeated byte, the cheapest bomb, 1,000. A bomb is now refused
+// within its first megabyte or two of output, instead of after
+// LIST_MAX_BYTES of it (1 MB of gzip made of 1 GiB of newlines took 12 s
+// and 5 CPU-seconds to refuse).
 const maxGzipRatio = 100
 
 // gzipRatioGrace is the output below which the ratio is not checked: a
