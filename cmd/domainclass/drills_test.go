@@ -58,6 +58,7 @@ var drills = []struct {
 	{"PostgresDuringUpload", drillPostgresDuringUpload},
 	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
+	{"TrickledUploads", drillTrickledUploads},
 }
 
 func TestDrills(t *testing.T) {
