@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // hostilePage is a homepage written to steer a model: instructions hidden
@@ -43,12 +44,12 @@ func TestPromptWithAHostilePage(t *testing.T) {
 	}))
 	defer site.Close()
 	model := llmtest.New(t, llmtest.Steady(false, 5, "Accounting software.", 0))
-	c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+	c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: dbtest.Patience()})
 	require.NoError(t, err)
 	d := &netguard.Dialer{AllowPrivate: true, Timeout: time.Second}
 	p := classifier.NewPipeline(classifier.PipelineConfig{
 		LLM: c, Model: "test-model", Logger: slog.New(slog.DiscardHandler),
-		Search: &search.Homepage{Client: d.Client(2*time.Second, 5), Timeout: 2 * time.Second,
+		Search: &search.Homepage{Client: d.Client(dbtest.Patience(), 5), Timeout: dbtest.Patience(),
 			URLs: func(string) []string { return []string{site.URL} }},
 	})
 	cpg, err := classifier.DefaultRegistry().Get("cpg")

@@ -26,7 +26,8 @@ type Caller struct {
 
 // Authenticator says who is calling. It returns a 401 problem for a
 // missing, malformed, unknown or revoked credential, and db.ErrUnavailable
-// when it cannot tell (the database is down).
+// when it cannot tell (the database is down, or did not answer before the
+// request's context ended: the server bounds it).
 type Authenticator interface {
 	Authenticate(r *http.Request) (Caller, error)
 }
@@ -196,9 +197,12 @@ func cmpOr(a, b int) int {
 
 const callerKey = "domainclass.caller"
 
-// requireCaller resolves the caller, or answers 401.
+// requireCaller resolves the caller, or answers 401 (503 when the key
+// cannot be looked up within DBTimeout).
 func (s *Server) requireCaller(c *gin.Context) {
-	caller, err := s.cfg.Auth.Authenticate(c.Request)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
+	defer cancel()
+	caller, err := s.cfg.Auth.Authenticate(c.Request.WithContext(ctx))
 	if err != nil {
 		s.writeError(c, err)
 		return

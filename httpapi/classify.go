@@ -18,7 +18,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
@@ -122,7 +121,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	committed := false
 	defer func() {
 		if !committed {
-			reservation.Cancel()
+			reservation.cancel()
 		}
 	}()
 
@@ -130,7 +129,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	// the caller's queued domains), then the key; all or nothing.
 	riverJob, err := s.cfg.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
 	if err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", db.Translate(err)))
 		return
 	}
 	if err := db.JobInsert(ctx, tx, db.JobInsertParams{
@@ -240,10 +239,10 @@ func (s *Server) idempotencyReplay(ctx context.Context, tx pgx.Tx, k db.Idempote
 
 // admit takes one of the caller's jobs-per-minute, or returns a 429
 // problem saying when the next one is due.
-func (s *Server) admit(caller Caller) (*rate.Reservation, error) {
+func (s *Server) admit(caller Caller) (admission, error) {
 	r, ok, wait := s.limiter.reserve(caller.Name, caller.RatePerMinute)
 	if !ok {
-		return nil, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
+		return admission{}, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
 			detail: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
 	}
 	return r, nil

@@ -105,10 +105,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		// A caller at its limit of lists is told before it sends a million
 		// rows; its other uploads in progress here would be lists too. The
 		// count is checked again, under a lock, before the list is written.
-		ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
-		err := s.listSlotFree(ctx, caller, lists)
-		cancel()
-		if err != nil {
+		if err := s.listSlotFree(c.Request.Context(), caller, lists); err != nil {
 			s.writeError(c, err)
 			return
 		}
@@ -179,7 +176,7 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 		s.writeError(c, err)
 		return
 	}
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -239,7 +236,7 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 		return
 	}
 	if _, err := s.cfg.River.InsertManyTx(ctx, tx, first); err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err)))
 		return
 	}
 	accepted := wire.ListAccepted{ListID: id.String(), Status: classifier.StatusPending,
@@ -271,12 +268,15 @@ var errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idemp
 
 // listSlotFree returns a 429 problem when caller has MaxActive lists not
 // yet ended, counting uploading, its uploads in progress that would be
-// lists; exec is the transaction when given.
+// lists; exec is the transaction when given. It waits for the database no
+// longer than any short request.
 func (s *Server) listSlotFree(ctx context.Context, caller Caller, uploading int, exec ...db.DBTX) error {
 	var e db.DBTX = s.cfg.DB.Pool
 	if len(exec) > 0 {
 		e = exec[0]
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
 	n, err := db.ListActiveCount(ctx, e, caller.Name)
 	if err != nil {
 		return err
@@ -347,7 +347,7 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		return
 	}
 	var est wire.ListEstimate
-	err = pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
 		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Lists.Freshness, fresh, time.Now())
 		if err != nil {
@@ -507,7 +507,13 @@ func (s *Server) listResults(c *gin.Context) {
 	extendDeadlines(c)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	l, err := db.ListGetOfCaller(ctx, s.cfg.DB.Pool, id, callerOf(c).Name)
+	conn, err := s.pool().Acquire(ctx) // the download's one connection, had as quickly as any request's
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	defer conn.Release()
+	l, err := db.ListGetOfCaller(ctx, conn, id, callerOf(c).Name)
 	if err != nil {
 		s.writeListError(c, err)
 		return
@@ -532,7 +538,7 @@ func (s *Server) listResults(c *gin.Context) {
 		enc.SetEscapeHTML(false)
 		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
 	}
-	err = db.ListResults(ctx, s.cfg.DB.Pool, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
+	err = db.ListResults(ctx, conn, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
 		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)
 	if err != nil {
 		// The header is out: end the response without its last chunk, so
@@ -560,7 +566,7 @@ func (s *Server) listCancel(c *gin.Context) {
 	caller := callerOf(c).Name
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -583,7 +589,7 @@ func (s *Server) listCancel(c *gin.Context) {
 		if end.CallbackURL != "" {
 			if _, err := s.cfg.River.InsertTx(ctx, tx, jobs.WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
 				&river.InsertOpts{MaxAttempts: s.cfg.Lists.Queue.WebhookMaxAttempts()}); err != nil {
-				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", err))
+				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", db.Translate(err)))
 				return
 			}
 		}
@@ -628,11 +634,11 @@ func (s *Server) eachListJob(ctx context.Context, tx pgx.Tx, id uuid.UUID, kind,
 	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(kind).States(states...).
 		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
 	if err != nil {
-		return fmt.Errorf("error listing the list's %s jobs: %w", kind, err)
+		return fmt.Errorf("error listing the list's %s jobs: %w", kind, db.Translate(err))
 	}
 	for _, j := range res.Jobs {
 		if err := do(j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("error %s %d: %w", doing, j.ID, err)
+			return fmt.Errorf("error %s %d: %w", doing, j.ID, db.Translate(err))
 		}
 	}
 	return nil

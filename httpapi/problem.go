@@ -88,7 +88,10 @@ func problemOf(err error) (p *problem, ok bool) {
 	switch {
 	case errors.As(err, &p):
 		return p, true
-	case errors.Is(err, db.ErrUnavailable):
+	case errors.Is(err, db.ErrUnavailable),
+		// A request's deadlines are its database bounds: one that passed
+		// (in River's insert too) means "busy or down", not a bug.
+		errors.Is(err, context.DeadlineExceeded):
 		return &problem{status: http.StatusServiceUnavailable, slug: "unavailable",
 			detail: "The database is unavailable; try again shortly.", retryAfter: unavailableRetryAfter}, true
 	case errors.As(err, &queueFull):

@@ -42,8 +42,12 @@ type Config struct {
 	Registry *classifier.Registry
 	Auth     Authenticator
 	Logger   *slog.Logger
-	// DBTimeout bounds the database work of one request, so that a request
-	// fails with 503 instead of hanging while Postgres is unreachable.
+	// DBTimeout bounds the database work of one short request, and the
+	// wait for a connection of every request (the API-key lookup's too), so
+	// that a request fails with 503 instead of hanging while Postgres is
+	// unreachable or every connection is busy. Uploads, downloads and
+	// cancels of lists then run for as long as listTimeout allows.
+	// Zero is DefaultDBTimeout.
 	DBTimeout time.Duration
 	// Metrics records HTTP metrics when set; MetricsHandler serves /metrics.
 	Metrics        *Metrics
@@ -67,6 +71,9 @@ type Config struct {
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).
 	CallbackAllowPrivate bool
+	// Clock is the time the per-caller request rate is counted in (nil:
+	// time.Now). Tests move their own clock.
+	Clock func() time.Time
 }
 
 // Server holds the API's dependencies.
@@ -78,6 +85,12 @@ type Server struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 }
+
+// DefaultDBTimeout is Config.DBTimeout's default. A short request's
+// database work takes milliseconds; after 1.5 s the database is down or
+// every connection is busy, and a 503 with Retry-After tells the client to
+// come back in 2 s rather than keeping it, and its connection, waiting.
+const DefaultDBTimeout = 1500 * time.Millisecond
 
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 64 << 10
@@ -91,7 +104,7 @@ func New(cfg Config) *Server {
 		cfg.Auth = AuthNone{}
 	}
 	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = 1500 * time.Millisecond
+		cfg.DBTimeout = DefaultDBTimeout
 	}
 	def := DefaultListConfig()
 	if cfg.Lists.MaxBytes <= 0 {
@@ -127,7 +140,7 @@ func New(cfg Config) *Server {
 	if cfg.Lists.Freshness == (classifier.Freshness{}) {
 		cfg.Lists.Freshness = def.Freshness
 	}
-	s := &Server{cfg: cfg, limiter: newCallerLimiter(), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
+	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()
@@ -176,6 +189,10 @@ func New(cfg Config) *Server {
 	s.router = r
 	return s
 }
+
+// pool is the API's pool as a request uses it: a connection within
+// DBTimeout, or 503.
+func (s *Server) pool() db.Bounded { return db.Bounded{Pool: s.cfg.DB.Pool, Wait: s.cfg.DBTimeout} }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }

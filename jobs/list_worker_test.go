@@ -21,6 +21,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -262,7 +263,7 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 			l, err = db.ListGet(ctx, b.db.Pool, id)
 			require.NoError(t, err)
 			return l.Status == status
-		}, 30*time.Second, 20*time.Millisecond, "list never reached %s", status)
+		}, dbtest.Patience(), 20*time.Millisecond, "list never reached %s", status)
 		return l
 	}
 
@@ -307,7 +308,7 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 			inputs = append(inputs, "cancel"+string(rune('a'+i%26))+string(rune('a'+i/26))+".com")
 		}
 		l := submitList(t, b, inputs...)
-		require.Eventually(t, func() bool { return b.llm.Total() >= 4 }, 10*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return b.llm.Total() >= 4 }, dbtest.Patience(), 10*time.Millisecond,
 			"two chunks of two domains each wait for the model")
 
 		tx, err := b.db.Pool.Begin(ctx)
@@ -327,7 +328,7 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 				rivertype.JobStateRunning, rivertype.JobStateAvailable))
 			require.NoError(t, err)
 			return len(res.Jobs) == 0
-		}, 10*time.Second, 20*time.Millisecond, "the running chunks stop")
+		}, dbtest.Patience(), 20*time.Millisecond, "the running chunks stop")
 		mu.Lock()
 		defer mu.Unlock()
 		require.Empty(t, late, "model calls started after the cancel returned")

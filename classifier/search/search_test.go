@@ -15,6 +15,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 const page = `<!doctype html><html><head>
@@ -39,9 +40,9 @@ func TestExtractPage(t *testing.T) {
 func homepage(t *testing.T, allowPrivate bool, urls ...string) *search.Homepage {
 	d := &netguard.Dialer{AllowPrivate: allowPrivate, Timeout: time.Second}
 	return &search.Homepage{
-		Client:  d.Client(2*time.Second, 5),
+		Client:  d.Client(dbtest.Patience(), 5),
 		URLs:    func(string) []string { return urls },
-		Timeout: 2 * time.Second,
+		Timeout: dbtest.Patience(),
 	}
 }
 

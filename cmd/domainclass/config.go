@@ -29,7 +29,11 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslm
 type Config struct {
 	DatabaseURL    string
 	DatabaseSchema string // holds all tables; "" = search_path
-	DBMaxConns     int32  // 0: ClassifyWorkers + min(ListWorkers, 16) + 10
+	// Pool sizes (pools.go): DBMaxConns sizes each pool of the process
+	// whose own size is not set; 0 everywhere is each role's default.
+	DBMaxConns       int32
+	APIDBMaxConns    int32 // the API's pool (api, all)
+	WorkerDBMaxConns int32 // the workers' pool (worker, all)
 
 	HTTPAddr   string
 	WorkerAddr string
@@ -117,14 +121,16 @@ type envVar struct {
 // setting it overrides. The defaults and their reasons are with the owners:
 // jobs/settings.go (queues, attempts, timeouts, lists' chunks, webhooks),
 // httpapi/limits.go (callers, list limits), classifier/freshness.go (cache), classifier/pipeline.go
-// (CLAIM_WAIT), classifier/llm (model bounds and timeout) and
-// classifier/search (search timeout).
+// (CLAIM_WAIT), classifier/llm (model bounds and timeout),
+// classifier/search (search timeout) and pools.go (the database pools).
 func (c *Config) environment() []envVar {
 	q := &c.Queue
 	return []envVar{
 		{"DATABASE_URL", &c.DatabaseURL, ""},
 		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
 		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
+		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
+		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
 
@@ -290,6 +296,9 @@ func (c Config) Validate() error {
 		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT and CLAIM_WAIT must be positive")
 	case c.AuthCacheTTL < 0:
 		return errors.New("AUTH_CACHE_TTL must not be negative")
+	}
+	if err := c.validatePools(); err != nil {
+		return err
 	}
 	if c.WebhookSecret != "" {
 		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
@@ -90,7 +91,7 @@ func (e *e2e) waitList(id string, status string) wire.ListStatus {
 	require.Eventually(e.t, func() bool {
 		s = e.listStatus(id)
 		return string(s.Status) == status
-	}, 20*time.Second, 25*time.Millisecond, "list %s: want %s, last seen %+v", id, status, s)
+	}, dbtest.Patience(), 25*time.Millisecond, "list %s: want %s, last seen %+v", id, status, s)
 	return s
 }
 
@@ -329,7 +330,7 @@ func TestLists(t *testing.T) {
 		id := listIDOf(t, errOut)
 		require.Eventually(t, func() bool {
 			return e.listStatus(id).Progress.Completed == 1 && e.llm.Calls("slow.com") == 1
-		}, 20*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 
 		code, out, errOut := e.cli(context.Background(), "", client, "lists", "cancel", id)
 		require.Equal(t, 0, code, errOut)
@@ -371,7 +372,7 @@ func TestLists(t *testing.T) {
 			}
 			id = m[1]
 			return e.listStatus(id).Progress.Completed == 1 && e.llm.Calls("slow.com") == 1
-		}, 20*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 		c, _, cancelErr := e.cli(context.Background(), "", client, "lists", "cancel", id)
 		require.Equal(t, 0, c, cancelErr)
 		require.Equal(t, 1, <-code, stderr.String())
@@ -402,7 +403,7 @@ func TestLists(t *testing.T) {
 				append(e.environ(), "DOMAINCLASS_URL="+e.api.APIURL()), strings.NewReader(brands(12)), &stdout, &stderr)
 		}()
 		require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "progress: ") && e.llm.Total() > 0 },
-			10*time.Second, 20*time.Millisecond, "the list is sent and being answered")
+			dbtest.Patience(), 20*time.Millisecond, "the list is sent and being answered")
 		interrupt() // what Ctrl-C does to the command's context
 		require.Equal(t, 1, <-code)
 		errOut := stderr.String()

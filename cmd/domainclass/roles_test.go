@@ -65,8 +65,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
-	e.wait(job.JobID, "COMPLETED", 30*time.Second)
-	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, 30*time.Second, 10*time.Millisecond)
+	e.wait(job.JobID, "COMPLETED", dbtest.Patience())
+	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 
 	// A list to its end, and another cancelled.
 	client := []string{"DOMAINCLASS_URL=" + api.APIURL()}

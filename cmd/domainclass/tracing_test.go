@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // TestTracing follows one accepted request through the traces an api and
@@ -53,7 +54,7 @@ func TestTracing(t *testing.T) {
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
 	var got []hookDelivery
-	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 	require.NoError(t, tp.ForceFlush(t.Context()))
 
 	spans := rec.Ended()
