@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // The bounds of one CSV record (the header row too).
@@ -203,6 +205,84 @@ func lengthNL(b []byte) int {
 		return 1
 	}
 	return 0
+}
+
+// readCSV reads a CSV row: its header first (see readHeader), then its
+// domain and ref fields.
+func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
+	if r.csv == nil && !r.readHeader() {
+		return "", "", "", false
+	}
+	rec, err := r.csv.Read()
+	var serr *csvSyntaxError
+	switch {
+	case err == io.EOF:
+		return "", "", "", false
+	case errors.As(err, &serr):
+		return "", "", "unreadable CSV line: " + serr.Error(), true
+	case err != nil:
+		r.err = r.csvError(err, fmt.Sprintf("Row %d of the CSV", r.rows+1))
+		return "", "", "", false
+	}
+	if r.refCol >= 0 && r.refCol < len(rec) {
+		ref = rec[r.refCol]
+	}
+	if r.domainCol >= len(rec) {
+		return "", ref, classifier.ReasonEmpty, true
+	}
+	return rec[r.domainCol], ref, "", true
+}
+
+// readHeader reads a CSV's header row and finds its domain and ref
+// columns, by the names asked for (any case); false, with Err, when it
+// cannot.
+func (r *listReader) readHeader() bool {
+	r.csv = newCSVReader(r.body)
+	header, err := r.csv.Read()
+	if err != nil {
+		if err == io.EOF {
+			err = &problem{status: http.StatusBadRequest, slug: "unreadable-list",
+				detail: "The CSV has no header row; the first line must name a domain column."}
+		}
+		r.err = r.csvError(err, "The CSV's header row")
+		return false
+	}
+	names := make([]string, len(header))
+	for i, h := range header {
+		names[i] = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		if r.domainCol < 0 && strings.EqualFold(names[i], r.columns.domainName()) {
+			r.domainCol = i
+		}
+		if r.refCol < 0 && strings.EqualFold(names[i], r.columns.refName()) {
+			r.refCol = i
+		}
+	}
+	if r.err = r.columns.missing(names, r.domainCol, r.refCol); r.err != nil {
+		return false
+	}
+	r.csv.keep = func(col int) bool { return col == r.domainCol || col == r.refCol }
+	return true
+}
+
+// csvError is the problem of a CSV that cannot be read on: a record over a
+// bound (what is the row, or the header), a header that is not CSV, or
+// the body's own error.
+func (r *listReader) csvError(err error, what string) error {
+	var serr *csvSyntaxError
+	switch {
+	case errors.Is(err, errRecordTooLarge):
+		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
+			detail: fmt.Sprintf("%s is longer than %d bytes (is a quoted field never closed?); a CSV row may have at most %d bytes and %d fields.",
+				what, maxRecordBytes, maxRecordBytes, maxCSVFields)}
+	case errors.Is(err, errTooManyFields):
+		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
+			detail: fmt.Sprintf("%s has more than %d fields; a CSV row may have at most %d bytes and %d fields.",
+				what, maxCSVFields, maxRecordBytes, maxCSVFields)}
+	case errors.As(err, &serr):
+		return &problem{status: http.StatusBadRequest, slug: "unreadable-list",
+			detail: fmt.Sprintf("%s is not valid CSV: %v.", what, serr)}
+	}
+	return r.readError(err, "")
 }
 
 // csvColumns name the columns of a CSV upload that hold each row's domain

@@ -93,8 +93,14 @@ func (tr *trickle) close() {
 	})
 }
 
-// reading reports whether the server started reading the body within d.
+// reading reports whether the server started reading the body within d
+// (0: by now).
 func (tr *trickle) reading(d time.Duration) bool {
+	select {
+	case <-tr.continued:
+		return true
+	default:
+	}
 	select {
 	case <-tr.continued:
 		return true
@@ -104,8 +110,13 @@ func (tr *trickle) reading(d time.Duration) bool {
 }
 
 // answered returns the server's final answer, or nil when none came
-// within d.
+// within d (0: by now).
 func (tr *trickle) answered(d time.Duration) *response {
+	select {
+	case r := <-tr.answer:
+		return &r
+	default:
+	}
 	select {
 	case r := <-tr.answer:
 		return &r
