@@ -52,7 +52,11 @@ func drillTrickledUploads(t *testing.T, s *drillSet) {
 		for k, v := range phase.settings {
 			settings[k] = v
 		}
-		d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
+		// A cluster of its own: its pg_stat_activity is this deployment's.
+		cluster := dbtest.NewCluster(t)
+		d := newDeployment(t, s.bin, fake, cluster.URL, "", settings)
+		out, err := d.run("migrate")
+		require.NoError(t, err, "domainclass migrate: %s", out)
 		trickler, other := d.apiKey("trickler"), d.apiKey("other")
 		all := d.start(RoleAll)
 		base := all.URL
