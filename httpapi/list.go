@@ -147,6 +147,7 @@ func (s *Server) spoolRows(rows *listReader) (*spool, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		if err := sp.add(rows.Row()); err != nil {
 			return sp, err

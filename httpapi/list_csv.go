@@ -221,7 +221,7 @@ func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
 	case errors.As(err, &serr):
 		return "", "", "unreadable CSV line: " + serr.Error(), true
 	case err != nil:
-		r.err = r.csvError(err, fmt.Sprintf("Row %d of the CSV", r.rows+1))
+		r.readErr = r.csvError(err, fmt.Sprintf("Row %d of the CSV", r.readRows+1))
 		return "", "", "", false
 	}
 	if r.refCol >= 0 && r.refCol < len(rec) {
@@ -244,7 +244,7 @@ func (r *listReader) readHeader() bool {
 			err = &problem{status: http.StatusBadRequest, slug: "unreadable-list",
 				detail: "The CSV has no header row; the first line must name a domain column."}
 		}
-		r.err = r.csvError(err, "The CSV's header row")
+		r.readErr = r.csvError(err, "The CSV's header row")
 		return false
 	}
 	names := make([]string, len(header))
@@ -257,7 +257,7 @@ func (r *listReader) readHeader() bool {
 			r.refCol = i
 		}
 	}
-	if r.err = r.columns.missing(names, r.domainCol, r.refCol); r.err != nil {
+	if r.readErr = r.columns.missing(names, r.domainCol, r.refCol); r.readErr != nil {
 		return false
 	}
 	r.csv.keep = func(col int) bool { return col == r.domainCol || col == r.refCol }

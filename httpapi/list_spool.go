@@ -107,50 +107,56 @@ type spoolReader struct {
 	err  error
 }
 
-// Next reads the next row; false at the end or on an error (Err).
+// Next reads the next row; false at the end or on an error (Err). A
+// row's strings share one allocation.
 func (s *spoolReader) Next() bool {
 	if s.err != nil || s.left == 0 {
 		return false
 	}
 	s.left--
-	row := db.ListRowIn{Row: s.cur.Row + 1}
-	for _, v := range []*string{&row.Input, &row.Ref, &row.Domain} {
-		if *v, s.err = s.string(); s.err != nil {
+	s.buf = s.buf[:0]
+	var ends [4]int
+	var first uint64
+	for i := range ends {
+		if i == 3 {
+			if first, s.err = s.uvarint(); s.err != nil {
+				return false
+			}
+		}
+		if s.err = s.appendString(); s.err != nil {
 			return false
 		}
+		ends[i] = len(s.buf)
 	}
-	first, err := binary.ReadUvarint(s.r)
-	if err != nil {
-		s.err = s.readError(err)
-		return false
-	}
-	row.FirstRow = int(first)
-	if row.Reason, s.err = s.string(); s.err != nil {
-		return false
-	}
-	s.cur = row
+	all := string(s.buf)
+	s.cur = db.ListRowIn{Row: s.cur.Row + 1, Input: all[:ends[0]], Ref: all[ends[0]:ends[1]], Domain: all[ends[1]:ends[2]],
+		FirstRow: int(first), Reason: all[ends[2]:ends[3]]}
 	return true
 }
 
-func (s *spoolReader) string() (string, error) {
+func (s *spoolReader) uvarint() (uint64, error) {
 	n, err := binary.ReadUvarint(s.r)
 	if err != nil {
-		return "", s.readError(err)
+		return 0, s.readError(err)
 	}
-	if n == 0 {
-		return "", nil
+	return n, nil
+}
+
+// appendString reads a string's length and bytes onto buf.
+func (s *spoolReader) appendString() error {
+	n, err := s.uvarint()
+	if err != nil {
+		return err
 	}
 	if n > maxLineBytes {
-		return "", errors.New("error reading the upload's spool file: a string too long")
+		return errors.New("error reading the upload's spool file: a string too long")
 	}
-	if uint64(cap(s.buf)) < n {
-		s.buf = make([]byte, n)
+	start := len(s.buf)
+	s.buf = append(s.buf, make([]byte, n)...)
+	if _, err := io.ReadFull(s.r, s.buf[start:]); err != nil {
+		return s.readError(err)
 	}
-	s.buf = s.buf[:n]
-	if _, err := io.ReadFull(s.r, s.buf); err != nil {
-		return "", s.readError(err)
-	}
-	return string(s.buf), nil
+	return nil
 }
 
 func (s *spoolReader) readError(err error) error {

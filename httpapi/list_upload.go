@@ -20,7 +20,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
@@ -203,6 +202,10 @@ type listReader struct {
 	refCol    int
 	lines     *bufio.Reader
 
+	batches  rowBatches
+	readRows int   // rows read, ahead of rows (those Next has passed)
+	readErr  error // why reading stopped before the body's end
+
 	cur db.ListRowIn
 	err error
 
@@ -233,8 +236,9 @@ func (r *listReader) Next() bool {
 	if r.err != nil {
 		return false
 	}
-	input, ref, reason, ok := r.read()
+	raw, ok := r.batches.next(r)
 	if !ok {
+		r.err = r.readErr
 		return false
 	}
 	r.rows++
@@ -243,21 +247,11 @@ func (r *listReader) Next() bool {
 			detail: fmt.Sprintf("The list has more than %d rows; split it.", r.maxRows)}
 		return false
 	}
-	r.cur = db.ListRowIn{Row: r.rows, Input: clip(input), Ref: clip(ref)}
-	if reason == "" {
-		d, err := classifier.NormalizeDomain(input)
-		if domErr := (*classifier.DomainError)(nil); errors.As(err, &domErr) {
-			reason = domErr.Reason
-		} else if err != nil {
-			reason = err.Error()
-		}
-		r.cur.Domain = d
-	}
-	if reason != "" {
-		r.cur.Domain, r.cur.Reason = "", reason
+	r.cur = db.ListRowIn{Row: r.rows, Input: raw.input, Ref: raw.ref, Domain: raw.domain, Reason: raw.reason}
+	if raw.reason != "" {
 		r.rejected++
 		if len(r.sample) < wire.MaxRejectedSample {
-			r.sample = append(r.sample, wire.RejectedRow{Row: r.rows, Input: r.cur.Input, Reason: reason})
+			r.sample = append(r.sample, wire.RejectedRow{Row: r.rows, Input: r.cur.Input, Reason: raw.reason})
 		}
 		return true
 	}
@@ -271,6 +265,9 @@ func (r *listReader) Next() bool {
 	r.domains++
 	return true
 }
+
+// Close stops the reader's workers; call it once done with the reader.
+func (r *listReader) Close() { r.batches.close() }
 
 // Row is the row Next read.
 func (r *listReader) Row() db.ListRowIn { return r.cur }
@@ -336,7 +333,7 @@ func (r *listReader) readLine() ([]byte, bool) {
 			line = append(long, line...)
 		}
 		if err != nil && err != io.EOF {
-			r.err = r.readError(err, "")
+			r.readErr = r.readError(err, "")
 			return nil, false
 		}
 		if len(line) == 0 && err == io.EOF {
@@ -380,6 +377,9 @@ func refText(raw *json.RawMessage) string {
 // text, which would fail the whole upload), and it is cut to maxInputBytes,
 // on a rune boundary.
 func clip(s string) string {
+	if len(s) <= maxInputBytes && printableASCII(s) {
+		return s // most rows: nothing to replace, nothing to cut
+	}
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return utf8.RuneError
@@ -394,4 +394,14 @@ func clip(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
+}
+
+// printableASCII reports whether s is ASCII without control characters.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
