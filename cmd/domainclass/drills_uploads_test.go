@@ -183,9 +183,12 @@ func (tr *trickles) once(ctx context.Context, addr, key string) {
 	go func() {
 		defer close(answered)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		status := 0 // closed without an answer
-		if err == nil {
+		status := 0 // closed by the server without an answer
+		switch {
+		case err == nil:
 			status = resp.StatusCode
+		case ctx.Err() != nil:
+			return // closed here, at the end
 		}
 		tr.mu.Lock()
 		if tr.answers == nil {
@@ -212,7 +215,7 @@ func (tr *trickles) once(ctx context.Context, addr, key string) {
 }
 
 // answerCounts is how the server answered the trickles, by status (0:
-// closed without one).
+// it closed one without an answer).
 func (tr *trickles) answerCounts() map[int]int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
