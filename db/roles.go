@@ -20,14 +20,18 @@ var (
 		"idempotency_key":     "SELECT, INSERT, UPDATE",
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
-		"list_row":            "SELECT, INSERT",
+		"list_row":            "SELECT, INSERT, UPDATE", // UPDATE: a retry makes FAILED rows PENDING
 		// Reading answers (a list's estimate, overrides), never writing
 		// them: answers are the workers', overrides the operators' (CLI).
 		"result":     "SELECT",
 		"provenance": "SELECT",
-		"override":   "SELECT",
-		// Authentication, and its last_used_at.
-		"api_key": "SELECT, UPDATE",
+		// A retry names the provenance its FAILED rows let go of.
+		"provenance_candidate": "INSERT",
+		"override":             "SELECT",
+		// Authentication, and its last_used_at: that column only, so that
+		// the api cannot lift a revocation, a limit or change a hash (the
+		// CLI does those, as the owner).
+		"api_key": "SELECT, UPDATE (last_used_at)",
 		// River: inserting jobs; River UI reads them and cancels or retries
 		// them, and pauses queues. Not DELETE: a job is never deleted from
 		// the web.
@@ -42,14 +46,19 @@ var (
 		"classify_job_domain": "SELECT, INSERT",
 		"idempotency_key":     "SELECT, DELETE", // the purge of expired keys
 		"caller_queue":        "SELECT, UPDATE",
-		"list":                "SELECT, UPDATE",
-		"list_row":            "SELECT, UPDATE",
-		"llm_batch":           "SELECT, INSERT, UPDATE",
-		"llm_batch_item":      "SELECT, INSERT",
-		"result":              "SELECT, INSERT, UPDATE",
-		"provenance":          "SELECT, INSERT", // written once per answer, never changed
-		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
-		"override":            "SELECT",
+		// DELETE on lists, their rows and batch requests, and provenance:
+		// LIST_RETENTION's purge (a list's keys and batches go with it, by
+		// cascade). Provenance is written once per answer, never changed.
+		"list":                 "SELECT, UPDATE, DELETE",
+		"list_row":             "SELECT, UPDATE, DELETE",
+		"list_purge":           "SELECT, INSERT, UPDATE, DELETE",
+		"llm_batch":            "SELECT, INSERT, UPDATE",
+		"llm_batch_item":       "SELECT, INSERT, DELETE",
+		"result":               "SELECT, INSERT, UPDATE",
+		"provenance":           "SELECT, INSERT, DELETE",
+		"provenance_candidate": "SELECT, INSERT, DELETE", // INSERT: also by the trigger of a result's upsert
+		"domain_claim":         "SELECT, INSERT, UPDATE, DELETE",
+		"override":             "SELECT",
 		// River's client: fetching, completing, rescuing, cleaning,
 		// electing a leader.
 		"river_job":          "SELECT, INSERT, UPDATE, DELETE",

@@ -22,6 +22,7 @@ type Caller struct {
 	Name             string
 	RatePerMinute    int
 	MaxQueuedDomains int
+	MaxStoredRows    int
 }
 
 // Authenticator says who is calling. It returns a 401 problem for a
@@ -40,7 +41,8 @@ type AuthOff struct{ Limits Limits }
 
 // Authenticate always succeeds.
 func (a AuthOff) Authenticate(*http.Request) (Caller, error) {
-	return Caller{Name: LocalCaller, RatePerMinute: a.Limits.RatePerMinute, MaxQueuedDomains: a.Limits.MaxQueuedDomains}, nil
+	return Caller{Name: LocalCaller, RatePerMinute: a.Limits.RatePerMinute, MaxQueuedDomains: a.Limits.MaxQueuedDomains,
+		MaxStoredRows: a.Limits.MaxStoredRows}, nil
 }
 
 // AuthNone refuses every request.
@@ -160,6 +162,7 @@ func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
 		Name:             k.Name,
 		RatePerMinute:    cmpOr(k.RatePerMinute, a.defaults.RatePerMinute),
 		MaxQueuedDomains: cmpOr(k.MaxQueuedDomains, a.defaults.MaxQueuedDomains),
+		MaxStoredRows:    cmpOr(k.MaxStoredRows, a.defaults.MaxStoredRows),
 	}, nil
 }
 

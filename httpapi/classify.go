@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
@@ -361,56 +358,6 @@ func idempotencyKey(h string) (string, error) {
 		if h[i] < 0x20 || h[i] > 0x7e || h[i] == '"' || h[i] == '\\' {
 			return "", invalid("The Idempotency-Key must be printable ASCII without quotes or backslashes.")
 		}
-	}
-	return h, nil
-}
-
-// MaxCallbackURLBytes is the longest X-Callback-URL accepted.
-const MaxCallbackURLBytes = 2048
-
-// callbackURL reads an X-Callback-URL header: "" when there is none, else
-// an absolute https URL (http too when private addresses are allowed)
-// without credentials, whose host is not a literal private, loopback,
-// link-local or metadata address, nor localhost, unless those are allowed.
-// Names are checked again when a delivery connects. It returns an EINVALID
-// problem (webhooks-not-configured or invalid-callback-url) otherwise.
-func (s *Server) callbackURL(h string) (string, error) {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return "", nil
-	}
-	if !s.cfg.Webhooks {
-		return "", &problem{status: http.StatusUnprocessableEntity, slug: "webhooks-not-configured",
-			detail: "This service has no WEBHOOK_SECRET, so it cannot sign callbacks; leave out X-Callback-URL and poll the status URL."}
-	}
-	invalid := func(format string, args ...any) error {
-		return &problem{status: http.StatusUnprocessableEntity, slug: "invalid-callback-url",
-			detail: "X-Callback-URL " + fmt.Sprintf(format, args...)}
-	}
-	if len(h) > MaxCallbackURLBytes {
-		return "", invalid("is longer than %d characters.", MaxCallbackURLBytes)
-	}
-	u, err := url.Parse(h)
-	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return "", invalid("must be an absolute https URL, such as https://example.com/hooks/domainclass.")
-	}
-	if u.Scheme == "http" && !s.cfg.CallbackAllowPrivate {
-		return "", invalid("must use https.")
-	}
-	if u.User != nil {
-		return "", invalid("must not hold credentials; deliveries are authenticated by their signature.")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", invalid("has an invalid port %q.", p)
-		}
-	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	if !strings.Contains(host, ":") && slices.Contains(strings.Split(host, "."), "") {
-		return "", invalid("has an empty label in its host %q.", u.Hostname())
-	}
-	if err := netguard.CheckHost(host, s.cfg.CallbackAllowPrivate); err != nil {
-		return "", invalid("points at a private, loopback or link-local address (%s); callbacks go to public internet addresses only.", host)
 	}
 	return h, nil
 }

@@ -46,7 +46,9 @@ type setupOpts struct {
 	db       *db.DB // the API's database, when not the test's own (Postgres down)
 	limits   httpapi.Limits
 	authTTL  time.Duration
-	// dbTimeout is Config.DBTimeout (zero: its default).
+	// dbTimeout is Config.DBTimeout (zero: the tests' patience, so that a
+	// busy machine slow to open a connection does not turn a test's request
+	// into a 503; tests of the quick 503 set a short one).
 	dbTimeout time.Duration
 	metrics   bool
 	// webhooks and allowPrivate are Config.Webhooks and
@@ -64,6 +66,8 @@ type setupOpts struct {
 	registry *classifier.Registry
 	// clock, when set, is Config.Clock: the caller rate counts in its time.
 	clock *testClock
+	// trustTrace is Config.TrustIncomingTrace.
+	trustTrace bool
 }
 
 // testClock is a clock that moves only when the test moves it.
@@ -87,7 +91,7 @@ func (c *testClock) Advance(d time.Duration) {
 }
 
 // createKey stores a new API key for name and returns it.
-func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
+func createKey(t testing.TB, d *db.DB, name string, override db.APIKey) string {
 	t.Helper()
 	key, hash := httpapi.NewAPIKey()
 	override.Name, override.Prefix = name, key[:8]
@@ -95,7 +99,7 @@ func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
 	return key
 }
 
-func setup(t *testing.T, opts setupOpts) *testBundle {
+func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	b := &testBundle{db: dbtest.New(t)}
 	var err error
@@ -141,9 +145,9 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		clock = opts.clock.Now
 	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		TracerProvider: opts.tracer, Propagator: propagator, Clock: clock,
+		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
-		DB: apiDB, DBTimeout: opts.dbTimeout, River: inserter, Registry: registry,
+		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: registry,
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,

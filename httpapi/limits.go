@@ -24,6 +24,15 @@ const (
 	// 1000 / 3 per s), so one caller's burst can delay the others by minutes,
 	// not hours; cached domains drain in seconds.
 	DefaultCallerMaxQueuedDomains = 1000
+	// DefaultCallerMaxStoredRows: rows of one caller's lists kept at once,
+	// running or ended and not yet purged (LIST_RETENTION). Five
+	// full-size lists (LIST_MAX_DOMAINS): the three a caller may run at
+	// once (CALLER_MAX_ACTIVE_LISTS) and two ended ones, or a hundred
+	// 50k-account exports a month. An answered row takes about 420 bytes
+	// with its indexes (measured), so that is about 2 GB of one caller's
+	// rows at most, where before nothing bounded it (a 1 MB gzip of junk
+	// rows stored 394 MB, again and again).
+	DefaultCallerMaxStoredRows = 5_000_000
 	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
 	// process does one key query per caller per 5 s under load, and a revoked
 	// key stops working within 5 s.
@@ -39,23 +48,27 @@ type Limits struct {
 	// not yet ended; it is counted in Postgres (caller_queue), across
 	// processes.
 	MaxQueuedDomains int
+	// MaxStoredRows is how many rows of its lists, ended or not, may be
+	// kept until they are purged; it is summed in Postgres from the lists.
+	MaxStoredRows int
 }
 
 // DefaultLimits are the reviewed defaults.
 func DefaultLimits() Limits {
-	return Limits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains}
+	return Limits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains,
+		MaxStoredRows: DefaultCallerMaxStoredRows}
 }
 
 // Validate returns an error for a limit below 1.
 func (l Limits) Validate() error {
-	if l.RatePerMinute < 1 || l.MaxQueuedDomains < 1 {
-		return errors.New("RatePerMinute and MaxQueuedDomains must be at least 1")
+	if l.RatePerMinute < 1 || l.MaxQueuedDomains < 1 || l.MaxStoredRows < 1 {
+		return errors.New("RatePerMinute, MaxQueuedDomains and MaxStoredRows must be at least 1")
 	}
 	return nil
 }
 
 // The reviewed list limits (LIST_MAX_BYTES, LIST_MAX_DOMAINS,
-// CALLER_MAX_ACTIVE_LISTS).
+// CALLER_MAX_ACTIVE_LISTS; CALLER_MAX_STORED_ROWS is with the callers').
 const (
 	// DefaultListMaxBytes: 256 MiB after decompression holds a million rows
 	// of a CRM export with a few columns (≈ 100–250 bytes a row); it is
@@ -144,7 +157,10 @@ type ListConfig struct {
 	ModelRatePerMinute int
 	DefaultCallSeconds float64
 	SearchSeconds      float64
-	Freshness          classifier.Freshness
+	// Cores is the CPUs the rows' work shares (the service and Postgres);
+	// 0 is this machine's.
+	Cores     int
+	Freshness classifier.Freshness
 	// Rows and Ended, when set, count rows made final here (rejected at
 	// upload, cancelled) and lists ended here (cancelled), for metrics.
 	Rows  func(status classifier.Status, n int)

@@ -25,6 +25,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -105,7 +106,14 @@ func (s *Server) listCreate(c *gin.Context) {
 		// A caller at its limit of lists is told before it sends a million
 		// rows; its other uploads in progress here would be lists too. The
 		// count is checked again, under a lock, before the list is written.
-		if err := s.listSlotFree(c.Request.Context(), caller, lists); err != nil {
+		if err := s.listSlotFreeUploading(c.Request.Context(), caller, lists); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
+		err := s.listRowsFit(ctx, caller, 1)
+		cancel()
+		if err != nil {
 			s.writeError(c, err)
 			return
 		}
@@ -217,7 +225,7 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 	rows *listReader, fingerprint []byte) {
 	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: req.cls.Name, CallbackURL: req.callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: req.tier, Want: req.want}
+		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: req.tier, Want: req.want, Retention: s.cfg.Lists.Queue.ListRetention}
 	if req.tier == classifier.TierEconomy {
 		// A chunk of an economy list is one provider batch.
 		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
@@ -227,7 +235,11 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 		s.writeError(c, err)
 		return
 	}
-	if err := s.listSlotFree(ctx, caller, 0, tx); err != nil {
+	if err := s.listSlotFree(ctx, caller, tx); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.listRowsFit(ctx, caller, l.Rows, tx); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -268,10 +280,15 @@ var errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idemp
 	detail: "This Idempotency-Key was already used with a different request."}
 
 // listSlotFree returns a 429 problem when caller has MaxActive lists not
-// yet ended, counting uploading, its uploads in progress that would be
-// lists; exec is the transaction when given. It waits for the database no
-// longer than any short request.
-func (s *Server) listSlotFree(ctx context.Context, caller Caller, uploading int, exec ...db.DBTX) error {
+// yet ended; exec is the transaction when given. It waits for the database
+// no longer than any short request.
+func (s *Server) listSlotFree(ctx context.Context, caller Caller, exec ...db.DBTX) error {
+	return s.listSlotFreeUploading(ctx, caller, 0, exec...)
+}
+
+// listSlotFreeUploading is listSlotFree counting uploading, the caller's
+// uploads in progress that would be lists, as lists.
+func (s *Server) listSlotFreeUploading(ctx context.Context, caller Caller, uploading int, exec ...db.DBTX) error {
 	var e db.DBTX = s.cfg.DB.Pool
 	if len(exec) > 0 {
 		e = exec[0]
@@ -338,8 +355,8 @@ func listFingerprint(req listRequest, bodyHash hash.Hash) []byte {
 
 // listEstimate answers POST /lists?dry_run=true: how many domains are
 // known, cached and fresh, what the fresh ones cost with the price table,
-// and how long the model needs for them, from the settings and the median
-// latency of recent model calls. It writes nothing.
+// and how long the list takes (estimate: the deployment's measured
+// throughput, the rows' CPU, the lists it shares with). It writes nothing.
 func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want,
 	rows *listReader, sp *spool) {
 	src, err := sp.read()
@@ -362,7 +379,12 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		}
 		est.Fresh = est.Domains - est.Known - est.Cached
 		est.ModelCalls = est.Fresh
-		standard, economy := s.cfg.Lists.estimate(est, stats)
+		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
+		if err != nil {
+			return err
+		}
+		var standard, economy wire.TierEstimate
+		standard, economy, est.Basis = s.cfg.Lists.estimate(est, stats, load)
 		est.Tier, est.Tiers = tier, map[string]wire.TierEstimate{classifier.TierStandard: standard, classifier.TierEconomy: economy}
 		est.EstimatedSeconds, est.EstimatedCostUSD = est.Tiers[tier].EstimatedSeconds, est.Tiers[tier].EstimatedCostUSD
 		return errDryRun // nothing that was written outlives the estimate
@@ -378,44 +400,6 @@ var errDryRun = errors.New("dry run")
 
 // modelStatsSample is how many recent model answers the estimate reads.
 const modelStatsSample = 1000
-
-// estimate is what the fresh domains cost in each tier (nil for a model
-// the price table does not list) and how long they take: at the model's
-// pace for one worker process in the standard tier; within the provider's
-// 24-hour window in the economy tier.
-func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standard, economy wire.TierEstimate) {
-	perCall := l.DefaultCallSeconds
-	promptTokens, completionTokens := float64(DefaultPromptTokens), float64(DefaultCompletionTokens)
-	if stats.Samples > 0 {
-		perCall = stats.MedianLatency.Seconds() + l.SearchSeconds
-		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
-	}
-	// Little's law: C calls in flight of perCall seconds each make C/perCall
-	// a second, unless the rate limit allows fewer.
-	perSecond := math.Min(float64(l.ModelConcurrency)/math.Max(perCall, 0.001), float64(l.ModelRatePerMinute)/60)
-	seconds := float64(est.Fresh) / perSecond
-	// Known and cached answers are the database's work: beyond about 32 at
-	// once they only queue for connections, however many chunks run.
-	seconds += float64(est.Known+est.Cached) * cachedSeconds / float64(max(min(l.Queue.ListWorkers*l.Queue.ListDomainConcurrency, 32), 1))
-	seconds = math.Round(seconds*10) / 10
-	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
-	if est.Fresh == 0 {
-		economy.EstimatedSeconds = seconds
-	}
-	if l.Price == nil {
-		return standard, economy
-	}
-	for _, t := range []struct {
-		into  *wire.TierEstimate
-		batch bool
-	}{{&standard, false}, {&economy, true}} {
-		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
-			cost := math.Round(perCallUSD*float64(est.Fresh)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
-			t.into.EstimatedCostUSD = &cost
-		}
-	}
-	return standard, economy
-}
 
 // batchWindowSeconds is the economy tier's bound: the provider's 24-hour
 // completion window (most batches end within hours).
@@ -441,10 +425,6 @@ func tierParam(q map[string][]string) (string, error) {
 			detail: fmt.Sprintf("tier must be standard or economy, not %q.", t)}
 	}
 }
-
-// cachedSeconds is what a known or cached domain costs a list: its look-ups
-// and its write, about 2 ms (docs/BENCHMARKS.md, cached row).
-const cachedSeconds = 0.002
 
 // listGet handles GET /lists/{list_id}: the list's status and progress,
 // from its counters. Another caller's list is 404.
@@ -483,13 +463,15 @@ func (s *Server) writeListError(c *gin.Context, err error) {
 // listResults handles GET /lists/{list_id}/results: every row in upload
 // order, final or not, as CSV (the default) or NDJSON, streamed from a
 // cursor so that memory stays flat; ?status= filters, ?after= resumes.
+// CSV cells that a spreadsheet would run as formulas are escaped
+// (csvcell), unless ?escape_formulas=false.
 func (s *Server) listResults(c *gin.Context) {
 	id, ok := s.listID(c)
 	if !ok {
 		return
 	}
 	q := c.Request.URL.Query()
-	after, err := intParam(q, "after")
+	after, err := intParam(q, "after", maxRowParam)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -499,6 +481,12 @@ func (s *Server) listResults(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	escape, err := boolParam(q, "escape_formulas")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
 	format, ok := negotiateResults(c.GetHeader("Accept"))
 	if !ok {
 		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
@@ -531,6 +519,9 @@ func (s *Server) listResults(c *gin.Context) {
 		write = func(r *classifier.ListRow) error {
 			row := wire.NewListRow(r)
 			fields = row.CSV(fields[:0])
+			if escape {
+				csvcell.EscapeAll(fields)
+			}
 			return cw.Write(fields)
 		}
 		defer cw.Flush()
@@ -687,17 +678,24 @@ func boolParam(q map[string][]string, name string) (bool, error) {
 	return b, nil
 }
 
-func intParam(q map[string][]string, name string) (int, error) {
+// maxRowParam bounds a row number in a query (?after=): rows are numbered
+// in Postgres's int4, and a larger number, read as Go's int, could not be
+// sent to it (the stream was cut off with a 200 already out).
+const maxRowParam = math.MaxInt32
+
+// intParam reads a query parameter that is a whole number from 0 to max,
+// decimal digits only; 0 when absent. Anything else is a 400 naming it.
+func intParam(q map[string][]string, name string, max int) (int, error) {
 	vs := q[name]
 	if len(vs) == 0 || vs[0] == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(vs[0])
-	if err != nil || n < 0 {
+	n, err := strconv.ParseUint(vs[0], 10, 63)
+	if err != nil || n > uint64(max) {
 		return 0, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-			detail: fmt.Sprintf("%s must be a row number (0 or more), not %q.", name, vs[0])}
+			detail: fmt.Sprintf("%s must be a row number from 0 to %d, not %q.", name, max, classifier.Truncate(vs[0], 40))}
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // rowStatuses are the statuses a list row is reported with.

@@ -48,6 +48,8 @@ var problemTypes = map[string]string{
 	"invalid-query":             "Invalid query parameter",
 	"no-valid-rows":             "No valid rows",
 	"too-many-lists":            "Too many active lists",
+	"too-many-stored-rows":      "Too many list rows stored",
+	"list-cancelled":            "List was cancelled",
 	"invalid-list-id":           "Invalid list id",
 	"not-acceptable":            "Results format not acceptable",
 	"unavailable":               "Service unavailable",

@@ -62,11 +62,13 @@ type Config struct {
 	Webhooks bool
 	// Lists configures the list routes; zero fields get DefaultListConfig's.
 	Lists ListConfig
-	// TracerProvider, when set, makes a server span per request,
-	// continuing the trace context a caller sends, read with Propagator
-	// (nil: the global one).
-	TracerProvider trace.TracerProvider
-	Propagator     propagation.TextMapPropagator
+	// TracerProvider, when set, makes a server span per request. The trace
+	// context a caller sends is read with Propagator (nil: the global one)
+	// and, unless TrustIncomingTrace, only linked: the span starts a trace
+	// of ours (TRACE_TRUST_INCOMING).
+	TracerProvider     trace.TracerProvider
+	Propagator         propagation.TextMapPropagator
+	TrustIncomingTrace bool
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).
@@ -131,6 +133,9 @@ func New(cfg Config) *Server {
 	if cfg.Lists.Queue.ListChunkRows <= 0 {
 		cfg.Lists.Queue = def.Queue
 	}
+	if cfg.Lists.Queue.ListRetention <= 0 {
+		cfg.Lists.Queue.ListRetention = def.Queue.ListRetention
+	}
 	if cfg.Lists.ModelConcurrency <= 0 || cfg.Lists.ModelRatePerMinute <= 0 {
 		cfg.Lists.ModelConcurrency, cfg.Lists.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
 	}
@@ -176,6 +181,8 @@ func New(cfg Config) *Server {
 
 	lists := r.Group("/lists", s.requireCaller)
 	lists.POST("", s.listCreate)
+	lists.GET("", s.listIndex)
+	lists.POST("/:list_id/retry", s.listRetry)
 	lists.GET("/:list_id", s.listGet)
 	lists.GET("/:list_id/results", s.listResults)
 	lists.DELETE("/:list_id", s.listCancel)

@@ -68,6 +68,8 @@ func TestUnavailable_EveryRouteAnswers503WithinItsBound(t *testing.T) {
 				{"ListStatus", "GET", "/lists/" + id, "", nil},
 				{"ListResults", "GET", "/lists/" + id + "/results", "", nil},
 				{"CancelList", "DELETE", "/lists/" + id, "", nil},
+				{"ListIndex", "GET", "/lists", "", nil},
+				{"RetryList", "POST", "/lists/" + id + "/retry", "", nil},
 				{"Readiness", "GET", "/readyz", "", nil},
 				{"APIKeyLookup", "GET", "/domains/classify/" + id, "", []string{"Authorization", "Bearer " + b.keyB}},
 			} {

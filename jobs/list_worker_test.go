@@ -54,6 +54,9 @@ func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, l *classifier.List, i
 	src := &rowSlice{}
 	seen := map[string]int{}
 	l.ID, l.Caller, l.Classifier = uuid.New(), "test", "cpg"
+	if l.Retention == 0 {
+		l.Retention = jobs.DefaultListRetention
+	}
 	for i, in := range inputs {
 		src.add(db.ListRowIn{Row: i + 1, Input: in})
 		d, err := classifier.NormalizeDomain(in)
@@ -339,18 +342,20 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 		require.Equal(t, inFlight, now.Completed, "the answers in flight are kept")
 	})
 
-	t.Run("AChunkOutOfAttemptsFailsTheList", func(t *testing.T) {
+	t.Run("AChunkOutOfAttemptsFailsItsRowsEachWithItsOwnReason", func(t *testing.T) {
 		t.Parallel()
 		b := setupLists(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusServiceUnavailable, nil) },
-			func(s *jobs.Settings) { s.MaxAttempts = 1 })
+			func(s *jobs.Settings) { s.MaxAttempts = 1; fastDomainRetries(s) })
 		l := submitList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "a.com")
-		failed := waitList(t, b, l.ID, classifier.StatusFailed)
-		require.Contains(t, failed.Error, "gave up after 1 attempts")
-		require.Contains(t, failed.Error, "503")
-		rows := listRows(t, b.db.Pool, failed)
+		done := waitList(t, b, l.ID, classifier.StatusCompleted)
+		require.Empty(t, done.Error, "no chunk fails the list")
+		require.Equal(t, 6, done.Failed)
+		rows := listRows(t, b.db.Pool, done)
 		for _, r := range rows {
 			require.Equal(t, classifier.StatusFailed, r.Result.Status, "row %d", r.Row)
-			require.NotEmpty(t, r.Result.Error)
+			require.Contains(t, r.Result.Error, "gave up after 1 attempts")
+			require.Contains(t, r.Result.Error, "error asking the model about "+r.Result.Domain, "row %d: its own reason", r.Row)
+			require.Contains(t, r.Result.Error, "503")
 		}
 	})
 }

@@ -432,6 +432,53 @@ func TestWebhookWorker_Work(t *testing.T) {
 			"cancelled": 0.0, "override": 0.0, "known": 0.0, "cache": 0.0, "llm": 3.0}, payload["progress"])
 		require.NotContains(t, payload, "results", "the rows are fetched from results_url")
 		require.Equal(t, payload["completed_at"], payload["timestamp"])
+		completedAt, err := time.Parse(time.RFC3339Nano, payload["completed_at"].(string))
+		require.NoError(t, err)
+		expiresAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(payload["expires_at"]))
+		require.NoError(t, err, "the status says until when the results can be downloaded")
+		require.Equal(t, completedAt.Add(jobs.DefaultListRetention), expiresAt)
+	})
+
+	t.Run("AnOversizedReportIsSentWithoutEvidenceThenWithoutResults", func(t *testing.T) {
+		t.Parallel()
+		// A provider that shows the model 200 pages, each with an address
+		// at the cap: 400 KB of evidence for one domain.
+		pages := searchFunc(func(context.Context, string) (classifier.Evidence, error) {
+			ev := classifier.Evidence{Provider: "many"}
+			for i := range 200 {
+				u := fmt.Sprintf("https://acme.com/%03d/", i)
+				ev.Sources = append(ev.Sources, classifier.EvidenceItem{URL: u + strings.Repeat("a", classifier.EvidenceURLMaxBytes-len(u)), Title: "Acme"})
+			}
+			return ev, nil
+		})
+		b := setup(t, byDomain(nil), setupOpts{webhook: &webhookOpts{}, search: pages})
+		setOverride(t, b.db.Pool, "huge.com", true, 5, "ops", strings.Repeat("Makes snacks. ", 25_000)) // a 350 KB note
+		rc := newReceiver(t, nil)
+		evidenceJob := b.submitWithCallback(t, rc.URL(), "acme.com", "crm.io")
+		b.waitWebhook(t, 1, rivertype.JobStateCompleted)
+		noteJob := b.submitWithCallback(t, rc.URL(), "huge.com", "crm.io")
+		b.waitWebhook(t, 2, rivertype.JobStateCompleted)
+
+		byJob := map[string]map[string]any{}
+		for _, d := range rc.deliveries() {
+			require.LessOrEqual(t, len(d.body), jobs.WebhookMaxBodyBytes, "a delivery's body is bounded")
+			p := requireVerified(t, b.webhook.secret, d)
+			byJob[p["job_id"].(string)] = p
+		}
+		p := byJob[evidenceJob.String()]
+		require.Equal(t, wire.OmittedEvidence, p["omitted"], "the evidence is left out first")
+		results := p["results"].([]any)
+		require.Len(t, results, 2, "the answers are all there")
+		for _, r := range results {
+			require.Equal(t, true, r.(map[string]any)["is_cpg"])
+			require.NotContains(t, r, "evidence")
+		}
+		p = byJob[noteJob.String()]
+		require.Equal(t, wire.OmittedResults, p["omitted"], "then the results: GET the job for them")
+		require.Empty(t, p["results"])
+		require.Equal(t, "COMPLETED", p["status"])
+		require.Equal(t, map[string]any{"total": 2.0, "done": 2.0}, p["progress"])
+		require.Equal(t, []string{jobs.WebhookDelivered, jobs.WebhookDelivered}, b.webhook.Outcomes())
 	})
 
 	t.Run("FailedJobIsDeliveredWithItsError", func(t *testing.T) {
@@ -681,3 +728,10 @@ func mustAtoi(t *testing.T, s string) int64 {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// searchFunc is a search provider as a function.
+type searchFunc func(ctx context.Context, domain string) (classifier.Evidence, error)
+
+func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) {
+	return f(ctx, domain)
+}

@@ -17,23 +17,26 @@ var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // apikeyCommands manage callers' API keys: create, list, revoke, limits.
 func (c *cli) apikeyCommands() []*cobra.Command {
-	withLimits := func(cmd *cobra.Command, rate, queued *int) *cobra.Command {
-		cmd.Flags().IntVar(rate, "rate-per-minute", 0, "accepted jobs per minute for this key (0: the default)")
-		cmd.Flags().IntVar(queued, "max-queued-domains", 0, "domains queued and not yet answered for this key (0: the default)")
+	withLimits := func(cmd *cobra.Command, k *db.APIKey) *cobra.Command {
+		cmd.Flags().IntVar(&k.RatePerMinute, "rate-per-minute", 0, "accepted jobs per minute for this key (0: the default)")
+		cmd.Flags().IntVar(&k.MaxQueuedDomains, "max-queued-domains", 0, "domains queued and not yet answered for this key (0: the default)")
+		cmd.Flags().IntVar(&k.MaxStoredRows, "max-stored-rows", 0, "rows of this key's lists kept until purged (0: the default)")
 		return cmd
 	}
-	var rate, queued int
+	var created db.APIKey
 	create := withLimits(&cobra.Command{
-		Use:   "create NAME [--rate-per-minute N] [--max-queued-domains N]",
+		Use:   "create NAME [--rate-per-minute N] [--max-queued-domains N] [--max-stored-rows N]",
 		Short: "create a caller's key and print it once (only its hash is stored)",
 		Args:  keyNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLimits(rate, queued); err != nil {
+			if err := checkLimits(created); err != nil {
 				return err
 			}
 			return c.withDB(cmd, "apikey", func(d *db.DB, _ Config) error {
 				key, hash := httpapi.NewAPIKey()
-				err := db.APIKeyInsert(cmd.Context(), d.Pool, db.APIKey{Name: args[0], Prefix: key[:8], RatePerMinute: rate, MaxQueuedDomains: queued}, hash)
+				k := created
+				k.Name, k.Prefix = args[0], key[:8]
+				err := db.APIKeyInsert(cmd.Context(), d.Pool, k, hash)
 				if errors.Is(err, db.ErrConflict) {
 					return fmt.Errorf("an API key named %q already exists", args[0])
 				} else if err != nil {
@@ -44,7 +47,7 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 				return nil
 			})
 		},
-	}, &rate, &queued)
+	}, &created)
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -61,10 +64,11 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 					return nil
 				}
 				tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tKEY\tCREATED\tLAST USED\tREVOKED\tJOBS/MIN\tMAX QUEUED")
+				fmt.Fprintln(tw, "NAME\tKEY\tCREATED\tLAST USED\tREVOKED\tJOBS/MIN\tMAX QUEUED\tMAX STORED ROWS")
 				for _, k := range keys {
-					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, stamp(&k.CreatedAt), stamp(k.LastUsedAt), stamp(k.RevokedAt),
-						limitText(k.RatePerMinute, cfg.Callers.RatePerMinute), limitText(k.MaxQueuedDomains, cfg.Callers.MaxQueuedDomains))
+					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, stamp(&k.CreatedAt), stamp(k.LastUsedAt), stamp(k.RevokedAt),
+						limitText(k.RatePerMinute, cfg.Callers.RatePerMinute), limitText(k.MaxQueuedDomains, cfg.Callers.MaxQueuedDomains),
+						limitText(k.MaxStoredRows, cfg.Callers.MaxStoredRows))
 				}
 				return tw.Flush()
 			})
@@ -86,25 +90,26 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 		},
 	}
 
-	var setRate, setQueued int
+	var set db.APIKey
 	limits := withLimits(&cobra.Command{
-		Use:   "limits NAME [--rate-per-minute N] [--max-queued-domains N]",
+		Use:   "limits NAME [--rate-per-minute N] [--max-queued-domains N] [--max-stored-rows N]",
 		Short: "set a key's limits (0: the default)",
 		Args:  keyNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLimits(setRate, setQueued); err != nil {
+			if err := checkLimits(set); err != nil {
 				return err
 			}
 			return c.withDB(cmd, "apikey", func(d *db.DB, cfg Config) error {
-				if err := db.APIKeySetLimits(cmd.Context(), d.Pool, args[0], setRate, setQueued); err != nil {
+				if err := db.APIKeySetLimits(cmd.Context(), d.Pool, args[0], set); err != nil {
 					return keyError(err, args[0])
 				}
-				fmt.Fprintf(c.stdout, "API key %q: %s jobs a minute, %s queued domains.\n", args[0],
-					limitText(setRate, cfg.Callers.RatePerMinute), limitText(setQueued, cfg.Callers.MaxQueuedDomains))
+				fmt.Fprintf(c.stdout, "API key %q: %s jobs a minute, %s queued domains, %s stored list rows.\n", args[0],
+					limitText(set.RatePerMinute, cfg.Callers.RatePerMinute), limitText(set.MaxQueuedDomains, cfg.Callers.MaxQueuedDomains),
+					limitText(set.MaxStoredRows, cfg.Callers.MaxStoredRows))
 				return nil
 			})
 		},
-	}, &setRate, &setQueued)
+	}, &set)
 	return []*cobra.Command{create, list, revoke, limits}
 }
 
@@ -133,8 +138,8 @@ func keyNameArg(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func checkLimits(rate, queued int) error {
-	if rate < 0 || queued < 0 {
+func checkLimits(k db.APIKey) error {
+	if k.RatePerMinute < 0 || k.MaxQueuedDomains < 0 || k.MaxStoredRows < 0 {
 		return usagef("limits must not be negative")
 	}
 	return nil

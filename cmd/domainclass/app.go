@@ -165,7 +165,7 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 // the workers and the periodic jobs.
 func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
 	m.jobMetrics = jobs.NewMetrics(m.Metrics)
-	working.PeriodicJobs = jobs.PeriodicJobs()
+	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval))
 	if working.Workers, err = m.buildWorkers(); err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
 		Store: jobs.NewPipelineStore(m.WorkerDB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
 		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
-		EvidenceMaxChars: cfg.EvidenceMaxChars,
+		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
 	})
 	workers := river.NewWorkers()
 	price := pricer(evals.DefaultPrices())
@@ -237,6 +237,10 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := river.AddWorkerSafely(workers, &jobs.ListSweepWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger,
+		Lists: m.listMetrics}); err != nil {
+		return nil, err
+	}
 	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.WorkerDB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {
 		return nil, err
 	}
@@ -250,14 +254,14 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		auth = httpapi.AuthOff{Limits: cfg.Callers}
 	}
 	api := httpapi.Config{
-		DB: m.DB, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
+		DB: m.DB, DBTimeout: cfg.APIDBTimeout, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
 		Lists: m.listConfig(),
 	}
 	if traced {
-		api.TracerProvider = otel.GetTracerProvider()
+		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.

@@ -117,7 +117,7 @@ func TestSubmit(t *testing.T) {
 
 		code, _, errOut = e.cli(context.Background(), "", nil, "submit", "--json", "a.com")
 		require.Equal(t, 2, code)
-		require.Contains(t, errOut, "--json and --csv print results, so they need --wait")
+		require.Contains(t, errOut, "--json, --ndjson and --csv print results, so they need --wait")
 	})
 
 	t.Run("ExitsNonZeroWhenAJobFailed", func(t *testing.T) {

@@ -34,6 +34,9 @@ type Config struct {
 	DBMaxConns       int32
 	APIDBMaxConns    int32 // the API's pool (api, all)
 	WorkerDBMaxConns int32 // the workers' pool (worker, all)
+	// APIDBTimeout bounds a short request's wait for Postgres (a
+	// connection, then its queries) before it answers 503.
+	APIDBTimeout time.Duration
 
 	HTTPAddr   string
 	WorkerAddr string
@@ -73,6 +76,9 @@ type Config struct {
 	TracesExporter     string
 	OTLPEndpoint       string
 	OTLPTracesEndpoint string
+	// TraceTrustIncoming continues the trace context callers send
+	// (httpapi.Config.TrustIncomingTrace); off, their traces are linked.
+	TraceTrustIncoming bool
 
 	Queue     jobs.Settings
 	Callers   httpapi.Limits
@@ -98,6 +104,8 @@ func DefaultConfig() Config {
 		SearchTimeout:          search.DefaultTimeout,
 		Auth:                   "on",
 		AuthCacheTTL:           httpapi.DefaultAuthCacheTTL,
+		TraceTrustIncoming:     httpapi.DefaultTrustIncomingTrace,
+		APIDBTimeout:           httpapi.DefaultDBTimeout,
 		LogFormat:              "json",
 		LogLevel:               "info",
 		Queue:                  jobs.DefaultSettings(),
@@ -131,6 +139,7 @@ func (c *Config) environment() []envVar {
 		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
 		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
 		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
+		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
 
@@ -159,11 +168,13 @@ func (c *Config) environment() []envVar {
 		{"OTEL_TRACES_EXPORTER", &c.TracesExporter, ""},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", &c.OTLPEndpoint, ""},
 		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &c.OTLPTracesEndpoint, ""},
+		{"TRACE_TRUST_INCOMING", &c.TraceTrustIncoming, ""},
 		{"LOG_FORMAT", &c.LogFormat, ""},
 		{"LOG_LEVEL", &c.LogLevel, ""},
 
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
+		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
 
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
 		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
@@ -187,6 +198,7 @@ func (c *Config) environment() []envVar {
 		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
 		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
 		{"JOB_RETENTION", &q.JobRetention, "JobRetention"},
+		{"LIST_RETENTION", &q.ListRetention, "ListRetention"},
 		{"RETENTION_CANCELLED", &q.CancelledRetention, "CancelledRetention"},
 		{"RETENTION_DISCARDED", &q.DiscardedRetention, "DiscardedRetention"},
 		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
@@ -197,6 +209,9 @@ func (c *Config) environment() []envVar {
 		{"LIST_CHUNK_ROWS", &q.ListChunkRows, "ListChunkRows"},
 		{"LIST_CHUNKS_IN_FLIGHT", &q.ListChunksInFlight, "ListChunksInFlight"},
 		{"LIST_CHUNK_BUDGET", &q.ListChunkBudget, "ListChunkBudget"},
+		{"LIST_SWEEP_INTERVAL", &q.ListSweepInterval, "ListSweepInterval"},
+		{"DOMAIN_ATTEMPTS", &q.DomainAttempts, "DomainAttempts"},
+		{"DOMAIN_RETRY_BACKOFF", &q.DomainRetryBackoff, "DomainRetryBackoff"},
 		{"BATCH_MAX_REQUESTS", &q.BatchMaxRequests, "BatchMaxRequests"},
 		{"BATCH_POLL_INTERVAL", &q.BatchPollInterval, "BatchPollInterval"},
 		{"BATCH_MAX_ATTEMPTS", &q.BatchMaxAttempts, "BatchMaxAttempts"},
@@ -292,8 +307,8 @@ func (c Config) Validate() error {
 		return errors.New("LLM_MAX_COMPLETION_TOKENS must be at least 16 (an answer is about 60 tokens)")
 	case c.EvidenceMaxChars < 100:
 		return errors.New("EVIDENCE_MAX_CHARS must be at least 100")
-	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0:
-		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT and CLAIM_WAIT must be positive")
+	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0 || c.APIDBTimeout <= 0:
+		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT, CLAIM_WAIT and API_DB_TIMEOUT must be positive")
 	case c.AuthCacheTTL < 0:
 		return errors.New("AUTH_CACHE_TTL must not be negative")
 	}
