@@ -34,6 +34,7 @@ import (
 
 type testBundle struct {
 	db     *db.DB
+	apiDB  *db.DB // the API's: db, unless setupOpts said otherwise
 	client *jobs.Client
 	url    string
 	// keyA and keyB are real API keys of callers team-a and team-b.
@@ -58,6 +59,11 @@ type setupOpts struct {
 	// tracer, when set, is Config.TracerProvider, with W3C trace context
 	// as the propagator.
 	tracer trace.TracerProvider
+	// apiMaxConns, when set, gives the API a pool of its own of that many
+	// connections, on the test's schema.
+	apiMaxConns int32
+	// registry, when set, is the API's classifier registry.
+	registry *classifier.Registry
 	// clock, when set, is Config.Clock: the caller rate counts in its time.
 	clock *testClock
 	// trustTrace is Config.TrustIncomingTrace.
@@ -108,6 +114,16 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	if opts.db != nil {
 		apiDB = opts.db
 	}
+	if opts.apiMaxConns > 0 {
+		apiDB, err = db.Open(context.Background(), db.Config{URL: dbtest.URL(), Schema: b.db.Schema, MaxConns: opts.apiMaxConns})
+		require.NoError(t, err)
+		t.Cleanup(apiDB.Close)
+	}
+	b.apiDB = apiDB
+	registry := opts.registry
+	if registry == nil {
+		registry = classifier.DefaultRegistry()
+	}
 	b.keyA = createKey(t, b.db, "team-a", db.APIKey{})
 	b.keyB = createKey(t, b.db, "team-b", db.APIKey{})
 	limits := opts.limits
@@ -131,7 +147,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
 		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
-		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: classifier.DefaultRegistry(),
+		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: registry,
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,

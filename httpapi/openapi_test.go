@@ -549,6 +549,17 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	require.NoError(t, json.Unmarshal(priced.body, &est))
 	require.NotNil(t, est.EstimatedCostUSD)
 
+	// An upload too slow: 408 (sent by hand, a byte at a time, and checked
+	// against the document as the transport checks the others).
+	trickled := setup(t, setupOpts{lists: httpapi.ListConfig{UploadMinRate: 1000, UploadRateWindow: time.Second}})
+	tooSlow := startTrickle(t, trickled.url, trickled.keyA, "/lists", "text/plain", 100*time.Millisecond).answered(15 * time.Second)
+	require.NotNil(t, tooSlow)
+	requireProblem(t, *tooSlow, http.StatusRequestTimeout, "upload-too-slow")
+	slowReq, err := http.NewRequest(http.MethodPost, trickled.url+"/lists", http.NoBody)
+	require.NoError(t, err)
+	slowReq.Header.Set("Content-Type", "text/plain")
+	require.NoError(t, c.check(slowReq, nil, tooSlow.status, tooSlow.header, tooSlow.body))
+
 	// Refused uploads.
 	requireProblem(t, upload(l, "", "application/json", `{"domains": ["a.com"]}`), 415, "unsupported-media-type")
 	requireProblem(t, upload(l, "", "text/plain", "a.com", "Content-Encoding", "br"), 415, "unsupported-media-type")

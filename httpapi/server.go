@@ -83,6 +83,7 @@ type Server struct {
 	cfg        Config
 	router     *gin.Engine
 	limiter    *callerLimiter
+	uploads    *uploadGate
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 }
@@ -117,6 +118,18 @@ func New(cfg Config) *Server {
 	if cfg.Lists.MaxActive <= 0 {
 		cfg.Lists.MaxActive = def.MaxActive
 	}
+	if cfg.Lists.MaxUploads <= 0 {
+		cfg.Lists.MaxUploads = def.MaxUploads
+	}
+	if cfg.Lists.CallerMaxUploads <= 0 {
+		cfg.Lists.CallerMaxUploads = def.CallerMaxUploads
+	}
+	if cfg.Lists.UploadMinRate <= 0 || cfg.Lists.UploadRateWindow <= 0 {
+		cfg.Lists.UploadMinRate, cfg.Lists.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
+	}
+	if cfg.Lists.SpoolDir == "" {
+		cfg.Lists.SpoolDir = def.SpoolDir
+	}
 	if cfg.Lists.Queue.ListChunkRows <= 0 {
 		cfg.Lists.Queue = def.Queue
 	}
@@ -132,7 +145,7 @@ func New(cfg Config) *Server {
 	if cfg.Lists.Freshness == (classifier.Freshness{}) {
 		cfg.Lists.Freshness = def.Freshness
 	}
-	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock)}
+	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()

@@ -179,6 +179,11 @@ func (c *Config) environment() []envVar {
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
 		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
 		{"CALLER_MAX_ACTIVE_LISTS", &c.Lists.MaxActive, "MaxActive"},
+		{"LIST_UPLOADS_PER_PROCESS", &c.Lists.MaxUploads, "MaxUploads"},
+		{"CALLER_MAX_UPLOADS", &c.Lists.CallerMaxUploads, "CallerMaxUploads"},
+		{"LIST_UPLOAD_MIN_RATE", &c.Lists.UploadMinRate, "UploadMinRate"},
+		{"LIST_UPLOAD_RATE_WINDOW", &c.Lists.UploadRateWindow, "UploadRateWindow"},
+		{"LIST_SPOOL_DIR", &c.Lists.SpoolDir, "SpoolDir"},
 
 		{"CACHE_TTL_HIGH", &c.Freshness.High, "High"},
 		{"CACHE_TTL_MEDIUM", &c.Freshness.Medium, "Medium"},

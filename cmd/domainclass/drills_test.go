@@ -59,6 +59,7 @@ var drills = []struct {
 	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
 	{"ListBadHour", drillListBadHour},
+	{"TrickledUploads", drillTrickledUploads},
 }
 
 func TestDrills(t *testing.T) {

@@ -41,6 +41,8 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 				return usagef("%s is a CSV file: add the domains given as arguments to it, or send them apart", src.name)
 			}
 			contentType = client.ListCSV
+		} else if o.domainColumn != "" || o.refColumn != "" {
+			return usagef("%s is not a CSV file (its first line has no comma): --domain-column and --ref-column name a CSV's columns", src.name)
 		}
 		open = func() (io.ReadCloser, error) {
 			r, err := src.open()
@@ -52,7 +54,8 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 	}
 
 	api := c.apiClient(o.url, o.key)
-	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier}
+	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier,
+		DomainColumn: o.domainColumn, RefColumn: o.refColumn}
 	if o.dryRun {
 		est, err := api.EstimateList(ctx, open, opts)
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 type submitOptions struct {
 	url, key, classifier, file, out string
 	tier                            string
+	domainColumn, refColumn         string
 	wait, asJSON, asCSV, ndjson     bool
 	list, dryRun                    bool
 	poll                            time.Duration
@@ -61,6 +62,8 @@ func (c *cli) submitCommand() *cobra.Command {
 				return usagef("--poll must be at least 100ms")
 			case len(args) == 0 && o.file == "":
 				return usagef("no domains: give them as arguments or with --file")
+			case (o.domainColumn != "" || o.refColumn != "") && o.file == "":
+				return usagef("--domain-column and --ref-column name columns of a CSV --file")
 			}
 			return nil
 		},
@@ -71,6 +74,8 @@ func (c *cli) submitCommand() *cobra.Command {
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to ask")
 	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column (and an optional \"ref\")")
 	f.BoolVar(&o.list, "list", false, "send one list even for 10 domains or fewer (more are always a list)")
+	f.StringVar(&o.domainColumn, "domain-column", "", "the column of a CSV --file that holds the domains (any case; default \"domain\"); the file goes as a list")
+	f.StringVar(&o.refColumn, "ref-column", "", "the column of a CSV --file kept as each row's ref, your id to join back (default \"ref\" when there is one)")
 	f.StringVar(&o.tier, "tier", classifier.TierStandard, "a list's tier: standard (one model call at a time, minutes) or economy (the provider's Batch API: about half the cost, within 24 hours)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains known, cached, fresh; model calls, cost, time)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the jobs or the list to finish, showing progress, then print the results")
@@ -119,7 +124,7 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 		}
 		defer src.Close()
 	}
-	listMode := o.list || o.dryRun
+	listMode := o.list || o.dryRun || o.domainColumn != "" || o.refColumn != "" // a column mapping is the API's, for lists
 	if !listMode {
 		n, err := countDistinct(inputs, src, wire.MaxDomainsPerJob+1)
 		if err != nil {

@@ -46,6 +46,10 @@ type ListOptions struct {
 	// through the provider's Batch API, at about half the model cost,
 	// within 24 hours.
 	Tier string
+	// DomainColumn and RefColumn name the columns of a ListCSV upload that
+	// hold each row's domain and ref (any case); "" for the API's defaults
+	// ("domain", and "ref" when there is one). Other columns are dropped.
+	DomainColumn, RefColumn string
 }
 
 // UploadList sends a list: the body open returns, gzip-compressed as it is
@@ -73,7 +77,8 @@ func (c *Client) UploadList(ctx context.Context, open func() (io.ReadCloser, err
 	}
 	header.Set("Idempotency-Key", strconv.Quote(key))
 	var a wire.ListAccepted
-	err = c.send(ctx, &exchange{method: http.MethodPost, path: "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier),
+	err = c.send(ctx, &exchange{method: http.MethodPost, path: "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier,
+		"domain_column", opts.DomainColumn, "ref_column", opts.RefColumn),
 		header: header, open: gzipped(open), want: http.StatusAccepted, read: c.readJSON(&a), stream: true,
 		retryOn: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusConflict}})
 	if err != nil {
@@ -88,8 +93,9 @@ func (c *Client) UploadList(ctx context.Context, open func() (io.ReadCloser, err
 // EstimateList asks what a list would cost (POST /lists?dry_run=true):
 // rows, domains, how many are known, cached or fresh, model calls, cost and
 // time. Nothing is written. opts.IdempotencyKey and opts.CallbackURL are
-// not sent. It retries while the API is unavailable (503) or unreachable;
-// open's errors and other error answers come back as for UploadList.
+// not sent. It retries while the API is unavailable (503) or unreachable,
+// or busy with the caller's other uploads (429); open's errors and other
+// error answers come back as for UploadList.
 func (c *Client) EstimateList(ctx context.Context, open func() (io.ReadCloser, error), opts ListOptions) (*wire.ListEstimate, error) {
 	opts.IdempotencyKey, opts.CallbackURL = "", ""
 	header, err := listHeader(opts)
@@ -98,9 +104,10 @@ func (c *Client) EstimateList(ctx context.Context, open func() (io.ReadCloser, e
 	}
 	var est wire.ListEstimate
 	err = c.send(ctx, &exchange{method: http.MethodPost,
-		path:   "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier, "dry_run", "true"),
+		path: "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier, "dry_run", "true",
+			"domain_column", opts.DomainColumn, "ref_column", opts.RefColumn),
 		header: header, open: gzipped(open), want: http.StatusOK, read: c.readJSON(&est), stream: true,
-		retryOn: []int{http.StatusServiceUnavailable}})
+		retryOn: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}})
 	if err != nil {
 		return nil, err
 	}

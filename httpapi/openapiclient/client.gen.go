@@ -984,8 +984,12 @@ type CreateClassifyJobParams struct {
 	// IdempotencyKey Makes the request safe to retry: the same key from the same caller
 	// with the same request returns the first 202 again (same job or list)
 	// for 24 hours; with a different request, 422; while the first is
-	// still being processed, 409. An RFC 8941 string (`"abc"`) or a bare
-	// token, 1-255 printable characters.
+	// still being processed, 409. The same request is the same body (a
+	// list's as decompressed, and its Content-Type) and the same inputs
+	// that change what it makes: classifier, max_age, refresh,
+	// X-Callback-URL, and a list's tier, domain_column and ref_column. An
+	// RFC 8941 string (`"abc"`) or a bare token, 1-255 printable
+	// characters.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
@@ -1030,14 +1034,31 @@ type CreateListParams struct {
 	// and cached domains are answered at once in both. docs/api.md, "Tiers".
 	Tier *Tier `form:"tier,omitempty" json:"tier,omitempty"`
 
-	// ContentEncoding gzip for a compressed body (any of the three formats). The limits count the decompressed bytes, so a gzip bomb is a 413.
+	// DomainColumn text/csv only: the header name (any case) of the column that holds
+	// each row's domain; default `domain`. Columns other than this one
+	// and `ref_column` are dropped.
+	DomainColumn *string `form:"domain_column,omitempty" json:"domain_column,omitempty"`
+
+	// RefColumn text/csv only: the header name (any case) of the column kept as
+	// each row's `ref` (your own id, returned with its answer); default
+	// `ref` when the header has one, else none. Naming one the header
+	// lacks is a 400 (`no-ref-column`).
+	RefColumn *string `form:"ref_column,omitempty" json:"ref_column,omitempty"`
+
+	// ContentEncoding gzip for a compressed body (any of the three formats). The limits
+	// count the decompressed bytes, and a body that decompresses to more
+	// than 100 times its size is refused early: a gzip bomb is a 413.
 	ContentEncoding *CreateListParamsContentEncoding `json:"Content-Encoding,omitempty"`
 
 	// IdempotencyKey Makes the request safe to retry: the same key from the same caller
 	// with the same request returns the first 202 again (same job or list)
 	// for 24 hours; with a different request, 422; while the first is
-	// still being processed, 409. An RFC 8941 string (`"abc"`) or a bare
-	// token, 1-255 printable characters.
+	// still being processed, 409. The same request is the same body (a
+	// list's as decompressed, and its Content-Type) and the same inputs
+	// that change what it makes: classifier, max_age, refresh,
+	// X-Callback-URL, and a list's tier, domain_column and ref_column. An
+	// RFC 8941 string (`"abc"`) or a bare token, 1-255 printable
+	// characters.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
@@ -1259,9 +1280,15 @@ type ClientInterface interface {
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -1284,9 +1311,15 @@ type ClientInterface interface {
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -1512,9 +1545,15 @@ func (c *Client) ListLists(ctx context.Context, params *ListListsParams, reqEdit
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -1547,9 +1586,15 @@ func (c *Client) CreateListWithBody(ctx context.Context, params *CreateListParam
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -2055,6 +2100,30 @@ func NewCreateListRequestWithBody(server string, params *CreateListParams, conte
 
 		}
 
+		if params.DomainColumn != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "domain_column", *params.DomainColumn, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RefColumn != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ref_column", *params.RefColumn, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2530,9 +2599,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2555,9 +2630,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -3077,6 +3158,8 @@ type CreateListResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *IdempotencyKeyInFlight
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -3119,6 +3202,11 @@ func (r CreateListResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateListResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreateListResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -3857,9 +3945,15 @@ func (c *ClientWithResponses) ListListsWithResponse(ctx context.Context, params 
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -3888,9 +3982,15 @@ func (c *ClientWithResponses) CreateListWithBodyWithResponse(ctx context.Context
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -4433,6 +4533,13 @@ func ParseCreateListResponse(rsp *http.Response) (*CreateListResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest IdempotencyKeyInFlight
