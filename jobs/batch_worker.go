@@ -211,13 +211,16 @@ func (r *batchRun) readItems(ctx context.Context, each func(db.BatchItem, classi
 	r.items, r.byDomain = []*batchItem{}, map[string]*batchItem{}
 	return db.BatchItems(ctx, r.w.DB, r.b.ID, func(it db.BatchItem) error {
 		var req classifier.CompletionRequest
-		if err := json.Unmarshal(it.Body, &req); err != nil {
-			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
-		}
-		if each != nil {
-			if err := each(it, req); err != nil {
-				return err
+		if each == nil { // the model alone: the prompt is not decoded
+			var head struct{ Model string }
+			if err := json.Unmarshal(it.Body, &head); err != nil {
+				return fmt.Errorf("staged request of %s: %w", it.Domain, err)
 			}
+			req.Model = head.Model
+		} else if err := json.Unmarshal(it.Body, &req); err != nil {
+			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
+		} else if err := each(it, req); err != nil {
+			return err
 		}
 		it.Body = nil
 		bi := &batchItem{BatchItem: it, prepared: classifier.Prepared{Domain: it.Domain,
