@@ -78,9 +78,9 @@ func TestAccount_RequestsPerMinute(t *testing.T) {
 // whose tokens do not fit is refused whole.
 func TestAccount_TokensPerMinute(t *testing.T) {
 	t.Parallel()
-	s := New(t, Sized(func(Request) Reply { return Answer(true, 5, "x") })) // 25 completion tokens each
+	s := New(t, Sized(func(Request) Reply { return Answer(true, 5, "x") }))   // 25 completion tokens each
 	s.SetAccount(Account{TPM: 60_000, Window: time.Second, RetryAfter: true}) // holds 1,000 tokens
-	long := "Domain: long.com\n" + strings.Repeat("evidence ", 200)             // ≈ 450 prompt tokens
+	long := "Domain: long.com\n" + strings.Repeat("evidence ", 200)           // ≈ 450 prompt tokens
 	resp, _ := post(t, s, long)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	remaining, err := strconv.Atoi(resp.Header.Get("x-ratelimit-remaining-tokens"))
