@@ -28,6 +28,10 @@ var (
 		"override":   "SELECT",
 		// Authentication, and its last_used_at.
 		"api_key": "SELECT, UPDATE",
+		// A caller's model budget and what it spent today: GET /callers/me,
+		// a list's check against what is left, metrics. The workers count.
+		"caller_budget": "SELECT",
+		"caller_spend":  "SELECT",
 		// River: inserting jobs; River UI reads them and cancels or retries
 		// them, and pauses queues. Not DELETE: a job is never deleted from
 		// the web.
@@ -50,6 +54,12 @@ var (
 		"provenance":          "SELECT, INSERT", // written once per answer, never changed
 		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
 		"override":            "SELECT",
+		// The deployment's model budget (leases, the provider's throttles)
+		// and the callers' budgets, which only the operators set (CLI).
+		"llm_account":   "SELECT, INSERT, UPDATE",
+		"llm_lease":     "SELECT, INSERT, UPDATE, DELETE",
+		"caller_budget": "SELECT",
+		"caller_spend":  "SELECT, INSERT, UPDATE",
 		// River's client: fetching, completing, rescuing, cleaning,
 		// electing a leader.
 		"river_job":          "SELECT, INSERT, UPDATE, DELETE",
