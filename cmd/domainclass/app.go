@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -65,7 +67,11 @@ type Main struct {
 	workerLn     net.Listener
 	riverCancel  context.CancelFunc
 	uiCancel     context.CancelFunc
-	stopTracing  func(context.Context) error
+	// budget is the worker's part of the deployment's model budget, renewed
+	// until budgetStop.
+	budget      *llm.Budget
+	budgetStop  func()
+	stopTracing func(context.Context) error
 }
 
 // NewMain returns a Main for role with cfg.
@@ -138,6 +144,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		// a soft stop, so a signal never cancels running jobs at once.
 		riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.riverCancel = cancel
+		if m.budget != nil {
+			m.budgetStop = m.runBudget(riverCtx)
+		}
 		if err := m.River.Start(riverCtx); err != nil {
 			return fmt.Errorf("error starting River: %w", err)
 		}
@@ -164,6 +173,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// runBudget renews the model budget's lease until the returned stop, which
+// gives the lease up and returns once it has.
+func (m *Main) runBudget(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.budget.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// holderName names this process's lease: host, pid and a random suffix
+// (a pid is reused across restarts and containers).
+func holderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+}
+
 // APIURL is the base URL the API serves on.
 func (m *Main) APIURL() string { return "http://" + m.apiLn.Addr().String() }
 
@@ -177,11 +205,20 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		batcher   jobs.Batcher
 	)
 	if cfg.OpenAIAPIKey != "" {
-		c, err := cfg.newLLMClient(m.jobMetrics)
+		// The process's bounds are caps; the deployment's budget (one
+		// provider account, every worker process) bounds them further.
+		id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
+		m.budget = llm.NewBudget(llm.BudgetConfig{
+			RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
+			Holder: holderName(), Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
+		}, jobs.AccountStore{DB: m.DB.Pool, ID: id, Name: name})
+		c, err := cfg.newLLMClient(m.jobMetrics, m.budget)
 		if err != nil {
 			return nil, err
 		}
-		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
+		limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
+		m.budget.Govern(limited)
+		completer = limited
 		batcher = c // a batch's requests are the provider's to pace, not our model slots
 	} else {
 		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
@@ -380,6 +417,9 @@ func (m *Main) Close(ctx context.Context) error {
 		}
 		m.riverCancel()
 		m.Logger.Info("River stopped", "duration", time.Since(start).String())
+	}
+	if m.budgetStop != nil {
+		m.budgetStop() // after River: its last calls ran within the lease
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()
