@@ -156,6 +156,23 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
 	}
+	// The caller's budget first: a caller at its budget asks no search
+	// and no model, and its domain ends FAILED with the reason.
+	spend, err := reserve(ctx, p.cfg.Model)
+	if reason, spent := BudgetSpent(err); spent {
+		return failed(c, domain, reason, p.cfg.Now()), nil
+	} else if err != nil {
+		return Result{}, fmt.Errorf("error counting a model call of %s: %w", domain, err)
+	}
+	r, err := p.claimAndDecide(ctx, c, domain, owner, want)
+	called := err == nil && r.Source == SourceLLM && r.Usage != nil
+	spend.Settle(r.Usage, r.Model, called)
+	return r, err
+}
+
+// claimAndDecide claims the domain and asks the model, unless another
+// owner's answer (or an override) comes meanwhile.
+func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
 	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, want); err != nil || r != nil {
 		return deref(r), err
 	}
@@ -369,6 +386,20 @@ func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner strin
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil, nil
 	}
+	// A batched call counts against the caller's budget when it is staged,
+	// at its estimate.
+	spend, err := reserve(ctx, p.cfg.Model)
+	if reason, spent := BudgetSpent(err); spent {
+		return failed(c, domain, reason, p.cfg.Now()), nil, nil
+	} else if err != nil {
+		return Result{}, nil, fmt.Errorf("error counting a model call of %s: %w", domain, err)
+	}
+	r, pr, err := p.stage(ctx, c, domain, owner, ttl, want)
+	spend.Settle(nil, p.cfg.Model, pr != nil && err == nil)
+	return r, pr, err
+}
+
+func (p *Pipeline) stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
 	if r, err := p.claim(ctx, c, domain, owner, ttl, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}

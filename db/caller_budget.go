@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // CallerBudget is a caller's daily model budget; 0 is no limit of that
@@ -129,4 +132,26 @@ func CallerSpendTop(ctx context.Context, exec DBTX, n int) (top []CallerUsage, o
 		others.SpendUSD += u.SpendUSD
 	}
 	return top, others, nil
+}
+
+// ListModelCalls counts the distinct domains of list listID (as uploaded,
+// in tx) that no override answers and no cached answer fresh under f and w
+// at now: the model calls the list will make, as DomainsAnswered counts
+// them for a dry run.
+func ListModelCalls(ctx context.Context, tx DBTX, listID uuid.UUID, classifierName string, f classifier.Freshness, w classifier.Want, now time.Time) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `
+		SELECT count(*)
+		FROM list_row d
+		LEFT JOIN override o ON o.classifier = $2 AND o.domain = d.domain
+		LEFT JOIN result r ON r.classifier = $2 AND r.domain = d.domain
+		WHERE d.list_id = $1 AND d.status = 'PENDING' AND d.first_row IS NULL AND o.domain IS NULL
+		  AND NOT coalesce(r.status = 'COMPLETED' AND (
+		           (r.confidence >= 4 AND $4::float8 > 0 AND r.classified_at > $3::timestamptz - make_interval(secs => $4)) OR
+		           (r.confidence BETWEEN 2 AND 3 AND $5::float8 > 0 AND r.classified_at > $3::timestamptz - make_interval(secs => $5)) OR
+		           (r.confidence = 1 AND $6::float8 > 0 AND r.classified_at > $3::timestamptz - make_interval(secs => $6)))
+		           AND ($7::float8 = 0 OR r.classified_at > $3::timestamptz - make_interval(secs => $7))
+		           AND ($8::timestamptz IS NULL OR r.classified_at >= $8), false)`,
+		listID, classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&n)
+	return n, translate(err)
 }

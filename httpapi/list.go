@@ -66,6 +66,11 @@ func (s *Server) listCreate(c *gin.Context) {
 		return
 	}
 	fresh := want(maxAge, refresh)
+	partial, err := budgetParam(q)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	format, err := listFormatOf(c.GetHeader("Content-Type"))
 	if err != nil {
 		s.writeError(c, err)
@@ -167,6 +172,10 @@ func (s *Server) listCreate(c *gin.Context) {
 		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
 	}
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
+	if err := s.listBudget(ctx, tx, l, partial); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
 		s.writeError(c, err)
 		return

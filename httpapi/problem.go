@@ -44,6 +44,7 @@ var problemTypes = map[string]string{
 	"invalid-query":             "Invalid query parameter",
 	"no-valid-rows":             "No valid rows",
 	"too-many-lists":            "Too many active lists",
+	"budget-exceeded":           "Daily model budget exceeded",
 	"invalid-list-id":           "Invalid list id",
 	"not-acceptable":            "Results format not acceptable",
 	"unavailable":               "Service unavailable",

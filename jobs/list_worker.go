@@ -76,6 +76,7 @@ type ClassifyListWorker struct {
 	Metrics  *Metrics     // nil: no metrics
 	Lists    *ListMetrics // nil: no metrics
 	Price    Pricer       // nil: unpriced
+	Spend    *Spenders    // nil: no budgets
 }
 
 // Middleware cancels chunks whose args can never work.
@@ -124,6 +125,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("list %s: %w", id, err))
 	}
+	ctx = classifier.WithSpender(ctx, w.Spend.For(l.Caller))
 	from, to := l.ChunkRange(job.Args.Chunk)
 	if l.Tier == classifier.TierEconomy {
 		return w.stage(ctx, log, job, l, c, from, to)

@@ -234,15 +234,16 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	})
 	workers := river.NewWorkers()
 	price := pricer(evals.DefaultPrices())
+	spend := &jobs.Spenders{DB: m.DB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Price: price,
+		Metrics: m.jobMetrics, Price: price, Spend: spend,
 	}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
 		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
+		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: spend,
 	}); err != nil {
 		return nil, err
 	}
