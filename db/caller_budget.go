@@ -109,12 +109,20 @@ func CallerSpendAdd(ctx context.Context, exec DBTX, caller string, day time.Time
 	return translate(err)
 }
 
-// CallerSpendTop returns the n callers that spent most today, most first,
-// and the sum of the others.
+// CallerSpendTop returns the n callers that spent most today (UTC), most
+// first, and the sum of the others.
 func CallerSpendTop(ctx context.Context, exec DBTX, n int) (top []CallerUsage, others CallerUsage, err error) {
 	rows, err := exec.Query(ctx, `
-		SELECT caller, day, model_calls, spend_usd FROM caller_spend
-		WHERE day = (now() AT TIME ZONE 'UTC')::date ORDER BY spend_usd DESC, model_calls DESC, caller`)
+		WITH today AS (
+			SELECT caller, day, model_calls, spend_usd,
+			       row_number() OVER (ORDER BY spend_usd DESC, model_calls DESC, caller) AS rank
+			FROM caller_spend WHERE day = (now() AT TIME ZONE 'UTC')::date
+		)
+		SELECT caller, day, model_calls, spend_usd FROM today WHERE rank <= $1
+		UNION ALL
+		SELECT '', (now() AT TIME ZONE 'UTC')::date, coalesce(sum(model_calls), 0), coalesce(sum(spend_usd), 0)
+		FROM today WHERE rank > $1
+		ORDER BY spend_usd DESC`, n)
 	all, err := collect(rows, err, func(row pgx.CollectableRow) (CallerUsage, error) {
 		var u CallerUsage
 		err := row.Scan(&u.Caller, &u.Day, &u.ModelCalls, &u.SpendUSD)
@@ -123,13 +131,12 @@ func CallerSpendTop(ctx context.Context, exec DBTX, n int) (top []CallerUsage, o
 	if err != nil {
 		return nil, others, err
 	}
-	for i, u := range all {
-		if i < n {
+	for _, u := range all {
+		if u.Caller == "" {
+			others = u
+		} else {
 			top = append(top, u)
-			continue
 		}
-		others.ModelCalls += u.ModelCalls
-		others.SpendUSD += u.SpendUSD
 	}
 	return top, others, nil
 }

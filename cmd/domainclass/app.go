@@ -119,6 +119,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
 		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
+	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
 	var (

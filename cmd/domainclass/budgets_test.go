@@ -109,7 +109,7 @@ func TestCallerBudget(t *testing.T) {
 	// told why at each step; another caller is not affected.
 	t.Run("BoundsACallersPaidCalls", func(t *testing.T) {
 		t.Parallel()
-		e := newE2E(t, nil, map[string]string{"AUTH": "on", "CALLER_MAX_ACTIVE_LISTS": "10"})
+		e := newE2E(t, nil, map[string]string{"AUTH": "on", "CALLER_MAX_ACTIVE_LISTS": "10", "QUEUE_METRICS_INTERVAL": "100ms"})
 		e.start(RoleAll)
 		a, b := as{e, e.apiKey("team-a")}, as{e, e.apiKey("team-b")}
 		code, out, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--model-calls-per-day", "150")
@@ -159,6 +159,14 @@ func TestCallerBudget(t *testing.T) {
 		require.Equal(t, 152, e.llm.Total())
 		require.Equal(t, 2, b.me().Usage.ModelCalls)
 		require.Nil(t, b.me().Remaining.ModelCalls)
+
+		// Operators see it too, with a bounded set of callers.
+		require.Eventually(t, func() bool {
+			page := scrape(t, e.api.APIURL())
+			return metric(t, page, `domainclass_caller_model_calls_today{caller="team-a"}`) == 150 &&
+				metric(t, page, `domainclass_caller_model_calls_today{caller="team-b"}`) == 2 &&
+				strings.Contains(page, `domainclass_caller_spend_usd_today{caller="(others)"} 0`)
+		}, 10*time.Second, 50*time.Millisecond)
 	})
 
 	// A list sent with ?budget=partial runs until the budget is spent; its
