@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"regexp"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
