@@ -58,6 +58,10 @@ var drills = []struct {
 	{"PostgresDuringUpload", drillPostgresDuringUpload},
 	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
+	{"ScaleRequests", drillScaleRequests},
+	{"ScaleTokens", drillScaleTokens},
+	{"BudgetWorkerKilled", drillBudgetWorkerKilled},
+	{"CallerAtBudget", drillCallerAtBudget},
 }
 
 func TestDrills(t *testing.T) {
