@@ -51,6 +51,9 @@ type Main struct {
 	// webhooks) even when the configuration exports no traces: the caller
 	// has installed a tracer provider of its own (a test's).
 	Traced bool
+	// QueryTracer, when set, sees every query of the process's pool (the
+	// capacity bench counts statements with it).
+	QueryTracer pgx.QueryTracer
 
 	DB       *db.DB
 	River    *jobs.Client
@@ -102,6 +105,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	var riverMW []rivertype.Middleware
 	if traced {
 		pgTracer, riverMW = pgxTracer(), riverMiddleware()
+	}
+	if m.QueryTracer != nil {
+		pgTracer = m.QueryTracer
 	}
 	maxConns := cfg.DBMaxConns
 	if maxConns == 0 {

@@ -89,7 +89,8 @@ func TestBench(t *testing.T) {
 		name string
 		run  func(*testing.T) []benchRow
 	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists},
-		{"fair", benchFair}, {"economy", benchEconomy}, {"webhooks", benchWebhooks}, {"tracing", benchTracing}} {
+		{"fair", benchFair}, {"economy", benchEconomy}, {"webhooks", benchWebhooks}, {"tracing", benchTracing},
+		{"capacity", benchCapacity}} {
 		if only == "" || only == part.name {
 			// A subtest each, so that a section's processes and their
 			// connections are gone before the next section starts.
