@@ -27,7 +27,8 @@ import (
 // and the lists of two callers, for the deployment. With four processes each
 // runs fewer lists at once (LIST_WORKERS ÷ LIST_CHUNKS_IN_FLIGHT = 2) than
 // the three lists of the two-caller steps, so no process sees every list.
-// Knobs: BENCH_FAIR_ACCOUNT_RPM (default 3600),
+// Knobs: BENCH_FAIR_WORKERS (the runs, default 1,2,4),
+// BENCH_FAIR_ACCOUNT_RPM (default 3600),
 // BENCH_FAIR_SECONDS (interactive load per step, default 60),
 // BENCH_FAIR_WINDOW (rate windows of the two-caller step, default 20s),
 // BENCH_FAIR_STAGGER (how long caller A's list runs before B's, default 30s).
@@ -45,7 +46,7 @@ type fairBench struct {
 
 func benchFair(t *testing.T) []benchRow {
 	var rows []benchRow
-	for _, workers := range []int{1, 2, 4} {
+	for _, workers := range envInts("BENCH_FAIR_WORKERS", []int{1, 2, 4}) {
 		rows = append(rows, fairRun(t, workers)...)
 	}
 	return rows
@@ -250,4 +251,17 @@ func (f *fairBench) cancel(c *client.Client, id string) {
 	f.t.Helper()
 	_, err := c.CancelList(context.Background(), id)
 	require.NoError(f.t, err)
+}
+
+// envInts reads a comma-separated list of numbers, def when unset or bad.
+func envInts(name string, def []int) []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv(name), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return def
+		}
+		out = append(out, n)
+	}
+	return out
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -149,24 +148,6 @@ func scaleSettings(t *testing.T, a scaleAccount) map[string]string {
 		env["SEARCH_PROVIDER"], env["BRAVE_API_KEY"], env["BRAVE_BASE_URL"] = "brave", "drill", brave.URL
 	}
 	return env
-}
-
-// longSearch is a fake Brave search whose five results carry long
-// descriptions: prompts of about a thousand tokens.
-func longSearch(t *testing.T) *httptest.Server {
-	desc := strings.Repeat("Sells packaged snacks, drinks and household goods in supermarkets across Europe. ", 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query().Get("q")
-		var results []map[string]string
-		for i := range 5 {
-			results = append(results, map[string]string{"title": fmt.Sprintf("%s page %d", q, i),
-				"url": fmt.Sprintf("https://%s/p%d", q, i), "description": desc})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"web": map[string]any{"results": results}})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // phaseRate is the answers (or their tokens) a second between from and to.
