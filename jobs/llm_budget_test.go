@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,46 @@ func TestBudget_TwoProcessesShareTheAccountsRate(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, fake.Throttled(), 1, "429s of 100 calls at the account's limit")
 	require.LessOrEqual(t, len(errs[0])+len(errs[1]), 1)
+}
+
+// Tokens a minute hold for the deployment too: each call's tokens are
+// estimated from its prompt before it starts and corrected from its usage.
+func TestBudget_TwoProcessesShareTheAccountsTokens(t *testing.T) {
+	t.Parallel()
+	fake := llmtest.New(t, llmtest.Sized(llmtest.Steady(true, 4, "x", 20*time.Millisecond)))
+	fake.SetAccount(llmtest.Account{TPM: 120_000, Window: time.Second}) // 2,000 tokens a second, 2,000 at once
+	s := newBudgetSetup(t, fake, llm.BudgetConfig{TokensPerMinute: 120_000})
+	a, b := s.start("a", 8, 60_000), s.start("b", 8, 60_000)
+	long := func(p *budgetProc, prefix string) []error { // about 250 tokens a call: 8 a second for the account
+		var errs []error
+		for i := range 10 {
+			req := completion(fmt.Sprintf("%s%d.com", prefix, i))
+			req.User += "\n" + strings.Repeat("evidence ", 100)
+			if _, err := p.lim.Complete(context.Background(), req); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	var errs [2][]error
+	for i, p := range []*budgetProc{a, b} {
+		wg.Go(func() {
+			var inner sync.WaitGroup
+			var mu sync.Mutex
+			for w := range 4 {
+				inner.Go(func() {
+					e := long(p, fmt.Sprintf("p%dw%d-", i, w))
+					mu.Lock()
+					errs[i] = append(errs[i], e...)
+					mu.Unlock()
+				})
+			}
+			inner.Wait()
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, fake.Throttled(), 2, "429s of 80 calls of about 250 tokens at the account's 2,000 a second")
 }
 
 // The calls in flight of the whole deployment stay within the account's.
