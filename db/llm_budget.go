@@ -101,18 +101,19 @@ func LLMLeaseDelete(ctx context.Context, exec DBTX, id, holder string) error {
 }
 
 // LLMAccountThrottle records that the provider throttled account id: no
-// call starts for wait (from now, on the database's clock), and the budget's factor drops to lowered(f),
-// where f is the factor as recovered by now: f + elapsed/recover, at most
-// 1 (the rule of classifier/llm's budget, in SQL so that it applies to the
+// call starts for wait (from now, on the database's clock), and, when
+// lower is below 1, the budget's factor drops to lower × f, where f is
+// the factor as recovered by now (f + elapsed/recover, at most 1), never
+// below floor (the rule of classifier/llm's budget, in SQL so that it applies to the
 // row as it is). The factor drops at most once per damp, so that the many
 // calls a burst of 429s answers lower it once.
 func LLMAccountThrottle(ctx context.Context, exec DBTX, id string, wait time.Duration, lower, floor float64, recover, damp time.Duration) error {
 	_, err := exec.Exec(ctx, `
 		UPDATE llm_account SET cooldown_until = greatest(cooldown_until, now() + make_interval(secs => $2)),
-		       factor = CASE WHEN factor_at < now() - make_interval(secs => $6)
+		       factor = CASE WHEN $3 < 1 AND factor_at < now() - make_interval(secs => $6)
 		                     THEN greatest($4, least(1, factor + extract(epoch FROM now() - factor_at) / $5) * $3)
 		                     ELSE factor END,
-		       factor_at = CASE WHEN factor_at < now() - make_interval(secs => $6) THEN now() ELSE factor_at END
+		       factor_at = CASE WHEN $3 < 1 AND factor_at < now() - make_interval(secs => $6) THEN now() ELSE factor_at END
 		WHERE id = $1`,
 		id, wait.Seconds(), lower, floor, recover.Seconds(), damp.Seconds())
 	return translate(err)

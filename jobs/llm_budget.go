@@ -51,8 +51,11 @@ func (s AccountStore) Release(ctx context.Context, holder string) error {
 
 // Throttle implements llm.LeaseStore with the budget's rule of how a 429
 // lowers it.
-func (s AccountStore) Throttle(ctx context.Context, wait time.Duration) error {
+func (s AccountStore) Throttle(ctx context.Context, wait time.Duration, lower bool) error {
 	r := llm.ThrottleRule()
+	if !lower {
+		r.Factor = 1 // the cool-down only
+	}
 	return db.LLMAccountThrottle(ctx, s.DB, s.ID, wait, r.Factor, r.Floor, r.Recover, r.Damp)
 }
 

@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -96,4 +98,43 @@ func TestAllocate(t *testing.T) {
 		require.Equal(t, []float64{0.1, 0.45, 0.45}, waterfill(1, []float64{0.1, 0.9, 0.5}))
 		require.Equal(t, []float64{0, 0.2, 0.3}, waterfill(1, []float64{0, 0.2, 0.3}))
 	})
+}
+
+// storeFunc is a LeaseStore of functions: a fake at the seam, for the
+// budget's own rules.
+type storeFunc struct {
+	throttle func(wait time.Duration, lower bool)
+}
+
+func (s storeFunc) Renew(_ context.Context, holder string, _ time.Duration, decide func(Account, []Lease) Lease) (Account, Lease, error) {
+	l := decide(Account{Factor: 1, Now: time.Now()}, nil)
+	l.Holder = holder
+	return Account{Factor: 1, Now: time.Now()}, l, nil
+}
+func (storeFunc) Release(context.Context, string) error { return nil }
+func (s storeFunc) Throttle(_ context.Context, wait time.Duration, lower bool) error {
+	s.throttle(wait, lower)
+	return nil
+}
+func (storeFunc) Stated(context.Context, int, int) error { return nil }
+
+// A stray 429 stops the calls for its wait and lowers nothing; three
+// within throttleWindow lower the budget.
+func TestBudget_OnlyRepeated429sLowerTheBudget(t *testing.T) {
+	lowered := make(chan bool, 3)
+	b := NewBudget(BudgetConfig{RequestsPerMinute: 600, Holder: "p"}, storeFunc{throttle: func(_ time.Duration, lower bool) {
+		lowered <- lower
+	}})
+	b.Govern(Limit(nil, 4, 600, nil))
+	b.ProviderSaid(RateLimits{Throttled: true, RetryAfter: 50 * time.Millisecond, RemainingRequests: -1, RemainingTokens: -1})
+	require.False(t, <-lowered, "a stray 429")
+	require.Eventually(t, func() bool { return !b.throttling.Load() }, time.Second, time.Millisecond)
+	b.ProviderSaid(RateLimits{Throttled: true, RetryAfter: 50 * time.Millisecond, RemainingRequests: -1, RemainingTokens: -1})
+	require.False(t, <-lowered, "two")
+	b.ProviderSaid(RateLimits{Throttled: true, RetryAfter: 50 * time.Millisecond, RemainingRequests: -1, RemainingTokens: -1})
+	require.True(t, <-lowered, "three within the window, written even while another write runs")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.InDelta(t, throttleFactor, b.acct.Factor, 0.01)
+	require.True(t, b.cooldown.After(time.Now()), "and every one of them stops the calls for its wait")
 }

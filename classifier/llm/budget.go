@@ -33,16 +33,21 @@ const (
 	// renewGap is the least time between two renewals when new demand
 	// arrives (an interactive call, a new caller).
 	renewGap = 50 * time.Millisecond
-	// On a 429 the deployment's budget drops to throttleFactor of what it
-	// was (at most once per throttleDamp: a burst of 429s is one signal),
-	// never below factorFloor, and climbs back by a whole budget per
-	// factorRecover (from 0.8 to 1 in 12 s): a provider whose real limit
-	// is below the configured one answers a 429 about every 12 s, a
-	// fraction of a percent of the calls.
-	throttleFactor = 0.8
-	factorFloor    = 0.25
-	factorRecover  = time.Minute
-	throttleDamp   = 2 * time.Second
+	// Every 429 stops the calls for its wait. When a process gets
+	// throttlesToLower of them within throttleWindow, the provider's limit
+	// is lower than the budget (another client on the key, a tier set
+	// wrong), and the deployment's budget drops to throttleFactor of what
+	// it was (at most once per throttleDamp: a burst of 429s is one
+	// signal), never below factorFloor, climbing back by a whole budget per
+	// factorRecover (from 0.8 to 1 in 12 s). A stray 429 of a budget that
+	// fits the account lowers nothing; a limit 20% too high settles into
+	// short rounds of 429s and a lowered budget.
+	throttlesToLower = 3
+	throttleWindow   = 10 * time.Second
+	throttleFactor   = 0.8
+	factorFloor      = 0.25
+	factorRecover    = time.Minute
+	throttleDamp     = 2 * time.Second
 )
 
 // Account is a provider account's shared state as a lease renewal reads
@@ -77,9 +82,9 @@ type LeaseStore interface {
 	Renew(ctx context.Context, holder string, ttl time.Duration, decide func(Account, []Lease) Lease) (Account, Lease, error)
 	// Release gives holder's lease up.
 	Release(ctx context.Context, holder string) error
-	// Throttle records a 429: no call starts for wait, and the factor
-	// drops (see the constants above).
-	Throttle(ctx context.Context, wait time.Duration) error
+	// Throttle records a 429: no call starts for wait, and, when lower is
+	// set, the factor drops (see the constants above).
+	Throttle(ctx context.Context, wait time.Duration, lower bool) error
 	// Stated records the limits the provider's headers stated (0: not
 	// stated).
 	Stated(ctx context.Context, rpm, tpm int) error
@@ -141,6 +146,7 @@ type Budget struct {
 	holders    int       // the live leases at the last renewal, ours too
 	cooldown   time.Time // ours: a wait the provider asked of this process
 	stated     [2]int
+	throttles  []time.Time // this process's recent 429s
 	renewed    time.Time
 	short      bool // holding less than allotted: others are giving it up
 }
@@ -323,11 +329,14 @@ func (b *Budget) ProviderSaid(r RateLimits) {
 	now := time.Now()
 	b.mu.Lock()
 	until := b.cooldown
+	lower := false
 	switch {
 	case r.Throttled:
 		until = now.Add(r.RetryAfter)
-		b.acct.Factor = math.Max(factorFloor, b.acct.factor(now.Add(b.offset))*throttleFactor)
-		b.acct.FactorAt = now.Add(b.offset)
+		if lower = b.throttled(now); lower {
+			b.acct.Factor = math.Max(factorFloor, b.acct.factor(now.Add(b.offset))*throttleFactor)
+			b.acct.FactorAt = now.Add(b.offset)
+		}
 	case r.RemainingRequests == 0 && r.LimitRequests > 0:
 		until = now.Add(time.Minute / time.Duration(r.LimitRequests))
 	case r.RemainingTokens >= 0 && r.LimitTokens > 0 && r.RemainingTokens < typicalRequestTokens:
@@ -349,10 +358,14 @@ func (b *Budget) ProviderSaid(r RateLimits) {
 	if b.lim != nil {
 		b.lim.slots.setLimits(l)
 	}
-	if r.Throttled && b.throttling.CompareAndSwap(false, true) {
+	// A burst of 429s is one write of its cool-down, but a 429 that lowers
+	// the budget is always written.
+	if r.Throttled && (lower || b.throttling.CompareAndSwap(false, true)) {
 		go b.write("error recording the provider's throttle", func(ctx context.Context) error {
-			defer b.throttling.Store(false)
-			return b.store.Throttle(ctx, r.RetryAfter)
+			if !lower {
+				defer b.throttling.Store(false)
+			}
+			return b.store.Throttle(ctx, r.RetryAfter, lower)
 		})
 	}
 	if newStated {
@@ -360,6 +373,19 @@ func (b *Budget) ProviderSaid(r RateLimits) {
 			return b.store.Stated(ctx, stated[0], stated[1])
 		})
 	}
+}
+
+// throttled records a 429 at now and reports whether the recent ones are
+// enough to lower the budget. b.mu is held.
+func (b *Budget) throttled(now time.Time) bool {
+	recent := b.throttles[:0]
+	for _, at := range b.throttles {
+		if now.Sub(at) < throttleWindow {
+			recent = append(recent, at)
+		}
+	}
+	b.throttles = append(recent, now)
+	return len(b.throttles) >= throttlesToLower
 }
 
 func (b *Budget) write(msg string, fn func(context.Context) error) {

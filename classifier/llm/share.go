@@ -128,6 +128,9 @@ type limits struct {
 }
 
 // setLimits changes the bounds; calls already granted keep their slots.
+// A bucket it makes starts empty: a process that joins the deployment, or
+// gets a limit it had not, fills its share at the share's pace instead of
+// sending a burst into an account the others keep busy.
 func (s *scheduler) setLimits(l limits) {
 	now := time.Now()
 	s.mu.Lock()
@@ -138,6 +141,7 @@ func (s *scheduler) setLimits(l limits) {
 		s.requests = nil
 	case s.requests == nil:
 		s.requests = newBucket(l.requestsPerSec, 1, now)
+		s.requests.level = 0
 	default:
 		s.requests.set(l.requestsPerSec, 1, now)
 	}
@@ -146,6 +150,7 @@ func (s *scheduler) setLimits(l limits) {
 		s.tokens = nil
 	case s.tokens == nil:
 		s.tokens = newBucket(l.tokensPerSec, l.tokensBurst, now)
+		s.tokens.level = 0
 	default:
 		s.tokens.set(l.tokensPerSec, l.tokensBurst, now)
 	}

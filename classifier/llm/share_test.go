@@ -228,6 +228,10 @@ func TestScheduler_WeightsSplitCallersSlots(t *testing.T) {
 func TestScheduler_TokensBindAndAreCorrected(t *testing.T) {
 	s := unlimited(0)
 	s.setLimits(limits{slots: 10, requestsPerSec: math.Inf(1), tokensPerSec: 1e-9, tokensBurst: 1000})
+	require.Zero(t, s.tokens.level, "a budget's new bucket starts empty")
+	s.mu.Lock()
+	s.tokens.level = 1000 // as if it had filled
+	s.mu.Unlock()
 	a := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
 	b := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
 	c := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
