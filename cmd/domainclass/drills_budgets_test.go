@@ -137,8 +137,6 @@ func scaleSettings(t *testing.T, a scaleAccount) map[string]string {
 		// stop runs out, so a worker scaled down finishes its calls in
 		// flight instead of having them cancelled (and asked again).
 		"LIST_CHUNK_BUDGET": "15s", "SOFT_STOP_TIMEOUT": "25s",
-		// A killed worker's chunks come back within seconds.
-		"JOB_TIMEOUT": "20s", "RESCUE_STUCK_AFTER": "20s",
 	}
 	if a.tpm > 0 {
 		env["LLM_ACCOUNT_TPM"] = strconv.Itoa(a.tpm)
@@ -185,7 +183,12 @@ func drillBudgetWorkerKilled(t *testing.T, s *drillSet) {
 	rows := a.rpm / 60 * 90 // a minute and a half of work
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", a.latency))
 	fake.SetAccount(llmtest.Account{RPM: a.rpm, Window: time.Second})
-	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), scaleSettings(t, a))
+	settings := scaleSettings(t, a)
+	// The killed worker's chunks come back within seconds, so that the list
+	// ends (its calls in flight wait up to their JOB_TIMEOUT in the others'
+	// scheduler queues: a minute).
+	settings["JOB_TIMEOUT"], settings["RESCUE_STUCK_AFTER"] = "60s", "60s"
+	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
 	d.start(RoleAPI)
 	var workers []*binProc
 	for range 3 {
