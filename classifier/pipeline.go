@@ -150,6 +150,9 @@ func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner st
 // ClassifyWant is Classify for a request that wants fresher answers than
 // the cache's TTLs allow (max_age, refresh).
 func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
+	if err := p.stopping(); err != nil {
+		return Result{}, err
+	}
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), err
 	}
@@ -188,6 +191,21 @@ func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, ow
 		return Result{}, err
 	}
 	return r, nil
+}
+
+// A Stopper is a Completer whose process is stopping: it refuses calls
+// (an error that wraps ErrBusy), and the pipeline gives each domain back
+// before its look-ups and search, so that the domain's job snoozes and
+// another process answers it.
+type Stopper interface {
+	Stopping() error
+}
+
+func (p *Pipeline) stopping() error {
+	if s, ok := p.cfg.LLM.(Stopper); ok {
+		return s.Stopping()
+	}
+	return nil
 }
 
 // cheap answers a domain from its override or the cache, or returns nil.
@@ -380,6 +398,9 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 // (the batch's whole window) and comes back as the request to batch, with
 // a PENDING Result. The claim stays held until the answer is stored.
 func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
+	if err := p.stopping(); err != nil {
+		return Result{}, nil, err
+	}
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}

@@ -50,6 +50,23 @@ func Limit(next classifier.Completer, concurrency, perMinute int, obs SlotObserv
 		concurrency: concurrency, perMinute: perMinute}
 }
 
+// Stop makes every call that has not started, and every call asked from
+// now on, fail with ErrStopping; the calls in flight go on. A worker
+// process calls it as it begins to stop.
+func (l *Limited) Stop() { l.slots.stop() }
+
+// Stopping returns ErrStopping once Stop was called, else nil: the
+// pipeline asks before a domain's look-ups and search, so that a stopping
+// process gives the rest of its domains back at once.
+func (l *Limited) Stopping() error {
+	l.slots.mu.Lock()
+	defer l.slots.mu.Unlock()
+	if l.slots.stopping {
+		return ErrStopping
+	}
+	return nil
+}
+
 // Complete waits for a slot, the rate and the tokens, in ctx's Share's
 // turn, asks ctx's Gate, if any, and then calls the model. The call's
 // tokens are estimated from its prompt before it starts and corrected from

@@ -2,9 +2,12 @@ package llm
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // Class is who a model call serves, for the order in which calls get a
@@ -89,15 +92,24 @@ type scheduler struct {
 	callers     map[string]*callerShare
 	timer       *time.Timer // set while waiting for the rate, the tokens or a cool-down
 	timerAt     time.Time
+	stopping    bool
 }
 
 type waiter struct {
 	share   Share
 	tokens  float64
 	since   time.Time
-	ready   chan struct{} // closed when granted
+	ready   chan struct{} // closed when granted, or refused
 	granted bool
+	refused bool
 }
+
+// ErrStopping refuses a call that had not started when its process began
+// to stop: the domain is given back (classifier.ErrBusy: its job snoozes,
+// no attempt used) and another process asks the model, while the calls in
+// flight finish within the soft stop instead of being cancelled and asked
+// again.
+var ErrStopping = fmt.Errorf("the worker process is stopping: %w", classifier.ErrBusy)
 
 type callerShare struct {
 	name  string
@@ -194,16 +206,23 @@ func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
 func (s *scheduler) acquire(ctx context.Context, sh Share, tokens float64) (release func(), err error) {
 	w := &waiter{share: sh, tokens: tokens, since: time.Now(), ready: make(chan struct{})}
 	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return nil, ErrStopping
+	}
 	s.enqueue(w)
 	s.dispatch()
 	s.mu.Unlock()
 
 	select {
 	case <-w.ready:
+		if w.refused {
+			return nil, ErrStopping
+		}
 	case <-ctx.Done():
 		s.mu.Lock()
 		granted := w.granted
-		if !granted {
+		if !granted && !w.refused {
 			s.dequeue(w)
 		}
 		s.mu.Unlock()
@@ -217,6 +236,20 @@ func (s *scheduler) acquire(ctx context.Context, sh Share, tokens float64) (rele
 	}
 	var once sync.Once
 	return func() { once.Do(func() { s.release(sh) }) }, nil
+}
+
+// stop refuses every call waiting and every call asked from now on.
+func (s *scheduler) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	for w := s.next(true); w != nil; w = s.next(true) {
+		if w.share.Class == ClassList {
+			s.forget(w.share)
+		}
+		w.refused = true
+		close(w.ready)
+	}
 }
 
 func (s *scheduler) release(sh Share) {

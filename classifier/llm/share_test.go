@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // queue adds a waiting call of share sh, as acquire does, and returns it.
@@ -257,4 +259,30 @@ func TestScheduler_NothingStartsBeforeACooldown(t *testing.T) {
 	require.False(t, granted(w))
 	<-w.ready
 	require.False(t, time.Now().Before(until))
+}
+
+// A process that stops refuses the calls still waiting (their domains go
+// back, ErrBusy) and every call asked after, while those in flight go on.
+func TestScheduler_StopRefusesWhatHasNotStarted(t *testing.T) {
+	s := unlimited(1)
+	ctx := context.Background()
+	inFlight, err := s.acquire(ctx, Share{Class: ClassInteractive}, 0)
+	require.NoError(t, err)
+	errs := make(chan error, 2)
+	go func() { _, err := s.acquire(ctx, Share{Class: ClassList, Caller: "a", List: "a1"}, 0); errs <- err }()
+	go func() { _, err := s.acquire(ctx, Share{Class: ClassInteractive}, 0); errs <- err }()
+	waitQueued(t, s, 2)
+	s.stop()
+	for range 2 {
+		err := <-errs
+		require.ErrorIs(t, err, ErrStopping)
+		require.ErrorIs(t, err, classifier.ErrBusy, "the domain is given back, the job snoozes")
+	}
+	_, err = s.acquire(ctx, Share{Class: ClassInteractive}, 0)
+	require.ErrorIs(t, err, ErrStopping)
+	inFlight()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Zero(t, s.busy)
+	require.Empty(t, s.callers)
 }

@@ -72,8 +72,10 @@ type Main struct {
 	uiCancel     context.CancelFunc
 	// budget is the worker's part of the deployment's model budget, renewed
 	// until budgetStop.
-	budget      *llm.Budget
-	budgetStop  func()
+	budget     *llm.Budget
+	budgetStop func()
+	// limited bounds the worker's model calls; Close stops it first.
+	limited     *llm.Limited
 	stopTracing func(context.Context) error
 }
 
@@ -225,7 +227,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		}
 		limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
 		m.budget.Govern(limited)
-		completer = limited
+		completer, m.limited = limited, limited
 		batcher = c // a batch's requests are the provider's to pace, not our model slots
 	} else {
 		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
@@ -417,6 +419,11 @@ func (m *Main) Close(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if m.limited != nil {
+		// Calls waiting for the model give their domains back (the jobs
+		// snooze); those in flight finish within the soft stop.
+		m.limited.Stop()
 	}
 	if m.River != nil && m.riverCancel != nil {
 		start := time.Now()

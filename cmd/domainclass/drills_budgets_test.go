@@ -132,11 +132,7 @@ func scaleSettings(t *testing.T, a scaleAccount) map[string]string {
 	slots := max(16, int(2*float64(a.rpm)/60*a.latency.Seconds())+1)
 	env := map[string]string{
 		"LLM_ACCOUNT_RPM": strconv.Itoa(a.rpm), "LLM_MAX_CONCURRENCY": strconv.Itoa(slots),
-		"LIST_DOMAIN_CONCURRENCY": strconv.Itoa(slots), "LOG_LEVEL": "warn",
-		// A chunk's run stops starting domains well before a SIGTERM's soft
-		// stop runs out, so a worker scaled down finishes its calls in
-		// flight instead of having them cancelled (and asked again).
-		"LIST_CHUNK_BUDGET": "15s", "SOFT_STOP_TIMEOUT": "25s",
+		"LIST_DOMAIN_CONCURRENCY": strconv.Itoa(slots), "LOG_LEVEL": "warn", "SOFT_STOP_TIMEOUT": "25s",
 	}
 	if a.tpm > 0 {
 		env["LLM_ACCOUNT_TPM"] = strconv.Itoa(a.tpm)
