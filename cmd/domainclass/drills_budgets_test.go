@@ -107,6 +107,9 @@ func drillScale(t *testing.T, s *drillSet, drill string, a scaleAccount) {
 		"%d of %d requests (%.2f%%)", throttled, answered+throttled, 100*float64(throttled)/float64(max(answered+throttled, 1)))
 	s.check(t, drill, "model calls per distinct domain", "1.00", answered == a.domains && twice == 0,
 		"%s (%d calls, %d domains; %d not exactly once)", ratio(answered, a.domains), answered, a.domains, twice)
+	if twice > 0 {
+		s.figure(drill, "when the domains asked twice were asked again", "%s", againWhen(fake, phases))
+	}
 	limit, unit := float64(a.rpm)/60, "requests/s"
 	if a.tpm > 0 {
 		limit, unit = float64(a.tpm)/60, "tokens/s"
@@ -142,6 +145,27 @@ func scaleSettings(t *testing.T, a scaleAccount) map[string]string {
 		env["SEARCH_PROVIDER"], env["BRAVE_API_KEY"], env["BRAVE_BASE_URL"] = "brave", "drill", brave.URL
 	}
 	return env
+}
+
+// againWhen says in which phase each second answer of a domain came.
+func againWhen(fake *llmtest.Server, phases [3][2]time.Time) string {
+	seen := map[string]bool{}
+	counts := map[string]int{}
+	at, _ := fake.AnsweredTimes()
+	for i, d := range fake.AnsweredDomains() {
+		if seen[d] {
+			phase := "after the drain"
+			for p, name := range []string{"1 worker", "4 workers", "1 worker again"} {
+				if !at[i].After(phases[p][1]) {
+					phase = name
+					break
+				}
+			}
+			counts[phase]++
+		}
+		seen[d] = true
+	}
+	return fmt.Sprint(counts)
 }
 
 // phaseRate is the answers (or their tokens) a second between from and to.

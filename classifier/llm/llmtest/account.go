@@ -67,6 +67,14 @@ func (s *Server) AnsweredTimes() (times []time.Time, tokens []int) {
 	return append([]time.Time(nil), s.answeredAt...), append([]int(nil), s.answeredTokens...)
 }
 
+// AnsweredDomains returns the domain of each 200 answer, in the order of
+// AnsweredTimes.
+func (s *Server) AnsweredDomains() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.answeredDomains...)
+}
+
 // PromptTokens is a prompt's size in tokens as a provider would count it,
 // about four characters a token: for a fake whose usage grows with the
 // prompt (long prompts make the tokens-per-minute limit bind).

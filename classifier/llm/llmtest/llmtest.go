@@ -95,13 +95,14 @@ type Server struct {
 	batches []*batch
 
 	// The account's limits (account.go), and what they did.
-	account        Account
-	requestsBucket *bucket
-	tokensBucket   *bucket
-	throttled      int
-	answered       map[string]int
-	answeredAt     []time.Time
-	answeredTokens []int
+	account         Account
+	requestsBucket  *bucket
+	tokensBucket    *bucket
+	throttled       int
+	answered        map[string]int
+	answeredAt      []time.Time
+	answeredTokens  []int
+	answeredDomains []string
 }
 
 var domainLine = regexp.MustCompile(`(?m)^Domain: (\S+)`)
@@ -253,6 +254,7 @@ func (s *Server) limit(h http.Header, req Request, reply Reply) Reply {
 		s.answered[req.Domain]++
 		s.answeredAt = append(s.answeredAt, time.Now())
 		s.answeredTokens = append(s.answeredTokens, reply.PromptTokens+reply.CompletionTokens)
+		s.answeredDomains = append(s.answeredDomains, req.Domain)
 	}
 	return reply
 }
