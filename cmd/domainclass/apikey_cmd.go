@@ -101,6 +101,12 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 		},
 	}
 
+	return []*cobra.Command{create, list, revoke, c.apikeyLimitsCommand(withLimits)}
+}
+
+// apikeyLimitsCommand is `apikey limits`: a key's request limits and its
+// daily model budget.
+func (c *cli) apikeyLimitsCommand(withLimits func(*cobra.Command, *int, *int) *cobra.Command) *cobra.Command {
 	var setRate, setQueued int
 	var setBudget db.CallerBudget
 	limits := withLimits(withBudget(&cobra.Command{
@@ -138,7 +144,7 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 			})
 		},
 	}, &setBudget), &setRate, &setQueued)
-	return []*cobra.Command{create, list, revoke, limits}
+	return limits
 }
 
 // withBudget adds the daily model budget's flags to cmd.
