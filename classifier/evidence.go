@@ -3,8 +3,10 @@ package classifier
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // DefaultEvidenceMaxChars bounds the web text one prompt carries: about a
@@ -48,6 +50,29 @@ func WithoutFenceIDs(prompt string) string {
 // model answered as it did, small enough to keep with every answer.
 const SnippetMaxChars = 300
 
+// EvidenceURLMaxBytes caps an evidence item's address: 2,048 bytes, the
+// longest URL that sitemaps, search engines and most tools accept. The
+// address is kept with every answer, and every row of a list answered by
+// it, and sent in webhooks: one search result of 1.5 MB and 200 rows of its
+// domain made 300 MB of results. A longer address is dropped, not cut: a
+// cut address leads nowhere.
+const EvidenceURLMaxBytes = 2048
+
+// Why an evidence address is dropped (EvidenceURLProblem): the reason
+// label of domainclass_evidence_dropped_total.
+const (
+	// DroppedScheme: not an absolute http or https URL with a host
+	// (javascript:, data:, a formula, a relative address).
+	DroppedScheme = "scheme"
+	// DroppedCharacters: a space, a control character (an escape
+	// sequence) or a format character (a right-to-left override). The
+	// results CSV separates addresses with spaces, and they are shown in
+	// terminals.
+	DroppedCharacters = "characters"
+	// DroppedLength: longer than EvidenceURLMaxBytes.
+	DroppedLength = "length"
+)
+
 // EvidenceItem is one page the model was shown: its address, its title and
 // a snippet of the text taken from it.
 type EvidenceItem struct {
@@ -56,13 +81,41 @@ type EvidenceItem struct {
 	Snippet string `json:"snippet"`
 }
 
-// NewEvidenceItem returns an item with its title and snippet cut to
-// SnippetMaxChars and their whitespace folded.
-func NewEvidenceItem(url, title, snippet string) EvidenceItem {
-	return EvidenceItem{URL: url, Title: Truncate(fold(title), SnippetMaxChars), Snippet: Truncate(fold(snippet), SnippetMaxChars)}
+// EvidenceURLProblem returns why u cannot be an evidence item's address
+// (DroppedLength, DroppedCharacters, DroppedScheme), or "" when it can: an
+// absolute http or https URL with a host, at most EvidenceURLMaxBytes,
+// without spaces, control or format characters.
+func EvidenceURLProblem(u string) string {
+	if len(u) > EvidenceURLMaxBytes {
+		return DroppedLength
+	}
+	if strings.IndexFunc(u, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0 {
+		return DroppedCharacters
+	}
+	if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return DroppedScheme
+	}
+	return ""
 }
 
-func fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+// keepFit returns the items whose address EvidenceURLProblem accepts, and
+// why each of the others was dropped.
+func keepFit(items []EvidenceItem) (kept []EvidenceItem, dropped []string) {
+	for _, it := range items {
+		if why := EvidenceURLProblem(it.URL); why != "" {
+			dropped = append(dropped, why)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	return kept, dropped
+}
+
+// NewEvidenceItem returns an item with its title and snippet on one line
+// without control characters (FoldLine) and cut to SnippetMaxChars.
+func NewEvidenceItem(url, title, snippet string) EvidenceItem {
+	return EvidenceItem{URL: url, Title: Truncate(FoldLine(title), SnippetMaxChars), Snippet: Truncate(FoldLine(snippet), SnippetMaxChars)}
+}
 
 // shown keeps the items whose text is still in the prompt's evidence after
 // it was cut to its maximum: an item is shown when its address or the start

@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // hostilePage is a homepage written to steer a model: instructions hidden
@@ -43,12 +44,12 @@ func TestPromptWithAHostilePage(t *testing.T) {
 	}))
 	defer site.Close()
 	model := llmtest.New(t, llmtest.Steady(false, 5, "Accounting software.", 0))
-	c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+	c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: dbtest.Patience()})
 	require.NoError(t, err)
 	d := &netguard.Dialer{AllowPrivate: true, Timeout: time.Second}
 	p := classifier.NewPipeline(classifier.PipelineConfig{
 		LLM: c, Model: "test-model", Logger: slog.New(slog.DiscardHandler),
-		Search: &search.Homepage{Client: d.Client(2*time.Second, 5), Timeout: 2 * time.Second,
+		Search: &search.Homepage{Client: d.Client(dbtest.Patience(), 5), Timeout: dbtest.Patience(),
 			URLs: func(string) []string { return []string{site.URL} }},
 	})
 	cpg, err := classifier.DefaultRegistry().Get("cpg")
@@ -91,4 +92,71 @@ func TestExtractPage_CapsTitleAndDescription(t *testing.T) {
 	require.LessOrEqual(t, len([]rune(p.Title)), 301)
 	require.LessOrEqual(t, len([]rune(p.Description)), 301)
 	require.True(t, strings.HasPrefix(p.Title, "Acme Software BUY"))
+}
+
+// searchFunc is a Searcher as a function: a provider that answers
+// anything, for what the pipeline does with it.
+type searchFunc func(ctx context.Context, domain string) (classifier.Evidence, error)
+
+func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) {
+	return f(ctx, domain)
+}
+
+// TestPipeline_KeepsOnlyFitEvidenceAddresses: whatever a provider returns,
+// an answer keeps only evidence whose address is an http(s) URL of at most
+// EvidenceURLMaxBytes without spaces or control characters; each one
+// dropped, by the provider or here, is reported with its reason.
+func TestPipeline_KeepsOnlyFitEvidenceAddresses(t *testing.T) {
+	t.Parallel()
+	var dropped []string
+	p := classifier.NewPipeline(classifier.PipelineConfig{
+		Model: "test-model", Logger: slog.New(slog.DiscardHandler),
+		OnEvidenceDropped: func(reason string) { dropped = append(dropped, reason) },
+		Search: searchFunc(func(context.Context, string) (classifier.Evidence, error) {
+			return classifier.Evidence{Provider: "test", Dropped: []string{classifier.DroppedLength}, Sources: []classifier.EvidenceItem{
+				{URL: "https://acme.com/", Title: "Acme"},
+				{URL: "javascript:alert(document.cookie)", Title: "Script"},
+				{URL: "data:text/html,<script>alert(1)</script>", Title: "Data"},
+				{URL: "//acme.com/no-scheme", Title: "Relative"},
+				{URL: "https:///no-host", Title: "No host"},
+				{URL: "https://acme.com/a b", Title: "Space"},
+				{URL: "https://acme.com/\u00a0nbsp", Title: "No-break space"},
+				{URL: "https://acme.com/\x1b[31m", Title: "Escape"},
+				{URL: "https://acme.com/\u202egpj.exe", Title: "Right-to-left override"},
+				{URL: "https://acme.com/" + strings.Repeat("a", classifier.EvidenceURLMaxBytes), Title: "Too long"},
+				{URL: "https://acme.com/" + strings.Repeat("a", classifier.EvidenceURLMaxBytes-len("https://acme.com/")), Title: "At the cap"},
+			}}, nil
+		}),
+	})
+	cpg, err := classifier.DefaultRegistry().Get("cpg")
+	require.NoError(t, err)
+	pr, err := p.Prepare(context.Background(), cpg, "acme.com", classifier.DecideOptions{})
+	require.NoError(t, err)
+	var titles []string
+	for _, s := range pr.Sources {
+		titles = append(titles, s.Title)
+	}
+	require.Equal(t, []string{"Acme", "At the cap"}, titles)
+	require.Equal(t, []string{classifier.DroppedLength, classifier.DroppedScheme, classifier.DroppedScheme, classifier.DroppedScheme,
+		classifier.DroppedScheme, classifier.DroppedCharacters, classifier.DroppedCharacters, classifier.DroppedCharacters,
+		classifier.DroppedCharacters, classifier.DroppedLength}, dropped)
+}
+
+// TestPipeline_ErrorsHoldNoControlCharacters: a FAILED answer's error can
+// quote the model's output, which shows in results and terminals; its
+// control characters fold into spaces, as a reason's do.
+func TestPipeline_ErrorsHoldNoControlCharacters(t *testing.T) {
+	t.Parallel()
+	model := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Content: `{"is_cpg": true, "confidence": "\u001b[2J\u009bx", "reasoning": "Snacks."}`}
+	})
+	c, err := llm.New(llm.Config{BaseURL: model.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	p := classifier.NewPipeline(classifier.PipelineConfig{LLM: c, Model: "test-model", Logger: slog.New(slog.DiscardHandler)})
+	cpg, err := classifier.DefaultRegistry().Get("cpg")
+	require.NoError(t, err)
+	r, err := p.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{})
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusFailed, r.Status)
+	require.Equal(t, "unreadable model output: confidence is not a number: [2J x", r.Error)
 }

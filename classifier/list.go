@@ -34,6 +34,12 @@ type List struct {
 	Want                   Want
 	CreatedAt              time.Time
 	StartedAt, CompletedAt *time.Time
+	// Retention is how long the list and its rows are kept once it has
+	// ended (LIST_RETENTION when it was uploaded); then they are purged.
+	Retention time.Duration
+	// Retries counts the retries of its failed rows (POST
+	// /lists/{id}/retry): the pass its chunks belong to.
+	Retries int
 }
 
 // List tiers.
@@ -45,6 +51,17 @@ const (
 // Ended reports whether the list has ended: COMPLETED, CANCELLED or FAILED.
 func (l *List) Ended() bool {
 	return l.Status == StatusCompleted || l.Status == StatusCancelled || l.Status == StatusFailed
+}
+
+// ExpiresAt is when an ended list is purged (at the earliest: the purge
+// runs hourly), nil while it runs: until then its results can be
+// downloaded.
+func (l *List) ExpiresAt() *time.Time {
+	if !l.Ended() || l.CompletedAt == nil {
+		return nil
+	}
+	t := l.CompletedAt.Add(l.Retention)
+	return &t
 }
 
 // Unfinished is how many rows were not final when the list was cancelled

@@ -35,7 +35,6 @@ var (
 	thinkBlock = regexp.MustCompile(`(?is)<think>.*?</think>`)
 	thinkOpen  = regexp.MustCompile(`(?i)<think>`)
 	thinkClose = regexp.MustCompile(`(?i)</think>`)
-	whitespace = regexp.MustCompile(`\s+`)
 )
 
 // ParseVerdict reads a verdict out of a model's raw output. answerField is
@@ -187,19 +186,18 @@ func parseReasoning(raw json.RawMessage) (string, error) {
 	if raw == nil || json.Unmarshal(raw, &s) != nil {
 		return "", &ParseError{Reason: "reasoning is missing or not a string"}
 	}
-	// Control characters (an escape sequence would drive the terminal that
-	// shows the reason) fold into spaces, with the whitespace.
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
-	if s == "" {
+	if s = FoldLine(s); s == "" {
 		return "", &ParseError{Reason: "reasoning is empty"}
 	}
 	return Truncate(s, maxReasoningLength), nil
+}
+
+// FoldLine returns s on one line, for text from outside (a model, a web
+// page, an operator's flag) that people are shown: control characters, an
+// escape sequence's ESC among them (it would drive the terminal that shows
+// the text), and runs of whitespace become one space; the ends are trimmed.
+func FoldLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 }
 
 // Truncate cuts s to at most n runes, marking the cut with an ellipsis.

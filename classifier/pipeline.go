@@ -65,6 +65,9 @@ type Evidence struct {
 	Provider string
 	Text     string
 	Sources  []EvidenceItem
+	// Dropped says why each result the provider left out was left out
+	// (DroppedScheme, DroppedCharacters, DroppedLength).
+	Dropped []string
 }
 
 // DefaultClaimWait: a job whose domain another job is asking the model
@@ -97,8 +100,11 @@ type PipelineConfig struct {
 	// EvidenceMaxChars caps the web text of one prompt; 0 is
 	// DefaultEvidenceMaxChars.
 	EvidenceMaxChars int
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// OnEvidenceDropped, when set, is called once for each evidence item
+	// left out for its address, with the reason (for metrics).
+	OnEvidenceDropped func(reason string)
+	Logger            *slog.Logger
+	Now               func() time.Time
 }
 
 // Pipeline answers one domain the cheapest way: an operator's override,
@@ -106,6 +112,8 @@ type PipelineConfig struct {
 // transaction across a search or model call.
 type Pipeline struct {
 	cfg PipelineConfig
+	// unsaved: answers paid for and not yet stored (Keep).
+	unsaved unsaved
 }
 
 // NewPipeline returns a pipeline; zero durations get defaults.
@@ -155,6 +163,9 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	}
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), err
+	}
+	if r, ok := p.kept(c, domain, want); ok {
+		return *r, nil // paid for by an earlier run whose store failed
 	}
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
@@ -377,13 +388,15 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 		Search: pr.Search, Evidence: pr.Sources,
 		Usage: &Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Latency: resp.Latency, Raw: resp.Content},
 	}
+	// An error may quote the model: on one line, without control characters
+	// (it is shown in results and terminals).
 	if resp.Refusal != "" {
-		r.Status, r.Error = StatusFailed, "model refused: "+Truncate(resp.Refusal, 200)
+		r.Status, r.Error = StatusFailed, "model refused: "+Truncate(FoldLine(resp.Refusal), 200)
 		return r
 	}
 	v, err := ParseVerdict(resp.Content, c.AnswerField)
 	if err != nil {
-		r.Status, r.Error = StatusFailed, err.Error()
+		r.Status, r.Error = StatusFailed, FoldLine(err.Error())
 		if resp.FinishReason == "length" {
 			r.Error += " (the model ran out of output tokens)"
 		}
@@ -462,8 +475,23 @@ func (p *Pipeline) search(ctx context.Context, domain string) (Evidence, error) 
 		span.SetStatus(codes.Error, err.Error())
 		return ev, err
 	}
+	// Whatever the provider: an address that is not fit to keep with the
+	// answer, show in a CSV or a terminal, or send in a webhook is dropped
+	// with its item, and counted.
+	var dropped []string
+	ev.Sources, dropped = keepFit(ev.Sources)
+	ev.Dropped = append(ev.Dropped, dropped...)
+	if len(ev.Dropped) > 0 {
+		p.cfg.Logger.WarnContext(ctx, "evidence addresses dropped", "domain", domain, "provider", ev.Provider,
+			"reasons", ev.Dropped)
+		if p.cfg.OnEvidenceDropped != nil {
+			for _, why := range ev.Dropped {
+				p.cfg.OnEvidenceDropped(why)
+			}
+		}
+	}
 	span.SetAttributes(attribute.String("domainclass.search.provider", ev.Provider),
-		attribute.Int("domainclass.search.sources", len(ev.Sources)))
+		attribute.Int("domainclass.search.sources", len(ev.Sources)), attribute.Int("domainclass.search.dropped", len(ev.Dropped)))
 	return ev, nil
 }
 

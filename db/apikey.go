@@ -13,6 +13,7 @@ type APIKey struct {
 	Prefix           string
 	RatePerMinute    int // 0: the default
 	MaxQueuedDomains int // 0: the default
+	MaxStoredRows    int // 0: the default
 	CreatedAt        time.Time
 	LastUsedAt       *time.Time
 	RevokedAt        *time.Time
@@ -22,9 +23,9 @@ type APIKey struct {
 // when the name is taken (revoked keys keep their names).
 func APIKeyInsert(ctx context.Context, exec DBTX, k APIKey, hash []byte) error {
 	_, err := exec.Exec(ctx, `
-		INSERT INTO api_key (name, key_hash, key_prefix, rate_per_minute, max_queued_domains)
-		VALUES ($1, $2, $3, NULLIF($4, 0), NULLIF($5, 0))`,
-		k.Name, hash, k.Prefix, k.RatePerMinute, k.MaxQueuedDomains)
+		INSERT INTO api_key (name, key_hash, key_prefix, rate_per_minute, max_queued_domains, max_stored_rows)
+		VALUES ($1, $2, $3, NULLIF($4, 0), NULLIF($5, 0), NULLIF($6, 0))`,
+		k.Name, hash, k.Prefix, k.RatePerMinute, k.MaxQueuedDomains, k.MaxStoredRows)
 	return translate(err)
 }
 
@@ -52,12 +53,15 @@ func APIKeyRevoke(ctx context.Context, exec DBTX, name string) error {
 	return rowsAffected(tag.RowsAffected(), err)
 }
 
-// APIKeySetLimits overrides a key's limits; 0 restores the default. It
-// returns ErrNotFound for an unknown name.
-func APIKeySetLimits(ctx context.Context, exec DBTX, name string, ratePerMinute, maxQueuedDomains int) error {
+// APIKeySetLimits overrides a key's limits (RatePerMinute,
+// MaxQueuedDomains, MaxStoredRows of k); 0 restores the default. It returns
+// ErrNotFound for an unknown name.
+func APIKeySetLimits(ctx context.Context, exec DBTX, name string, k APIKey) error {
 	tag, err := exec.Exec(ctx, `
-		UPDATE api_key SET rate_per_minute = NULLIF($2, 0), max_queued_domains = NULLIF($3, 0) WHERE name = $1`,
-		name, ratePerMinute, maxQueuedDomains)
+		UPDATE api_key SET rate_per_minute = NULLIF($2, 0), max_queued_domains = NULLIF($3, 0),
+		       max_stored_rows = NULLIF($4, 0)
+		WHERE name = $1`,
+		name, k.RatePerMinute, k.MaxQueuedDomains, k.MaxStoredRows)
 	return rowsAffected(tag.RowsAffected(), err)
 }
 
@@ -69,12 +73,12 @@ func APIKeyTouch(ctx context.Context, exec DBTX, name string) error {
 
 const apiKeySelect = `
 	SELECT name, key_prefix, coalesce(rate_per_minute, 0), coalesce(max_queued_domains, 0),
-	       created_at, last_used_at, revoked_at
+	       coalesce(max_stored_rows, 0), created_at, last_used_at, revoked_at
 	FROM api_key`
 
 func scanAPIKey(row pgx.CollectableRow) (*APIKey, error) {
 	k := new(APIKey)
-	err := row.Scan(&k.Name, &k.Prefix, &k.RatePerMinute, &k.MaxQueuedDomains, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
+	err := row.Scan(&k.Name, &k.Prefix, &k.RatePerMinute, &k.MaxQueuedDomains, &k.MaxStoredRows, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
 	return k, err
 }
 

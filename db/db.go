@@ -31,8 +31,11 @@ type Config struct {
 	// MaxConns bounds the pool. Each running job and each request in flight
 	// holds at most one connection at a time.
 	MaxConns int32
-	// ConnectTimeout bounds a new connection, so that requests fail fast
-	// (503) while Postgres is down instead of hanging.
+	// ConnectTimeout bounds a new connection when URL sets no
+	// connect_timeout (nor PGCONNECT_TIMEOUT); zero is
+	// DefaultConnectTimeout. Requests do not wait for it: each bounds its
+	// own wait for a connection, and a connection still being made when
+	// its request gave up joins the pool for the next one.
 	ConnectTimeout time.Duration
 	// ApplicationName shows in pg_stat_activity.
 	ApplicationName string
@@ -47,13 +50,22 @@ type Config struct {
 	ForceCustomPlans bool
 }
 
+// DefaultConnectTimeout is how long a new connection may take to start
+// when DATABASE_URL says nothing (its connect_timeout wins): a Postgres
+// under load was seen to take 7.6 s (issue 27), and the 1 s that was here
+// then failed every new connection for eleven minutes. Twice what was seen,
+// so that a busy database is slow rather than down; a request never waits
+// that long (it bounds its own wait and answers 503), only the connection
+// being made does.
+const DefaultConnectTimeout = 15 * time.Second
+
 // WithDefaults returns the config with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxConns <= 0 {
 		c.MaxConns = 20
 	}
 	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = time.Second
+		c.ConnectTimeout = DefaultConnectTimeout
 	}
 	if c.ApplicationName == "" {
 		c.ApplicationName = "domainclass"
@@ -87,7 +99,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, fmt.Errorf("invalid DATABASE_URL: %w", redactParseError(err))
 	}
 	pcfg.MaxConns = cfg.MaxConns
-	pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	if pcfg.ConnConfig.ConnectTimeout == 0 { // the URL's connect_timeout, when it has one (0 there is "none" too)
+		pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	}
 	if cfg.Tracer != nil {
 		pcfg.ConnConfig.Tracer = cfg.Tracer
 	}
@@ -135,6 +149,34 @@ func Begin(ctx context.Context, b Beginner) (pgx.Tx, error) {
 	return tx, translate(err)
 }
 
+// Bounded is a pool as a request uses it: Begin and Acquire wait for a
+// connection (all of them busy, or Postgres slow to start one) no longer
+// than Wait, however long ctx then lets the work run on it: an upload or a
+// download runs for minutes, but its wait for the pool is as short as any
+// query's.
+type Bounded struct {
+	Pool *pgxpool.Pool
+	Wait time.Duration
+}
+
+// Begin starts a transaction on a connection had within b.Wait, or returns
+// ErrUnavailable. The transaction's statements run with their own contexts.
+func (b Bounded) Begin(ctx context.Context) (pgx.Tx, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.Wait)
+	defer cancel()
+	tx, err := b.Pool.Begin(wctx)
+	return tx, translate(err)
+}
+
+// Acquire returns a connection had within b.Wait, or ErrUnavailable. The
+// caller releases it.
+func (b Bounded) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.Wait)
+	defer cancel()
+	conn, err := b.Pool.Acquire(wctx)
+	return conn, translate(err)
+}
+
 // Commit commits tx.
 func Commit(ctx context.Context, tx pgx.Tx) error {
 	return translate(tx.Commit(ctx))
@@ -161,8 +203,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: a unique constraint refused the write.
 	ErrConflict = errors.New("already exists")
-	// ErrUnavailable: Postgres could not be reached or is starting up or
-	// shutting down; try again shortly.
+	// ErrUnavailable: Postgres could not be reached, is starting up or
+	// shutting down, or did not answer in time (no connection free, a
+	// deadline or a statement or lock timeout passed); try again shortly.
 	ErrUnavailable = errors.New("the database is unavailable")
 )
 
@@ -188,7 +231,9 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, starting up
-			pgErr.Code == "53300": // too many connections
+			pgErr.Code == "53300", // too many connections
+			pgErr.Code == "57014", // query_canceled: statement_timeout, a deadline like ours
+			pgErr.Code == "55P03": // lock_not_available: lock_timeout
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return err

@@ -266,14 +266,22 @@ func confidenceOrNil(r classifier.Result) *int16 {
 
 // JobPurge deletes jobs that ended (COMPLETED or FAILED) more than
 // olderThan ago, with their answers and Idempotency-Keys (ON DELETE
-// CASCADE), at most batch at a time, and returns how many it deleted.
+// CASCADE), at most batch at a time, and returns how many it deleted. The
+// provenance their answers pointed at is named for ProvenancePurge.
 // Shared answers (table result) are not touched.
 func JobPurge(ctx context.Context, exec DBTX, olderThan time.Duration, batch int) (int64, error) {
 	tag, err := exec.Exec(ctx, `
-		DELETE FROM classify_job WHERE id = ANY (ARRAY(
+		WITH old AS (
 			SELECT id FROM classify_job
 			WHERE status IN ('COMPLETED', 'FAILED') AND completed_at < now() - make_interval(secs => $1)
-			LIMIT $2))`, olderThan.Seconds(), batch)
+			LIMIT $2
+		), candidates AS (
+			INSERT INTO provenance_candidate (id)
+			SELECT DISTINCT d.provenance_id FROM classify_job_domain d
+			WHERE d.job_id IN (SELECT id FROM old) AND d.provenance_id IS NOT NULL
+			ON CONFLICT DO NOTHING
+		)
+		DELETE FROM classify_job WHERE id IN (SELECT id FROM old)`, olderThan.Seconds(), batch)
 	if err != nil {
 		return 0, translate(err)
 	}

@@ -91,14 +91,19 @@ func orNull(s string) any {
 }
 
 // ListInsert writes a list whose rows were copied in the same transaction.
-// Its rejected rows are final from the start.
+// Its rejected rows are final from the start. A list without a Retention
+// is refused: it would never be purged.
 func ListInsert(ctx context.Context, exec DBTX, l *classifier.List, nextChunk int) error {
+	if l.Retention <= 0 {
+		return fmt.Errorf("list %s has no retention", l.ID)
+	}
 	_, err := exec.Exec(ctx, `
 		INSERT INTO list (id, caller, classifier, callback_url, rows, domains, duplicates, rejected,
-		                  chunk_rows, chunks, next_chunk, done, tier, want_max_age, want_since)
-		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8, $12, $13, $14)`,
+		                  chunk_rows, chunks, next_chunk, done, tier, want_max_age, want_since, retention)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8, $12, $13, $14, $15)`,
 		l.ID, l.Caller, l.Classifier, l.CallbackURL, l.Rows, l.Domains, l.Duplicates, l.Rejected,
-		l.ChunkRows, l.Chunks, nextChunk, cmp.Or(l.Tier, classifier.TierStandard), maxAgeOrNil(l.Want), sinceOrNil(l.Want))
+		l.ChunkRows, l.Chunks, nextChunk, cmp.Or(l.Tier, classifier.TierStandard), maxAgeOrNil(l.Want), sinceOrNil(l.Want),
+		l.Retention)
 	return translate(err)
 }
 
@@ -119,14 +124,15 @@ func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error)
 
 const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
 	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, override, known, cache, llm,
-	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since`
+	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since, retention, retries`
 
 func scanList(row pgx.Row) (*classifier.List, error) {
 	l := new(classifier.List)
 	var wantSince *time.Time
 	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
 		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
-		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince)
+		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince,
+		&l.Retention, &l.Retries)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -253,19 +259,40 @@ func ListRowsFail(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int
 	return n, translate(err)
 }
 
-// ListNextChunk takes the next chunk of a running list to queue, if it is
-// at most upTo, and reports false when it is not, when every chunk has
-// been queued, or when the list has ended.
-func ListNextChunk(ctx context.Context, exec DBTX, id uuid.UUID, upTo int) (int, bool, error) {
-	var chunk int
+// NextChunk is a chunk of a list to queue, and the pass it belongs to
+// (the list's retries).
+type NextChunk struct {
+	Chunk, Pass int
+}
+
+// ListNextChunk takes the next chunk of a running list to queue: the first
+// from next_chunk on that has rows to answer (a chunk of duplicates and
+// rejected rows, or one a retry has nothing for, is skipped), if next_chunk
+// is at most upTo. It reports false when it is not, when no chunk is left
+// with rows to answer, or when the list has ended.
+func ListNextChunk(ctx context.Context, exec DBTX, id uuid.UUID, upTo int) (NextChunk, bool, error) {
+	var next NextChunk
 	err := exec.QueryRow(ctx, `
-		UPDATE list SET next_chunk = next_chunk + 1
-		WHERE id = $1 AND next_chunk <= $2 AND next_chunk < chunks AND status IN ('PENDING', 'RUNNING')
-		RETURNING next_chunk - 1`, id, upTo).Scan(&chunk)
+		WITH l AS (
+			SELECT id, next_chunk, chunk_rows, retries FROM list
+			WHERE id = $1 AND next_chunk <= $2 AND next_chunk < chunks AND status IN ('PENDING', 'RUNNING')
+			FOR UPDATE
+		), todo AS (
+			SELECT (SELECT r.row FROM list_row r
+			        WHERE r.list_id = l.id AND r.row > l.next_chunk * l.chunk_rows
+			          AND r.status = 'PENDING' AND r.first_row IS NULL
+			        ORDER BY r.row LIMIT 1) AS row
+			FROM l
+		)
+		UPDATE list SET next_chunk = CASE WHEN todo.row IS NULL THEN list.chunks ELSE (todo.row - 1) / l.chunk_rows + 1 END
+		FROM l, todo WHERE list.id = l.id
+		RETURNING coalesce((todo.row - 1) / l.chunk_rows, -1), l.retries`, id, upTo).Scan(&next.Chunk, &next.Pass)
 	if err = translate(err); isNotFound(err) {
-		return 0, false, nil
+		return NextChunk{}, false, nil
+	} else if err != nil {
+		return NextChunk{}, false, err
 	}
-	return chunk, err == nil, err
+	return next, next.Chunk >= 0, nil
 }
 
 // ListEnd is how a list ended, as the statement that ended it wrote it.

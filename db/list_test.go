@@ -50,7 +50,7 @@ func TestListRowUpdates_ReadTheirRowsNotTheList(t *testing.T) {
 	ctx := context.Background()
 	tx := dbtest.TestTx(t)
 	upload := func(n int) *classifier.List {
-		l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: n, Domains: n - n/10, Duplicates: n / 10, ChunkRows: 200, Chunks: n / 200}
+		l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: n, Domains: n - n/10, Duplicates: n / 10, ChunkRows: 200, Chunks: n / 200, Retention: time.Hour}
 		require.NoError(t, db.ListInsert(ctx, tx, l, 0))
 		copied, err := db.ListRowsCopy(ctx, tx, l.ID, &rows{n: n})
 		require.NoError(t, err)

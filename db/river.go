@@ -89,3 +89,84 @@ func QueueStats(ctx context.Context, exec DBTX) ([]QueueStat, error) {
 		GROUP BY queue, state`)
 	return collect(rows, err, pgx.RowToStructByPos[QueueStat])
 }
+
+// A list is stalled when it is running with no River job of its own left
+// to run (a chunk or a provider batch in any state but the final ones):
+// the job that would have queued the next chunk was given up outside the
+// worker's code (discarded by River's rescuer, cancelled or deleted from
+// River UI), or could not hand on its work. liveStates are the states a
+// job can still run from.
+const liveStates = `'available', 'pending', 'retryable', 'running', 'scheduled'`
+
+// ListsStalled returns the lists PENDING or RUNNING that have no job of
+// the kinds given in a state that can still run. It reads River's args
+// index (a GIN index) once per active list.
+func ListsStalled(ctx context.Context, exec DBTX, kinds []string) ([]uuid.UUID, error) {
+	rows, err := exec.Query(ctx, `
+		SELECT l.id FROM list l
+		WHERE l.status IN ('PENDING', 'RUNNING')
+		  AND NOT EXISTS (SELECT FROM river_job j
+		                  WHERE j.args @> jsonb_build_object('list_id', l.id::text) AND j.kind = ANY($1)
+		                    AND j.state IN (`+liveStates+`))
+		ORDER BY l.created_at`, kinds)
+	return collect(rows, err, pgx.RowTo[uuid.UUID])
+}
+
+// ListHasLiveJobs reports whether list id has a job of the kinds given in
+// a state that can still run.
+func ListHasLiveJobs(ctx context.Context, exec DBTX, id uuid.UUID, kinds []string) (bool, error) {
+	var live bool
+	err := exec.QueryRow(ctx, `
+		SELECT EXISTS (SELECT FROM river_job
+		               WHERE args @> jsonb_build_object('list_id', $1::text) AND kind = ANY($2)
+		                 AND state IN (`+liveStates+`))`, id, kinds).Scan(&live)
+	return live, translate(err)
+}
+
+// ChunkJobEnd is how the last River job of a list's chunk ended.
+type ChunkJobEnd struct {
+	State       string
+	Attempt     int
+	MaxAttempts int
+	// Error is the job's last recorded error ("" for none).
+	Error string
+}
+
+// ListChunkJobEnd returns how the last River job of kind for chunk of list
+// id ended, and false when River no longer has one (its retention ended,
+// or it was deleted).
+func ListChunkJobEnd(ctx context.Context, exec DBTX, kind string, id uuid.UUID, chunk int) (ChunkJobEnd, bool, error) {
+	var (
+		e    ChunkJobEnd
+		last []byte
+	)
+	err := exec.QueryRow(ctx, `
+		SELECT state::text, attempt, max_attempts, errors[array_upper(errors, 1)]
+		FROM river_job
+		WHERE args @> jsonb_build_object('list_id', $2::text, 'chunk', $3::int) AND kind = $1
+		ORDER BY id DESC LIMIT 1`, kind, id, chunk).Scan(&e.State, &e.Attempt, &e.MaxAttempts, &last)
+	if err = translate(err); isNotFound(err) {
+		return e, false, nil
+	} else if err != nil {
+		return e, false, err
+	}
+	var rec struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(last, &rec) == nil {
+		e.Error = rec.Error
+	}
+	return e, true, nil
+}
+
+// ListLiveChunks counts list id's jobs of kind on queue in a state that
+// can still run. It reads River's fetch index (state, queue, …), whose
+// live part holds a few jobs per running list, not the list's history.
+func ListLiveChunks(ctx context.Context, exec DBTX, kind, queue string, id uuid.UUID) (int, error) {
+	var n int
+	err := exec.QueryRow(ctx, `
+		SELECT count(*) FROM river_job
+		WHERE state IN (`+liveStates+`) AND queue = $2 AND kind = $1 AND args->>'list_id' = $3::text`,
+		kind, queue, id).Scan(&n)
+	return n, translate(err)
+}

@@ -20,14 +20,18 @@ var (
 		"idempotency_key":     "SELECT, INSERT, UPDATE",
 		"caller_queue":        "SELECT, INSERT, UPDATE",
 		"list":                "SELECT, INSERT, UPDATE",
-		"list_row":            "SELECT, INSERT",
+		"list_row":            "SELECT, INSERT, UPDATE", // UPDATE: a retry makes FAILED rows PENDING
 		// Reading answers (a list's estimate, overrides), never writing
 		// them: answers are the workers', overrides the operators' (CLI).
 		"result":     "SELECT",
 		"provenance": "SELECT",
-		"override":   "SELECT",
-		// Authentication, and its last_used_at.
-		"api_key": "SELECT, UPDATE",
+		// A retry names the provenance its FAILED rows let go of.
+		"provenance_candidate": "INSERT",
+		"override":             "SELECT",
+		// Authentication, and its last_used_at: that column only, so that
+		// the api cannot lift a revocation, a limit or change a hash (the
+		// CLI does those, as the owner).
+		"api_key": "SELECT, UPDATE (last_used_at)",
 		// A caller's model budget and what it spent today: GET /callers/me,
 		// a list's check against what is left, metrics. The workers count.
 		"caller_budget": "SELECT",
@@ -46,14 +50,19 @@ var (
 		"classify_job_domain": "SELECT, INSERT",
 		"idempotency_key":     "SELECT, DELETE", // the purge of expired keys
 		"caller_queue":        "SELECT, UPDATE",
-		"list":                "SELECT, UPDATE",
-		"list_row":            "SELECT, UPDATE",
-		"llm_batch":           "SELECT, INSERT, UPDATE",
-		"llm_batch_item":      "SELECT, INSERT",
-		"result":              "SELECT, INSERT, UPDATE",
-		"provenance":          "SELECT, INSERT", // written once per answer, never changed
-		"domain_claim":        "SELECT, INSERT, UPDATE, DELETE",
-		"override":            "SELECT",
+		// DELETE on lists, their rows and batch requests, and provenance:
+		// LIST_RETENTION's purge (a list's keys and batches go with it, by
+		// cascade). Provenance is written once per answer, never changed.
+		"list":                 "SELECT, UPDATE, DELETE",
+		"list_row":             "SELECT, UPDATE, DELETE",
+		"list_purge":           "SELECT, INSERT, UPDATE, DELETE",
+		"llm_batch":            "SELECT, INSERT, UPDATE",
+		"llm_batch_item":       "SELECT, INSERT, DELETE",
+		"result":               "SELECT, INSERT, UPDATE",
+		"provenance":           "SELECT, INSERT, DELETE",
+		"provenance_candidate": "SELECT, INSERT, DELETE", // INSERT: also by the trigger of a result's upsert
+		"domain_claim":         "SELECT, INSERT, UPDATE, DELETE",
+		"override":             "SELECT",
 		// The deployment's model budget (leases, the provider's throttles)
 		// and the callers' budgets, which only the operators set (CLI).
 		"llm_account":   "SELECT, INSERT, UPDATE",

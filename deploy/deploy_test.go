@@ -9,6 +9,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // promtool finds Debian's promtool (`go tool task test` installs the
@@ -26,9 +28,9 @@ func promtool(t *testing.T) string {
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
 	bin := promtool(t)
-	out, err := exec.Command(bin, "check", "rules", "prometheus/alerts.yaml").CombinedOutput()
+	out, err := dbtest.RunTool(exec.Command(bin, "check", "rules", "prometheus/alerts.yaml"), dbtest.BudgetTool)
 	require.NoError(t, err, "%s", out)
-	out, err = exec.Command(bin, "test", "rules", "prometheus/alerts_test.yaml").CombinedOutput()
+	out, err = dbtest.RunTool(exec.Command(bin, "test", "rules", "prometheus/alerts_test.yaml"), dbtest.BudgetTool)
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "SUCCESS")
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // TestImage builds the container image with `go tool task image` (podman)
@@ -34,12 +36,12 @@ func TestImage(t *testing.T) {
 	name := fmt.Sprintf("localhost/domainclass-test:%08x", rand.Uint32())
 	build := exec.Command("go", "tool", "task", "image", "IMAGE="+name)
 	build.Dir = ".."
-	out, err := build.CombinedOutput()
+	out, err := dbtest.RunTool(build, dbtest.BudgetImage)
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() { _ = exec.Command(podman, "rmi", "--force", name).Run() })
 
-	out, err = exec.Command(podman, "image", "inspect", name).Output()
-	require.NoError(t, err)
+	out, err = dbtest.RunTool(exec.Command(podman, "image", "inspect", name), dbtest.BudgetTool)
+	require.NoError(t, err, "%s", out)
 	var images []struct {
 		Config struct {
 			User         string              `json:"User"`
@@ -73,7 +75,7 @@ func TestImage(t *testing.T) {
 
 	// Every file of every layer.
 	dir := t.TempDir()
-	out, err = exec.Command(podman, "save", "--format", "oci-dir", "-o", filepath.Join(dir, "oci"), name).CombinedOutput()
+	out, err = dbtest.RunTool(exec.Command(podman, "save", "--format", "oci-dir", "-o", filepath.Join(dir, "oci"), name), dbtest.BudgetTool)
 	require.NoError(t, err, "%s", out)
 	files := layerFiles(t, filepath.Join(dir, "oci"))
 	slices.Sort(files)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
 // Case is one labelled domain.
@@ -57,8 +58,10 @@ func LoadCases(path, answerField string) ([]Case, error) {
 // columns domain, the classifier's answer field (is_cpg), rationale, and
 // optionally doubtful and kind, in any order. Answers and doubtful are
 // yes/no (true/false, 1/0; doubtful also "doubtful" or empty). Domains are
-// normalized like the API does. It returns an error naming the line for a
-// bad value, an empty rationale or a duplicate domain.
+// normalized like the API does. A cell escaped against formulas (a
+// leading apostrophe, csvcell) reads as the value it escapes. It returns
+// an error naming the line for a bad value, an empty rationale or a
+// duplicate domain.
 func ReadCases(r io.Reader, answerField string) ([]Case, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
@@ -80,9 +83,11 @@ func ReadCases(r io.Reader, answerField string) ([]Case, error) {
 				answerField, strings.Join(header, ","))
 		}
 	}
+	// A cell's formula escape (csvcell, as override export writes it) is
+	// taken off: the value is what was exported.
 	field := func(rec []string, name string) string {
 		if i, ok := col[name]; ok && i < len(rec) {
-			return strings.TrimSpace(rec[i])
+			return csvcell.Unescape(strings.TrimSpace(rec[i]))
 		}
 		return ""
 	}

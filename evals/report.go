@@ -284,7 +284,7 @@ func missSection(b *strings.Builder, title string, ms []Miss, repeat int) {
 	for _, m := range ms {
 		fmt.Fprintf(b, "- `%s`", m.Domain)
 		if m.Kind != "" {
-			fmt.Fprintf(b, " (%s)", m.Kind)
+			fmt.Fprintf(b, " (%s)", mdText(m.Kind))
 		}
 		if m.Doubtful {
 			b.WriteString(" *doubtful*")
@@ -295,7 +295,7 @@ func missSection(b *strings.Builder, title string, ms []Miss, repeat int) {
 		if m.Confidence > 0 {
 			fmt.Fprintf(b, " confidence %d", m.Confidence)
 		}
-		fmt.Fprintf(b, ": %s\n", strings.ReplaceAll(m.Reason, "\n", " "))
+		fmt.Fprintf(b, ": %s\n", mdText(m.Reason))
 		evidenceList(b, m)
 	}
 	b.WriteString("\n")
@@ -314,7 +314,12 @@ func evidenceList(b *strings.Builder, m Miss) {
 	}
 	for _, e := range m.Evidence {
 		title := cmp.Or(e.Title, e.URL)
-		fmt.Fprintf(b, "  - [%s](<%s>)", mdText(title), urlEscaper.Replace(e.URL))
+		if classifier.EvidenceURLProblem(e.URL) == "" {
+			fmt.Fprintf(b, "  - [%s](<%s>)", mdText(title), urlEscaper.Replace(e.URL))
+		} else {
+			// javascript:, data: and the like are no links to follow.
+			fmt.Fprintf(b, "  - %s (not a web address, no link)", mdText(title))
+		}
 		if e.Snippet != "" {
 			fmt.Fprintf(b, ": %s", mdText(classifier.Truncate(e.Snippet, 160)))
 		}
@@ -322,16 +327,19 @@ func evidenceList(b *strings.Builder, m Miss) {
 	}
 }
 
-// mdText keeps web text from turning into Markdown: brackets and the
-// characters that start emphasis or code are escaped.
+// mdText keeps text from a model or a web page from turning into Markdown
+// or HTML, on one line: control characters fold into spaces; brackets and
+// the characters that start emphasis or code are escaped; <, > and & become
+// entities, so no tag (<img onerror=…>) or entity survives.
 func mdText(s string) string {
-	return mdEscaper.Replace(s)
+	return mdEscaper.Replace(classifier.FoldLine(s))
 }
 
 // urlEscaper keeps an address inside the <…> of a Markdown link.
 var urlEscaper = strings.NewReplacer("<", "%3C", ">", "%3E", " ", "%20", "\n", "")
 
-var mdEscaper = strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;")
+var mdEscaper = strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;",
+	"&", "&amp;")
 
 func flipRate(r *float64) string {
 	if r == nil {

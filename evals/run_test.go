@@ -15,6 +15,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/evals"
 )
 
@@ -61,7 +62,7 @@ type runBundle struct {
 func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply) *runBundle {
 	t.Helper()
 	srv := llmtest.New(t, handle)
-	client, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+	client, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Timeout: dbtest.Patience()})
 	require.NoError(t, err)
 	cpg, err := classifier.DefaultRegistry().Get("cpg")
 	require.NoError(t, err)
@@ -227,7 +228,7 @@ func TestRun_SearchEvidenceIsSharedAndCached(t *testing.T) {
 		mu.Unlock()
 		return llmtest.Answer(true, 4, "Snacks.")
 	})
-	homepage := &search.Homepage{Client: site.Client(), Timeout: 5 * time.Second,
+	homepage := &search.Homepage{Client: site.Client(), Timeout: dbtest.Patience(),
 		URLs: func(domain string) []string { return []string{site.URL + "/" + domain} }}
 	cfg := b.config("testdata/flip.csv",
 		evals.Candidate{Model: "test-model", Prompt: "v1", Search: "homepage"},

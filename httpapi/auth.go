@@ -22,11 +22,13 @@ type Caller struct {
 	Name             string
 	RatePerMinute    int
 	MaxQueuedDomains int
+	MaxStoredRows    int
 }
 
 // Authenticator says who is calling. It returns a 401 problem for a
 // missing, malformed, unknown or revoked credential, and db.ErrUnavailable
-// when it cannot tell (the database is down).
+// when it cannot tell (the database is down, or did not answer before the
+// request's context ended: the server bounds it).
 type Authenticator interface {
 	Authenticate(r *http.Request) (Caller, error)
 }
@@ -39,7 +41,8 @@ type AuthOff struct{ Limits Limits }
 
 // Authenticate always succeeds.
 func (a AuthOff) Authenticate(*http.Request) (Caller, error) {
-	return Caller{Name: LocalCaller, RatePerMinute: a.Limits.RatePerMinute, MaxQueuedDomains: a.Limits.MaxQueuedDomains}, nil
+	return Caller{Name: LocalCaller, RatePerMinute: a.Limits.RatePerMinute, MaxQueuedDomains: a.Limits.MaxQueuedDomains,
+		MaxStoredRows: a.Limits.MaxStoredRows}, nil
 }
 
 // AuthNone refuses every request.
@@ -159,6 +162,7 @@ func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
 		Name:             k.Name,
 		RatePerMinute:    cmpOr(k.RatePerMinute, a.defaults.RatePerMinute),
 		MaxQueuedDomains: cmpOr(k.MaxQueuedDomains, a.defaults.MaxQueuedDomains),
+		MaxStoredRows:    cmpOr(k.MaxStoredRows, a.defaults.MaxStoredRows),
 	}, nil
 }
 
@@ -196,9 +200,12 @@ func cmpOr(a, b int) int {
 
 const callerKey = "domainclass.caller"
 
-// requireCaller resolves the caller, or answers 401.
+// requireCaller resolves the caller, or answers 401 (503 when the key
+// cannot be looked up within DBTimeout).
 func (s *Server) requireCaller(c *gin.Context) {
-	caller, err := s.cfg.Auth.Authenticate(c.Request)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
+	defer cancel()
+	caller, err := s.cfg.Auth.Authenticate(c.Request.WithContext(ctx))
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -45,6 +45,24 @@ func TestClassifyCreate_CallbackURL(t *testing.T) {
 		}
 	})
 
+	t.Run("AnInternationalHostIsStoredAsPunycode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{webhooks: true})
+		r := b.do(t, "POST", "/domains/classify", body, "X-Callback-URL", "https://Bücher.example:8443/hooks?t=ä")
+		require.Equal(t, "https://xn--bcher-kva.example:8443/hooks?t=ä", callbackOf(t, b, r),
+			"delivered to the host that was checked, as the transport would spell it")
+	})
+
+	t.Run("AListIsRefusedTheSameSpellings", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{webhooks: true})
+		for _, u := range []string{"https://127。0。0。1:19095/", "https://[::ffff:0:7f00:1]/h"} {
+			r := b.do(t, "POST", "/lists", "acme.com\n", "Content-Type", "text/plain", "X-Callback-URL", u)
+			requireProblem(t, r, http.StatusUnprocessableEntity, "invalid-callback-url")
+		}
+		require.Equal(t, noList, b.listCounts(t))
+	})
+
 	t.Run("NoHeaderNeedsNoSecret", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
@@ -98,6 +116,16 @@ func TestClassifyCreate_CallbackURL(t *testing.T) {
 		{name: "IPv4Octal", url: "https://0177.0.0.1/h", detail: "(0177.0.0.1)"},
 		{name: "IPv4Short", url: "https://127.1/h", detail: "(127.1)"},
 		{name: "EmptyLabel", url: "https://example.com../h", detail: "empty label"},
+		// Found by the second hostile review: spellings that IDNA (UTS 46)
+		// maps to a refused host were accepted, and each delivery burned an
+		// attempt at connect time.
+		{name: "IdeographicFullStops", url: "https://127。0。0。1:19095/", detail: "(127.0.0.1)"},
+		{name: "FullwidthDigits", url: "https://１２７.0.0.1/h", detail: "(127.0.0.1)"},
+		{name: "FullwidthLocalhost", url: "https://ｌｏｃａｌｈｏｓｔ/h", detail: "(localhost)"},
+		{name: "IdeographicEmptyLabel", url: "https://example。。com/h", detail: "empty label"},
+		{name: "IPv4Translated", url: "https://[::ffff:0:7f00:1]/h", detail: "(::ffff:0:7f00:1)"},
+		{name: "IPv6OutsideGlobalUnicast", url: "https://[4000::1]/h", detail: "(4000::1)"},
+		{name: "NotAnInternationalName", url: "https://exa\u202emple.com/h", detail: "not a valid domain name"},
 		{name: "PortOutOfRange", url: "https://example.com:99999/h", detail: "invalid port"},
 	} {
 		t.Run("Rejects"+tt.name, func(t *testing.T) {

@@ -9,19 +9,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/time/rate"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
@@ -122,7 +118,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	committed := false
 	defer func() {
 		if !committed {
-			reservation.Cancel()
+			reservation.cancel()
 		}
 	}()
 
@@ -130,7 +126,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	// the caller's queued domains), then the key; all or nothing.
 	riverJob, err := s.cfg.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
 	if err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", db.Translate(err)))
 		return
 	}
 	if err := db.JobInsert(ctx, tx, db.JobInsertParams{
@@ -240,10 +236,10 @@ func (s *Server) idempotencyReplay(ctx context.Context, tx pgx.Tx, k db.Idempote
 
 // admit takes one of the caller's jobs-per-minute, or returns a 429
 // problem saying when the next one is due.
-func (s *Server) admit(caller Caller) (*rate.Reservation, error) {
+func (s *Server) admit(caller Caller) (admission, error) {
 	r, ok, wait := s.limiter.reserve(caller.Name, caller.RatePerMinute)
 	if !ok {
-		return nil, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
+		return admission{}, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
 			detail: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
 	}
 	return r, nil
@@ -362,56 +358,6 @@ func idempotencyKey(h string) (string, error) {
 		if h[i] < 0x20 || h[i] > 0x7e || h[i] == '"' || h[i] == '\\' {
 			return "", invalid("The Idempotency-Key must be printable ASCII without quotes or backslashes.")
 		}
-	}
-	return h, nil
-}
-
-// MaxCallbackURLBytes is the longest X-Callback-URL accepted.
-const MaxCallbackURLBytes = 2048
-
-// callbackURL reads an X-Callback-URL header: "" when there is none, else
-// an absolute https URL (http too when private addresses are allowed)
-// without credentials, whose host is not a literal private, loopback,
-// link-local or metadata address, nor localhost, unless those are allowed.
-// Names are checked again when a delivery connects. It returns an EINVALID
-// problem (webhooks-not-configured or invalid-callback-url) otherwise.
-func (s *Server) callbackURL(h string) (string, error) {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return "", nil
-	}
-	if !s.cfg.Webhooks {
-		return "", &problem{status: http.StatusUnprocessableEntity, slug: "webhooks-not-configured",
-			detail: "This service has no WEBHOOK_SECRET, so it cannot sign callbacks; leave out X-Callback-URL and poll the status URL."}
-	}
-	invalid := func(format string, args ...any) error {
-		return &problem{status: http.StatusUnprocessableEntity, slug: "invalid-callback-url",
-			detail: "X-Callback-URL " + fmt.Sprintf(format, args...)}
-	}
-	if len(h) > MaxCallbackURLBytes {
-		return "", invalid("is longer than %d characters.", MaxCallbackURLBytes)
-	}
-	u, err := url.Parse(h)
-	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return "", invalid("must be an absolute https URL, such as https://example.com/hooks/domainclass.")
-	}
-	if u.Scheme == "http" && !s.cfg.CallbackAllowPrivate {
-		return "", invalid("must use https.")
-	}
-	if u.User != nil {
-		return "", invalid("must not hold credentials; deliveries are authenticated by their signature.")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", invalid("has an invalid port %q.", p)
-		}
-	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	if !strings.Contains(host, ":") && slices.Contains(strings.Split(host, "."), "") {
-		return "", invalid("has an empty label in its host %q.", u.Hostname())
-	}
-	if err := netguard.CheckHost(host, s.cfg.CallbackAllowPrivate); err != nil {
-		return "", invalid("points at a private, loopback or link-local address (%s); callbacks go to public internet addresses only.", host)
 	}
 	return h, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 
 type testBundle struct {
 	db     *db.DB
+	apiDB  *db.DB // the API's: db, unless setupOpts said otherwise
 	client *jobs.Client
 	url    string
 	// keyA and keyB are real API keys of callers team-a and team-b.
@@ -44,7 +46,11 @@ type setupOpts struct {
 	db       *db.DB // the API's database, when not the test's own (Postgres down)
 	limits   httpapi.Limits
 	authTTL  time.Duration
-	metrics  bool
+	// dbTimeout is Config.DBTimeout (zero: the tests' patience, so that a
+	// busy machine slow to open a connection does not turn a test's request
+	// into a 503; tests of the quick 503 set a short one).
+	dbTimeout time.Duration
+	metrics   bool
 	// webhooks and allowPrivate are Config.Webhooks and
 	// Config.CallbackAllowPrivate.
 	webhooks, allowPrivate bool
@@ -53,10 +59,39 @@ type setupOpts struct {
 	// tracer, when set, is Config.TracerProvider, with W3C trace context
 	// as the propagator.
 	tracer trace.TracerProvider
+	// apiMaxConns, when set, gives the API a pool of its own of that many
+	// connections, on the test's schema.
+	apiMaxConns int32
+	// registry, when set, is the API's classifier registry.
+	registry *classifier.Registry
+	// clock, when set, is Config.Clock: the caller rate counts in its time.
+	clock *testClock
+	// trustTrace is Config.TrustIncomingTrace.
+	trustTrace bool
+}
+
+// testClock is a clock that moves only when the test moves it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // createKey stores a new API key for name and returns it.
-func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
+func createKey(t testing.TB, d *db.DB, name string, override db.APIKey) string {
 	t.Helper()
 	key, hash := httpapi.NewAPIKey()
 	override.Name, override.Prefix = name, key[:8]
@@ -64,7 +99,7 @@ func createKey(t *testing.T, d *db.DB, name string, override db.APIKey) string {
 	return key
 }
 
-func setup(t *testing.T, opts setupOpts) *testBundle {
+func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	b := &testBundle{db: dbtest.New(t)}
 	var err error
@@ -78,6 +113,16 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	apiDB := b.db
 	if opts.db != nil {
 		apiDB = opts.db
+	}
+	if opts.apiMaxConns > 0 {
+		apiDB, err = db.Open(context.Background(), db.Config{URL: dbtest.URL(), Schema: b.db.Schema, MaxConns: opts.apiMaxConns})
+		require.NoError(t, err)
+		t.Cleanup(apiDB.Close)
+	}
+	b.apiDB = apiDB
+	registry := opts.registry
+	if registry == nil {
+		registry = classifier.DefaultRegistry()
 	}
 	b.keyA = createKey(t, b.db, "team-a", db.APIKey{})
 	b.keyB = createKey(t, b.db, "team-b", db.APIKey{})
@@ -95,10 +140,14 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if opts.tracer != nil {
 		propagator = propagation.TraceContext{}
 	}
+	var clock func() time.Time
+	if opts.clock != nil {
+		clock = opts.clock.Now
+	}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{
-		TracerProvider: opts.tracer, Propagator: propagator,
+		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
-		DB: apiDB, River: inserter, Registry: classifier.DefaultRegistry(),
+		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: registry,
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
@@ -394,12 +443,10 @@ func TestPostgresDown(t *testing.T) {
 		{"GET", "/domains/classify/0192f2c4-9a8e-7d3c-b2a1-1234567890ab", ""},
 		{"GET", "/readyz", ""},
 	} {
-		start := time.Now()
+		// How fast is TestUnavailable's to prove, without racing the clock.
 		r := b.do(t, tc.method, tc.path, tc.body)
-		elapsed := time.Since(start)
 		requireProblem(t, r, http.StatusServiceUnavailable, "unavailable")
 		require.Equal(t, "2", r.header.Get("Retry-After"))
-		require.Less(t, elapsed, 2*time.Second, "%s %s must fail fast", tc.method, tc.path)
 	}
 	health := b.do(t, "GET", "/healthz", "")
 	require.Equal(t, http.StatusOK, health.status, "the process itself is up")

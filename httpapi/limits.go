@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"os"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -23,6 +24,15 @@ const (
 	// 1000 / 3 per s), so one caller's burst can delay the others by minutes,
 	// not hours; cached domains drain in seconds.
 	DefaultCallerMaxQueuedDomains = 1000
+	// DefaultCallerMaxStoredRows: rows of one caller's lists kept at once,
+	// running or ended and not yet purged (LIST_RETENTION). Five
+	// full-size lists (LIST_MAX_DOMAINS): the three a caller may run at
+	// once (CALLER_MAX_ACTIVE_LISTS) and two ended ones, or a hundred
+	// 50k-account exports a month. An answered row takes about 420 bytes
+	// with its indexes (measured), so that is about 2 GB of one caller's
+	// rows at most, where before nothing bounded it (a 1 MB gzip of junk
+	// rows stored 394 MB, again and again).
+	DefaultCallerMaxStoredRows = 5_000_000
 	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
 	// process does one key query per caller per 5 s under load, and a revoked
 	// key stops working within 5 s.
@@ -38,23 +48,27 @@ type Limits struct {
 	// not yet ended; it is counted in Postgres (caller_queue), across
 	// processes.
 	MaxQueuedDomains int
+	// MaxStoredRows is how many rows of its lists, ended or not, may be
+	// kept until they are purged; it is summed in Postgres from the lists.
+	MaxStoredRows int
 }
 
 // DefaultLimits are the reviewed defaults.
 func DefaultLimits() Limits {
-	return Limits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains}
+	return Limits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains,
+		MaxStoredRows: DefaultCallerMaxStoredRows}
 }
 
 // Validate returns an error for a limit below 1.
 func (l Limits) Validate() error {
-	if l.RatePerMinute < 1 || l.MaxQueuedDomains < 1 {
-		return errors.New("RatePerMinute and MaxQueuedDomains must be at least 1")
+	if l.RatePerMinute < 1 || l.MaxQueuedDomains < 1 || l.MaxStoredRows < 1 {
+		return errors.New("RatePerMinute, MaxQueuedDomains and MaxStoredRows must be at least 1")
 	}
 	return nil
 }
 
 // The reviewed list limits (LIST_MAX_BYTES, LIST_MAX_DOMAINS,
-// CALLER_MAX_ACTIVE_LISTS).
+// CALLER_MAX_ACTIVE_LISTS; CALLER_MAX_STORED_ROWS is with the callers').
 const (
 	// DefaultListMaxBytes: 256 MiB after decompression holds a million rows
 	// of a CRM export with a few columns (≈ 100–250 bytes a row); it is
@@ -78,11 +92,58 @@ const (
 	DefaultCompletionTokens = 60
 )
 
+// The reviewed upload bounds (LIST_UPLOADS_PER_PROCESS, CALLER_MAX_UPLOADS,
+// LIST_UPLOAD_MIN_RATE, LIST_UPLOAD_RATE_WINDOW, LIST_SPOOL_DIR). An upload
+// is read, decompressed, parsed and normalized into a spool file before it
+// takes a database connection (then COPY runs at full speed), so a slow
+// caller holds a socket, a file and some memory, never a connection. These
+// bound how many of those there are, and for how long.
+const (
+	// DefaultListUploadsPerProcess: uploads read at once by one API process,
+	// dry runs included. A million-row upload in progress holds its set of
+	// distinct domains (about 40 MiB) and two cores parse about 500k rows a
+	// second in all, so eight at once already queue for CPU and hold about
+	// 320 MiB at worst; a ninth is told to come back (429).
+	DefaultListUploadsPerProcess = 8
+	// DefaultCallerMaxUploads: one caller's uploads read at once by one
+	// process, dry runs included: a list and its estimate, or two lists. A
+	// caller has at most CALLER_MAX_ACTIVE_LISTS (3) lists anyway, and two
+	// of eight leaves the other six to three more callers.
+	DefaultCallerMaxUploads = 2
+	// DefaultListUploadMinRate: the bytes a second (as sent, compressed or
+	// not) an upload must keep up over each LIST_UPLOAD_RATE_WINDOW, or it
+	// is ended with 408. 8 KiB/s is 64 kbit/s: a modem's pace; a slow
+	// office uplink (1 Mbit/s) sends 15 times that. A caller trickling a
+	// byte a second is ended within a window.
+	DefaultListUploadMinRate = 8 << 10
+	// DefaultListUploadRateWindow: the window the rate is measured over.
+	// TCP retransmissions stall a healthy connection for a second or a few
+	// on a lossy link; 20 s rides them out, and ends a trickle 20 s after
+	// its last good window.
+	DefaultListUploadRateWindow = 20 * time.Second
+	// uploadsRetryAfter is the Retry-After of a refusal for too many
+	// uploads at once: an upload's rows are stored seconds after its last
+	// byte arrives (a million rows: 2–5 s).
+	uploadsRetryAfter = 10 * time.Second
+)
+
 // ListConfig configures the list routes.
 type ListConfig struct {
 	MaxBytes  int64
 	MaxRows   int
 	MaxActive int
+	// MaxUploads and CallerMaxUploads bound the uploads read at once by this
+	// process, in all and per caller, dry runs included; counted before a
+	// byte of the body is read.
+	MaxUploads       int
+	CallerMaxUploads int
+	// UploadMinRate (bytes a second, as sent) must be kept up over each
+	// UploadRateWindow, or the upload is ended with 408.
+	UploadMinRate    int64
+	UploadRateWindow time.Duration
+	// SpoolDir holds the uploads' spool files (each deleted as soon as it
+	// is created: it lives while its request does); "" is os.TempDir().
+	SpoolDir string
 	// Queue holds the chunking (ListChunkRows, ListChunksInFlight) and the
 	// webhooks' attempts, which an upload and a cancel use.
 	Queue jobs.Settings
@@ -96,7 +157,10 @@ type ListConfig struct {
 	ModelRatePerMinute int
 	DefaultCallSeconds float64
 	SearchSeconds      float64
-	Freshness          classifier.Freshness
+	// Cores is the CPUs the rows' work shares (the service and Postgres);
+	// 0 is this machine's.
+	Cores     int
+	Freshness classifier.Freshness
 	// Rows and Ended, when set, count rows made final here (rejected at
 	// upload, cancelled) and lists ended here (cancelled), for metrics.
 	Rows  func(status classifier.Status, n int)
@@ -107,6 +171,8 @@ type ListConfig struct {
 // chunking and the model bounds' defaults.
 func DefaultListConfig() ListConfig {
 	return ListConfig{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
+		MaxUploads: DefaultListUploadsPerProcess, CallerMaxUploads: DefaultCallerMaxUploads,
+		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow, SpoolDir: os.TempDir(),
 		Queue: jobs.DefaultSettings(), ModelConcurrency: 8, ModelRatePerMinute: 300,
 		DefaultCallSeconds: DefaultCallSeconds, Freshness: classifier.DefaultFreshness()}
 }
@@ -115,6 +181,17 @@ func DefaultListConfig() ListConfig {
 func (l ListConfig) Validate() error {
 	if l.MaxBytes < 1 || l.MaxRows < 1 || l.MaxActive < 1 {
 		return errors.New("MaxBytes, MaxRows and MaxActive must be at least 1")
+	}
+	if l.MaxUploads < 1 || l.CallerMaxUploads < 1 || l.UploadMinRate < 1 {
+		return errors.New("MaxUploads, CallerMaxUploads and UploadMinRate must be at least 1")
+	}
+	if l.UploadRateWindow < time.Second {
+		return errors.New("UploadRateWindow must be at least 1s")
+	}
+	if l.SpoolDir != "" {
+		if fi, err := os.Stat(l.SpoolDir); err != nil || !fi.IsDir() {
+			return errors.New("SpoolDir must be an existing directory")
+		}
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -10,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"math"
 	"net/http"
 	"strconv"
@@ -25,6 +25,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -33,76 +34,155 @@ import (
 // server's own read and write timeouts are for 64 KiB requests.
 const listTimeout = 30 * time.Minute
 
-// listCreate handles POST /lists: it reads the rows as they arrive, writes
-// them with COPY, and queues the list's first chunks, all in one
-// transaction, then answers 202; or, with dry_run=true, answers 200 with an
-// estimate and writes nothing. Nothing is written on any other answer.
+// listRequest is what a POST /lists asks for, besides its rows.
+type listRequest struct {
+	cls         *classifier.Classifier
+	dryRun      bool
+	tier        string
+	maxAge      time.Duration
+	refresh     bool
+	want        classifier.Want
+	format      listFormat
+	columns     csvColumns
+	idemKey     string
+	callbackURL string
+	// partial: run up to the caller's daily model budget rather than be
+	// refused when the estimate is over it (?budget=partial).
+	partial bool
+}
+
+// listRequestOf reads a POST /lists's query and headers, or returns the
+// problem of the first that is wrong.
+func (s *Server) listRequestOf(c *gin.Context) (req listRequest, err error) {
+	q := c.Request.URL.Query()
+	if req.cls, err = s.cfg.Registry.Get(cmp.Or(q.Get("classifier"), classifier.DefaultClassifier)); err != nil {
+		return req, err
+	}
+	if req.dryRun, err = boolParam(q, "dry_run"); err != nil {
+		return req, err
+	}
+	if req.tier, err = tierParam(q); err != nil {
+		return req, err
+	}
+	if req.maxAge, err = parseMaxAge(firstOf(q["max_age"])); err != nil {
+		return req, err
+	}
+	if req.refresh, err = boolParam(q, "refresh"); err != nil {
+		return req, err
+	}
+	req.want = want(req.maxAge, req.refresh)
+	if req.partial, err = budgetParam(q); err != nil {
+		return req, err
+	}
+	if req.format, err = listFormatOf(c.GetHeader("Content-Type")); err != nil {
+		return req, err
+	}
+	if req.columns, err = csvColumnsParam(q, req.format); err != nil {
+		return req, err
+	}
+	if req.idemKey, err = idempotencyKey(c.GetHeader("Idempotency-Key")); err != nil {
+		return req, err
+	}
+	req.callbackURL, err = s.callbackURL(c.GetHeader("X-Callback-URL"))
+	return req, err
+}
+
+// listCreate handles POST /lists. It reads the whole body first (at no
+// less than the minimum rate), parsing and normalizing its rows into a
+// spool file, while it holds no database connection; then, in one
+// transaction, it writes the rows from the spool with COPY, the list and
+// its first chunks, and answers 202; or, with dry_run=true, answers 200
+// with an estimate and writes nothing. Nothing is written on any other
+// answer.
 func (s *Server) listCreate(c *gin.Context) {
 	caller := callerOf(c)
-	q := c.Request.URL.Query()
-	cls, err := s.cfg.Registry.Get(cmp.Or(q.Get("classifier"), classifier.DefaultClassifier))
+	req, err := s.listRequestOf(c)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	dryRun, err := boolParam(q, "dry_run")
+	// Counted before a byte of the body is read, dry runs included.
+	leave, lists, err := s.uploads.enter(caller.Name, req.dryRun)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	tier, err := tierParam(q)
+	defer leave()
+	if !req.dryRun {
+		// A caller at its limit of lists is told before it sends a million
+		// rows; its other uploads in progress here would be lists too. The
+		// count is checked again, under a lock, before the list is written.
+		if err := s.listSlotFreeUploading(c.Request.Context(), caller, lists); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
+		err := s.listRowsFit(ctx, caller, 1)
+		cancel()
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
+	_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(listTimeout))
+	body, err := openListBody(c.Request, http.NewResponseController(c.Writer), s.cfg.Lists, req.idemKey != "")
+	defer func() {
+		leave() // the upload is over for its caller, before a refused body's rest is drained
+		body.finish(c)
+	}()
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	maxAge, err := parseMaxAge(firstOf(q["max_age"]))
+	rows := newListReader(req.format, body, s.cfg.Lists.MaxRows, req.columns)
+	sp, err := s.spoolRows(rows)
+	if sp != nil {
+		defer sp.Close()
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	refresh, err := boolParam(q, "refresh")
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	fresh := want(maxAge, refresh)
-	partial, err := budgetParam(q)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	format, err := listFormatOf(c.GetHeader("Content-Type"))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	idemKey, err := idempotencyKey(c.GetHeader("Idempotency-Key"))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	callbackURL, err := s.callbackURL(c.GetHeader("X-Callback-URL"))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	extendDeadlines(c)
-	body, err := openListBody(c.Request, s.cfg.Lists.MaxBytes, idemKey != "")
-	defer body.finish(c)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	rows := newListReader(format, body, s.cfg.Lists.MaxRows)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	if dryRun {
-		s.listEstimate(ctx, c, cls, tier, fresh, rows)
+	if req.dryRun {
+		s.listEstimate(ctx, c, req.cls, req.tier, req.want, rows, sp)
 		return
 	}
-	// Before reading a million rows: a caller at its limit is told at once
-	// (the count is checked again, under a lock, before the list is written).
-	if err := s.listSlotFree(ctx, caller); err != nil {
+	s.listStore(ctx, c, caller, req, rows, sp, listFingerprint(req, body.hash))
+}
+
+// spoolRows reads every row of an upload into a spool, holding no database
+// connection. It returns the spool (to be closed, even with an error), and
+// the problem of a list refused: a limit crossed, a body that cannot be
+// read, no valid row.
+func (s *Server) spoolRows(rows *listReader) (*spool, error) {
+	sp, err := newSpool(s.cfg.Lists.SpoolDir, spoolLimit(s.cfg.Lists))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := sp.add(rows.Row()); err != nil {
+			return sp, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sp, err
+	}
+	if rows.domains == 0 {
+		return sp, noValidRows(rows)
+	}
+	return sp, nil
+}
+
+// listStore writes an upload whose rows are in sp, in one transaction: an
+// Idempotency-Key already used replays its first answer (or is refused),
+// else the rows are copied, and the list, its first chunks and the key are
+// written. fingerprint identifies the request for the key.
+func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, req listRequest, rows *listReader, sp *spool, fingerprint []byte) {
+	src, err := sp.read()
+	if err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -111,39 +191,24 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	defer db.Rollback(ctx, tx)
 
-	// 1. An Idempotency-Key already used replays its first answer (once the
-	// body shows it is the same request).
-	if idemKey != "" {
-		locked, err := db.IdempotencyKeyLock(ctx, tx, caller.Name, idemKey)
-		if err == nil && !locked {
-			err = errKeyInFlight
+	// 1. An Idempotency-Key already used replays its first answer.
+	if req.idemKey != "" {
+		prior, err := s.idempotencyReplay(ctx, tx, db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, Fingerprint: fingerprint})
+		if err == nil && prior != nil && prior.ListID == uuid.Nil {
+			err = errKeyReused // a job's key
 		}
 		if err != nil {
 			s.writeError(c, err)
 			return
 		}
-		prior, err := db.IdempotencyKeyGet(ctx, tx, caller.Name, idemKey)
-		if err != nil && !errors.Is(err, db.ErrNotFound) {
-			s.writeError(c, err)
-			return
-		}
 		if prior != nil {
-			if err := body.drain(); err != nil {
-				s.writeError(c, err)
-				return
-			}
-			if !bytes.Equal(prior.Fingerprint, listFingerprint(cls.Name, format, callbackURL, maxAge, refresh, body)) || prior.ListID == uuid.Nil {
-				s.writeError(c, errKeyReused)
-				return
-			}
 			c.Header("Idempotent-Replayed", "true")
 			c.Header("Location", wire.ListStatusURL(prior.ListID.String()))
 			c.Data(http.StatusAccepted, "application/json", prior.Response)
@@ -151,28 +216,28 @@ func (s *Server) listCreate(c *gin.Context) {
 		}
 	}
 
-	// 2. The rows, as they are read: a bad body or a limit crossed on any
-	// row refuses the list, and the rollback writes nothing.
-	if _, err := db.ListRowsCopy(ctx, tx, id, rows); err != nil {
+	// 2. The rows, from the spool at full speed.
+	if _, err := db.ListRowsCopy(ctx, tx, id, src); err != nil {
 		s.writeError(c, err)
 		return
 	}
-	if rows.domains == 0 {
-		s.writeError(c, noValidRows(rows))
-		return
-	}
+	s.listInsert(ctx, c, tx, caller, req, id, rows, fingerprint)
+}
 
-	// 3. The list, under the caller's lock so the active-list limit is exact,
-	// and its first chunks, then the key.
-	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: cls.Name, CallbackURL: callbackURL,
+// listInsert writes the list whose rows tx copied, under the caller's lock
+// so that the active-list limit is exact, and its first chunks, then the
+// key; commits, and answers 202.
+func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, caller Caller, req listRequest, id uuid.UUID,
+	rows *listReader, fingerprint []byte) {
+	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: req.cls.Name, CallbackURL: req.callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: tier, Want: fresh}
-	if tier == classifier.TierEconomy {
+		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: req.tier, Want: req.want, Retention: s.cfg.Lists.Queue.ListRetention}
+	if req.tier == classifier.TierEconomy {
 		// A chunk of an economy list is one provider batch.
 		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
 	}
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
-	if err := s.listBudget(ctx, tx, l, partial); err != nil {
+	if err := s.listBudget(ctx, tx, l, req.partial); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -184,26 +249,30 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	if err := s.listRowsFit(ctx, caller, l.Rows, tx); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	first := jobs.FirstChunks(id)
 	if err := db.ListInsert(ctx, tx, l, len(first)); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	if _, err := s.cfg.River.InsertManyTx(ctx, tx, first); err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", err))
+		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err)))
 		return
 	}
 	accepted := wire.ListAccepted{ListID: id.String(), Status: classifier.StatusPending,
-		StatusURL: wire.ListStatusURL(id.String()), ResultsURL: wire.ListResultsURL(id.String()), Classifier: cls.Name,
+		StatusURL: wire.ListStatusURL(id.String()), ResultsURL: wire.ListResultsURL(id.String()), Classifier: req.cls.Name,
 		Rows: l.Rows, Domains: l.Domains, Duplicates: l.Duplicates, Rejected: l.Rejected,
 		RejectedSample: rows.sample}
 	if accepted.RejectedSample == nil {
 		accepted.RejectedSample = []wire.RejectedRow{}
 	}
 	resp, _ := json.Marshal(accepted)
-	if idemKey != "" {
-		if err := db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: caller.Name, Key: idemKey, ListID: id,
-			Fingerprint: listFingerprint(cls.Name, format, callbackURL, maxAge, refresh, body), Response: resp}); err != nil {
+	if req.idemKey != "" {
+		if err := db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, ListID: id,
+			Fingerprint: fingerprint, Response: resp}); err != nil {
 			s.writeError(c, err)
 			return
 		}
@@ -217,27 +286,36 @@ func (s *Server) listCreate(c *gin.Context) {
 	c.Data(http.StatusAccepted, "application/json", resp)
 }
 
-var (
-	errKeyInFlight = &problem{status: http.StatusConflict, slug: "idempotency-key-in-flight",
-		detail: "A request with this Idempotency-Key is still being processed; retry later."}
-	errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idempotency-key-reused",
-		detail: "This Idempotency-Key was already used with a different request."}
-)
+var errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idempotency-key-reused",
+	detail: "This Idempotency-Key was already used with a different request."}
 
 // listSlotFree returns a 429 problem when caller has MaxActive lists not
-// yet ended; exec is the transaction when given.
+// yet ended; exec is the transaction when given. It waits for the database
+// no longer than any short request.
 func (s *Server) listSlotFree(ctx context.Context, caller Caller, exec ...db.DBTX) error {
+	return s.listSlotFreeUploading(ctx, caller, 0, exec...)
+}
+
+// listSlotFreeUploading is listSlotFree counting uploading, the caller's
+// uploads in progress that would be lists, as lists.
+func (s *Server) listSlotFreeUploading(ctx context.Context, caller Caller, uploading int, exec ...db.DBTX) error {
 	var e db.DBTX = s.cfg.DB.Pool
 	if len(exec) > 0 {
 		e = exec[0]
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
 	n, err := db.ListActiveCount(ctx, e, caller.Name)
 	if err != nil {
 		return err
 	}
-	if max := s.cfg.Lists.MaxActive; n >= max {
+	if max := s.cfg.Lists.MaxActive; n+uploading >= max {
+		also := ""
+		if uploading > 0 {
+			also = fmt.Sprintf(" (and %d uploads in progress)", uploading)
+		}
 		return &problem{status: http.StatusTooManyRequests, slug: "too-many-lists", retryAfter: listRetryAfter,
-			detail: fmt.Sprintf("You have %d lists not yet ended; the limit is %d. Wait for one to end, or cancel one.", n, max)}
+			detail: fmt.Sprintf("You have %d lists not yet ended%s; the limit is %d. Wait for one to end, or cancel one.", n, also, max)}
 	}
 	return nil
 }
@@ -260,34 +338,51 @@ func noValidRows(rows *listReader) error {
 	return &problem{status: http.StatusUnprocessableEntity, slug: "no-valid-rows", detail: detail, items: items}
 }
 
-// listFingerprint identifies an upload for Idempotency-Key: the same
-// classifier, format, callback and body (as decompressed) are the same
-// request.
-func listFingerprint(classifierName string, format listFormat, callbackURL string, maxAge time.Duration, refresh bool, body *listBody) []byte {
-	h := sha256.New()
-	fields := []any{"list", classifierName, format, callbackURL, body.hash.Sum(nil)}
-	if maxAge > 0 || refresh { // keys used before max_age and refresh keep their fingerprints
-		fields = append(fields, maxAge, refresh)
+// listFingerprint identifies an upload for Idempotency-Key: every input
+// that changes what it makes (the classifier, format, callback, body as
+// decompressed, freshness, tier and column mapping) is in it. bodyHash is
+// the body's hash as read (nil: not hashed, no key).
+func listFingerprint(req listRequest, bodyHash hash.Hash) []byte {
+	if bodyHash == nil {
+		return nil
+	}
+	fields := []any{"list", req.cls.Name, req.format, req.callbackURL, bodyHash.Sum(nil)}
+	// Inputs added later join only when they are not their defaults, so
+	// that keys stored before them keep their fingerprints.
+	if req.maxAge > 0 || req.refresh {
+		fields = append(fields, req.maxAge, req.refresh)
+	}
+	if req.tier != classifier.TierStandard {
+		fields = append(fields, "tier", req.tier)
+	}
+	if domain, ref := req.columns.key(); domain != "" || ref != "" {
+		fields = append(fields, "columns", domain, ref)
+	}
+	if req.partial {
+		fields = append(fields, "budget", "partial")
 	}
 	b, _ := json.Marshal(fields)
-	h.Write(b)
-	return h.Sum(nil)
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // listEstimate answers POST /lists?dry_run=true: how many domains are
 // known, cached and fresh, what the fresh ones cost with the price table,
-// and how long the model needs for them, from the settings and the median
-// latency of recent model calls. It writes nothing.
-func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want, rows *listReader) {
+// and how long the list takes (estimate: the deployment's measured
+// throughput, the rows' CPU, the lists it shares with). It writes nothing.
+func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want,
+	rows *listReader, sp *spool) {
+	src, err := sp.read()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	var est wire.ListEstimate
-	err := pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
-		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, distinctDomains{rows}, s.cfg.Lists.Freshness, fresh, time.Now())
+		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Lists.Freshness, fresh, time.Now())
 		if err != nil {
 			return err
-		}
-		if rows.domains == 0 {
-			return noValidRows(rows)
 		}
 		est.Rows, est.Domains, est.Duplicates, est.Rejected = rows.rows, rows.domains, rows.duplicates, rows.rejected
 		est.Model = s.cfg.Lists.Model
@@ -297,7 +392,12 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		}
 		est.Fresh = est.Domains - est.Known - est.Cached
 		est.ModelCalls = est.Fresh
-		standard, economy := s.cfg.Lists.estimate(est, stats)
+		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
+		if err != nil {
+			return err
+		}
+		var standard, economy wire.TierEstimate
+		standard, economy, est.Basis = s.cfg.Lists.estimate(est, stats, load)
 		est.Tier, est.Tiers = tier, map[string]wire.TierEstimate{classifier.TierStandard: standard, classifier.TierEconomy: economy}
 		est.EstimatedSeconds, est.EstimatedCostUSD = est.Tiers[tier].EstimatedSeconds, est.Tiers[tier].EstimatedCostUSD
 		return errDryRun // nothing that was written outlives the estimate
@@ -311,53 +411,8 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 
 var errDryRun = errors.New("dry run")
 
-// distinctDomains is the db.DomainSource of an upload's distinct domains.
-type distinctDomains struct{ r *listReader }
-
-func (d distinctDomains) Next() bool     { return d.r.DistinctNext() }
-func (d distinctDomains) Domain() string { return d.r.cur.Domain }
-func (d distinctDomains) Err() error     { return d.r.err }
-
 // modelStatsSample is how many recent model answers the estimate reads.
 const modelStatsSample = 1000
-
-// estimate is what the fresh domains cost in each tier (nil for a model
-// the price table does not list) and how long they take: at the model's
-// pace for one worker process in the standard tier; within the provider's
-// 24-hour window in the economy tier.
-func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats) (standard, economy wire.TierEstimate) {
-	perCall := l.DefaultCallSeconds
-	promptTokens, completionTokens := float64(DefaultPromptTokens), float64(DefaultCompletionTokens)
-	if stats.Samples > 0 {
-		perCall = stats.MedianLatency.Seconds() + l.SearchSeconds
-		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
-	}
-	// Little's law: C calls in flight of perCall seconds each make C/perCall
-	// a second, unless the rate limit allows fewer.
-	perSecond := math.Min(float64(l.ModelConcurrency)/math.Max(perCall, 0.001), float64(l.ModelRatePerMinute)/60)
-	seconds := float64(est.Fresh) / perSecond
-	// Known and cached answers are the database's work: beyond about 32 at
-	// once they only queue for connections, however many chunks run.
-	seconds += float64(est.Known+est.Cached) * cachedSeconds / float64(max(min(l.Queue.ListWorkers*l.Queue.ListDomainConcurrency, 32), 1))
-	seconds = math.Round(seconds*10) / 10
-	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
-	if est.Fresh == 0 {
-		economy.EstimatedSeconds = seconds
-	}
-	if l.Price == nil {
-		return standard, economy
-	}
-	for _, t := range []struct {
-		into  *wire.TierEstimate
-		batch bool
-	}{{&standard, false}, {&economy, true}} {
-		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
-			cost := math.Round(perCallUSD*float64(est.Fresh)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
-			t.into.EstimatedCostUSD = &cost
-		}
-	}
-	return standard, economy
-}
 
 // batchWindowSeconds is the economy tier's bound: the provider's 24-hour
 // completion window (most batches end within hours).
@@ -383,10 +438,6 @@ func tierParam(q map[string][]string) (string, error) {
 			detail: fmt.Sprintf("tier must be standard or economy, not %q.", t)}
 	}
 }
-
-// cachedSeconds is what a known or cached domain costs a list: its look-ups
-// and its write, about 2 ms (docs/BENCHMARKS.md, cached row).
-const cachedSeconds = 0.002
 
 // listGet handles GET /lists/{list_id}: the list's status and progress,
 // from its counters. Another caller's list is 404.
@@ -425,13 +476,15 @@ func (s *Server) writeListError(c *gin.Context, err error) {
 // listResults handles GET /lists/{list_id}/results: every row in upload
 // order, final or not, as CSV (the default) or NDJSON, streamed from a
 // cursor so that memory stays flat; ?status= filters, ?after= resumes.
+// CSV cells that a spreadsheet would run as formulas are escaped
+// (csvcell), unless ?escape_formulas=false.
 func (s *Server) listResults(c *gin.Context) {
 	id, ok := s.listID(c)
 	if !ok {
 		return
 	}
 	q := c.Request.URL.Query()
-	after, err := intParam(q, "after")
+	after, err := intParam(q, "after", maxRowParam)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -441,6 +494,12 @@ func (s *Server) listResults(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	escape, err := boolParam(q, "escape_formulas")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
 	format, ok := negotiateResults(c.GetHeader("Accept"))
 	if !ok {
 		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
@@ -450,7 +509,13 @@ func (s *Server) listResults(c *gin.Context) {
 	extendDeadlines(c)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	l, err := db.ListGetOfCaller(ctx, s.cfg.DB.Pool, id, callerOf(c).Name)
+	conn, err := s.pool().Acquire(ctx) // the download's one connection, had as quickly as any request's
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	defer conn.Release()
+	l, err := db.ListGetOfCaller(ctx, conn, id, callerOf(c).Name)
 	if err != nil {
 		s.writeListError(c, err)
 		return
@@ -467,6 +532,9 @@ func (s *Server) listResults(c *gin.Context) {
 		write = func(r *classifier.ListRow) error {
 			row := wire.NewListRow(r)
 			fields = row.CSV(fields[:0])
+			if escape {
+				csvcell.EscapeAll(fields)
+			}
 			return cw.Write(fields)
 		}
 		defer cw.Flush()
@@ -475,7 +543,7 @@ func (s *Server) listResults(c *gin.Context) {
 		enc.SetEscapeHTML(false)
 		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
 	}
-	err = db.ListResults(ctx, s.cfg.DB.Pool, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
+	err = db.ListResults(ctx, conn, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
 		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)
 	if err != nil {
 		// The header is out: end the response without its last chunk, so
@@ -503,7 +571,7 @@ func (s *Server) listCancel(c *gin.Context) {
 	caller := callerOf(c).Name
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
-	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
+	tx, err := db.Begin(ctx, s.pool())
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -526,7 +594,7 @@ func (s *Server) listCancel(c *gin.Context) {
 		if end.CallbackURL != "" {
 			if _, err := s.cfg.River.InsertTx(ctx, tx, jobs.WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
 				&river.InsertOpts{MaxAttempts: s.cfg.Lists.Queue.WebhookMaxAttempts()}); err != nil {
-				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", err))
+				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", db.Translate(err)))
 				return
 			}
 		}
@@ -571,11 +639,11 @@ func (s *Server) eachListJob(ctx context.Context, tx pgx.Tx, id uuid.UUID, kind,
 	res, err := s.cfg.River.JobListTx(ctx, tx, river.NewJobListParams().Kinds(kind).States(states...).
 		Where("args->>'list_id' = @list_id", river.NamedArgs{"list_id": id.String()}).First(10_000))
 	if err != nil {
-		return fmt.Errorf("error listing the list's %s jobs: %w", kind, err)
+		return fmt.Errorf("error listing the list's %s jobs: %w", kind, db.Translate(err))
 	}
 	for _, j := range res.Jobs {
 		if err := do(j.ID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("error %s %d: %w", doing, j.ID, err)
+			return fmt.Errorf("error %s %d: %w", doing, j.ID, db.Translate(err))
 		}
 	}
 	return nil
@@ -623,17 +691,24 @@ func boolParam(q map[string][]string, name string) (bool, error) {
 	return b, nil
 }
 
-func intParam(q map[string][]string, name string) (int, error) {
+// maxRowParam bounds a row number in a query (?after=): rows are numbered
+// in Postgres's int4, and a larger number, read as Go's int, could not be
+// sent to it (the stream was cut off with a 200 already out).
+const maxRowParam = math.MaxInt32
+
+// intParam reads a query parameter that is a whole number from 0 to max,
+// decimal digits only; 0 when absent. Anything else is a 400 naming it.
+func intParam(q map[string][]string, name string, max int) (int, error) {
 	vs := q[name]
 	if len(vs) == 0 || vs[0] == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(vs[0])
-	if err != nil || n < 0 {
+	n, err := strconv.ParseUint(vs[0], 10, 63)
+	if err != nil || n > uint64(max) {
 		return 0, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-			detail: fmt.Sprintf("%s must be a row number (0 or more), not %q.", name, vs[0])}
+			detail: fmt.Sprintf("%s must be a row number from 0 to %d, not %q.", name, max, classifier.Truncate(vs[0], 40))}
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // rowStatuses are the statuses a list row is reported with.

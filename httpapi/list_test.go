@@ -279,7 +279,7 @@ func TestListCreate(t *testing.T) {
 	t.Run("DryRunEstimatesAndWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{lists: httpapi.ListConfig{ModelConcurrency: 8, ModelRatePerMinute: 60_000,
-			Model: "gpt-5.4-mini", DefaultCallSeconds: 2,
+			Model: "gpt-5.4-mini", DefaultCallSeconds: 2, Cores: 2,
 			Price: func(_ string, _, _ float64, batch bool) (float64, bool) {
 				if batch {
 					return 0.0005, true
@@ -313,7 +313,8 @@ func TestListCreate(t *testing.T) {
 		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Known: 1, Cached: 1, Fresh: 8,
 			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
 			Tiers: map[string]wire.TierEstimate{"standard": standard,
-				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}}}, est,
+				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}},
+			Basis: wire.EstimateBasis{ModelAnswersPerSecond: 4, RowsPerSecond: 250}}, est,
 			"8 fresh domains at 2 s each, 8 at a time: 2 s; or half the price within the batch window")
 		require.Equal(t, before, b.listCounts(t), "a dry run writes nothing")
 
@@ -411,6 +412,11 @@ func TestListReadAndCancel(t *testing.T) {
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Accept", "application/pdf"), 406, "not-acceptable")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?status=DONE", ""), 400, "invalid-query")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?after=-1", ""), 400, "invalid-query")
+		p := requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results?after=2147483648", ""), 400, "invalid-query")
+		require.Contains(t, p.Detail, "from 0 to 2147483647", "not an int4: refused before SQL, not a stream cut off")
+		r = b.do(t, "GET", "/lists/"+id+"/results?after=2147483647", "")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, strings.Join(wire.ListRowColumns, ",")+"\n", string(r.body), "past the last row: the header alone")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Authorization", "Bearer "+b.keyB), 404, "not-found")
 	})
 

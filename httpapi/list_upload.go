@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
@@ -56,33 +54,57 @@ const maxInputBytes = 512
 // maxLineBytes caps an NDJSON or text line.
 const maxLineBytes = 64 << 10
 
-// listBody is an upload's body: decompressed when it is gzip, cut off with
-// a 413 problem beyond max bytes (counted after decompression, so a gzip
-// bomb stops there), and, with an Idempotency-Key, hashed as it is read.
+// maxGzipRatio is how many times its compressed size a gzip body may
+// decompress to, once past gzipRatioGrace. CRM exports compress 4–6 times
+// (measured on 200k-row exports: five columns, 4.6 at gzip -1 to 6.1 at
+// -9; forty columns, mostly empty, 4.3 to 5.4), so 100 leaves them 16
+// times the room; a million copies of one domain compress 500 times, and
+// one repeated byte, the cheapest bomb, 1,000. A bomb is now refused
+// within its first megabyte or two of output, instead of after
+// LIST_MAX_BYTES of it (1 MB of gzip made of 1 GiB of newlines took 12 s
+// and 5 CPU-seconds to refuse).
+const maxGzipRatio = 100
+
+// gzipRatioGrace is the output below which the ratio is not checked: a
+// small list of one domain repeated compresses far beyond maxGzipRatio
+// and costs nothing.
+const gzipRatioGrace = 1 << 20
+
+// listBody is an upload's body: read at no less than the minimum rate,
+// decompressed when it is gzip, cut off with a 413 problem beyond max
+// bytes (counted after decompression) or beyond maxGzipRatio, and, with an
+// Idempotency-Key, hashed as it is read.
 type listBody struct {
 	r    io.Reader
 	n    int64
 	max  int64
+	gzip bool
 	hash hash.Hash // nil: not hashed
 	raw  *countingReader
 	req  *http.Request
 }
 
-// openListBody opens an upload's body. The body it returns, even with an
-// error, must be finished once the answer is written.
-func openListBody(r *http.Request, max int64, hashed bool) (*listBody, error) {
-	raw := &countingReader{r: r.Body}
-	b := &listBody{max: max, raw: raw, req: r}
-	in := http.MaxBytesReader(nil, io.NopCloser(raw), max)
+// openListBody opens an upload's body, read within the rate and limits of
+// l; rc sets the connection's read deadline (nil: none). The body it
+// returns, even with an error, must be finished once the answer is
+// written.
+func openListBody(r *http.Request, rc *http.ResponseController, l ListConfig, hashed bool) (*listBody, error) {
+	raw := &countingReader{r: newRateReader(r.Body, rc, l.UploadMinRate, l.UploadRateWindow)}
+	b := &listBody{max: l.MaxBytes, raw: raw, req: r}
+	in := http.MaxBytesReader(nil, io.NopCloser(raw), l.MaxBytes)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		b.r = in
 	case "gzip":
 		zr, err := gzip.NewReader(in)
 		if err != nil {
+			var p *problem
+			if errors.As(err, &p) {
+				return b, p // too slow before the gzip header was in
+			}
 			return b, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
 		}
-		b.r = zr
+		b.r, b.gzip = zr, true
 	default:
 		return b, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
 			detail: fmt.Sprintf("Content-Encoding %q is not supported; send gzip, or no encoding.", enc)}
@@ -102,8 +124,18 @@ func (b *listBody) Read(p []byte) (int, error) {
 	if b.n > b.max {
 		return n, b.tooLarge()
 	}
-	var mbe *http.MaxBytesError
+	if b.gzip && b.n > gzipRatioGrace && b.n > maxGzipRatio*b.raw.n {
+		return n, &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
+			detail: fmt.Sprintf("The body decompresses to more than %d times its compressed size, which no export does "+
+				"(a gzip bomb?); send it uncompressed, or split it.", maxGzipRatio)}
+	}
+	var (
+		mbe  *http.MaxBytesError
+		prob *problem
+	)
 	switch {
+	case errors.As(err, &prob):
+		return n, prob
 	case errors.As(err, &mbe):
 		return n, b.tooLarge()
 	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
@@ -161,13 +193,18 @@ func (b *listBody) tooLarge() error {
 // garbage collector to scan), never with the body.
 type listReader struct {
 	format  listFormat
-	body    *listBody
+	body    io.Reader
 	maxRows int
 
-	csv       *csv.Reader
+	columns   csvColumns
+	csv       *csvReader
 	domainCol int
 	refCol    int
 	lines     *bufio.Reader
+
+	batches  rowBatches
+	readRows int   // rows read, ahead of rows (those Next has passed)
+	readErr  error // why reading stopped before the body's end
 
 	cur db.ListRowIn
 	err error
@@ -187,20 +224,9 @@ type listReader struct {
 // can aim for it.
 type domainKey [2]uint64
 
-func newListReader(format listFormat, body *listBody, maxRows int) *listReader {
-	return &listReader{format: format, body: body, maxRows: maxRows, seen: map[domainKey]int32{}, domainCol: -1, refCol: -1,
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
-}
-
-// DistinctNext reads rows until the next one whose domain no earlier row
-// had (a dry run copies only those); false at the end, as Next.
-func (r *listReader) DistinctNext() bool {
-	for r.Next() {
-		if r.cur.Domain != "" && r.cur.FirstRow == 0 {
-			return true
-		}
-	}
-	return false
+func newListReader(format listFormat, body io.Reader, maxRows int, columns csvColumns) *listReader {
+	return &listReader{format: format, body: body, maxRows: maxRows, columns: columns, seen: map[domainKey]int32{},
+		domainCol: -1, refCol: -1, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // Next reads the next row. It returns false at the end of the body, or on
@@ -210,8 +236,9 @@ func (r *listReader) Next() bool {
 	if r.err != nil {
 		return false
 	}
-	input, ref, reason, ok := r.read()
+	raw, ok := r.batches.next(r)
 	if !ok {
+		r.err = r.readErr
 		return false
 	}
 	r.rows++
@@ -220,21 +247,11 @@ func (r *listReader) Next() bool {
 			detail: fmt.Sprintf("The list has more than %d rows; split it.", r.maxRows)}
 		return false
 	}
-	r.cur = db.ListRowIn{Row: r.rows, Input: clip(input), Ref: clip(ref)}
-	if reason == "" {
-		d, err := classifier.NormalizeDomain(input)
-		if domErr := (*classifier.DomainError)(nil); errors.As(err, &domErr) {
-			reason = domErr.Reason
-		} else if err != nil {
-			reason = err.Error()
-		}
-		r.cur.Domain = d
-	}
-	if reason != "" {
-		r.cur.Domain, r.cur.Reason = "", reason
+	r.cur = db.ListRowIn{Row: r.rows, Input: raw.input, Ref: raw.ref, Domain: raw.domain, Reason: raw.reason}
+	if raw.reason != "" {
 		r.rejected++
 		if len(r.sample) < wire.MaxRejectedSample {
-			r.sample = append(r.sample, wire.RejectedRow{Row: r.rows, Input: r.cur.Input, Reason: reason})
+			r.sample = append(r.sample, wire.RejectedRow{Row: r.rows, Input: r.cur.Input, Reason: raw.reason})
 		}
 		return true
 	}
@@ -248,6 +265,9 @@ func (r *listReader) Next() bool {
 	r.domains++
 	return true
 }
+
+// Close stops the reader's workers; call it once done with the reader.
+func (r *listReader) Close() { r.batches.close() }
 
 // Row is the row Next read.
 func (r *listReader) Row() db.ListRowIn { return r.cur }
@@ -294,54 +314,6 @@ func (r *listReader) read() (input, ref, reason string, ok bool) {
 	}
 }
 
-func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
-	if r.csv == nil {
-		r.csv = csv.NewReader(r.body)
-		r.csv.FieldsPerRecord = -1
-		r.csv.ReuseRecord = true
-		header, err := r.csv.Read()
-		if err != nil {
-			r.err = r.readError(err, "The CSV has no header row; the first line must name a domain column.")
-			return "", "", "", false
-		}
-		for i, h := range header {
-			switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
-			case "domain":
-				if r.domainCol < 0 {
-					r.domainCol = i
-				}
-			case "ref":
-				if r.refCol < 0 {
-					r.refCol = i
-				}
-			}
-		}
-		if r.domainCol < 0 {
-			r.err = &problem{status: http.StatusBadRequest, slug: "no-domain-column",
-				detail: fmt.Sprintf("The CSV header has no domain column: %q.", clip(strings.Join(header, ",")))}
-			return "", "", "", false
-		}
-	}
-	rec, err := r.csv.Read()
-	var perr *csv.ParseError
-	switch {
-	case err == io.EOF:
-		return "", "", "", false
-	case errors.As(err, &perr):
-		return "", "", "unreadable CSV line: " + perr.Err.Error(), true
-	case err != nil:
-		r.err = r.readError(err, "")
-		return "", "", "", false
-	}
-	if r.refCol >= 0 && r.refCol < len(rec) {
-		ref = rec[r.refCol]
-	}
-	if r.domainCol >= len(rec) {
-		return "", ref, classifier.ReasonEmpty, true
-	}
-	return rec[r.domainCol], ref, "", true
-}
-
 // readLine returns the next line without its newline; a line longer than
 // maxLineBytes comes back cut (and is rejected as no domain).
 func (r *listReader) readLine() ([]byte, bool) {
@@ -361,7 +333,7 @@ func (r *listReader) readLine() ([]byte, bool) {
 			line = append(long, line...)
 		}
 		if err != nil && err != io.EOF {
-			r.err = r.readError(err, "")
+			r.readErr = r.readError(err, "")
 			return nil, false
 		}
 		if len(line) == 0 && err == io.EOF {
@@ -405,6 +377,9 @@ func refText(raw *json.RawMessage) string {
 // text, which would fail the whole upload), and it is cut to maxInputBytes,
 // on a rune boundary.
 func clip(s string) string {
+	if len(s) <= maxInputBytes && printableASCII(s) {
+		return s // most rows: nothing to replace, nothing to cut
+	}
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return utf8.RuneError
@@ -421,8 +396,12 @@ func clip(s string) string {
 	return s + "…"
 }
 
-// drain reads the rest of the body, for its hash.
-func (b *listBody) drain() error {
-	_, err := io.Copy(io.Discard, b)
-	return err
+// printableASCII reports whether s is ASCII without control characters.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }

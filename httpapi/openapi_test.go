@@ -434,6 +434,7 @@ func TestOpenAPI(t *testing.T) {
 		require.Equal(t, 500, call(broken.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+broken.keyA)...).StatusCode,
 			"%s %s", r.method, r.path)
 	}
+	require.Equal(t, 500, call(broken.url, "GET", "/lists", "", "Authorization", "Bearer "+broken.keyA).StatusCode)
 
 	// Postgres down: 503.
 	unavailable := setup(t, setupOpts{db: downDB(t)})
@@ -449,6 +450,7 @@ func TestOpenAPI(t *testing.T) {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, append(r.header, "Authorization", "Bearer "+unavailable.keyA)...).StatusCode,
 			"%s %s", r.method, r.path)
 	}
+	require.Equal(t, 503, call(unavailable.url, "GET", "/lists", "", "Authorization", "Bearer "+unavailable.keyA).StatusCode)
 
 	exerciseLists(t, c, call)
 
@@ -475,6 +477,7 @@ func everyListRoute(id string) []listRoute {
 		{"GET", "/lists/" + id, "", nil},
 		{"GET", "/lists/" + id + "/results", "", nil},
 		{"DELETE", "/lists/" + id, "", nil},
+		{"POST", "/lists/" + id + "/retry", "", nil},
 	}
 }
 
@@ -558,6 +561,17 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	require.NoError(t, json.Unmarshal(priced.body, &est))
 	require.NotNil(t, est.EstimatedCostUSD)
 
+	// An upload too slow: 408 (sent by hand, a byte at a time, and checked
+	// against the document as the transport checks the others).
+	trickled := setup(t, setupOpts{lists: httpapi.ListConfig{UploadMinRate: 1000, UploadRateWindow: time.Second}})
+	tooSlow := startTrickle(t, trickled.url, trickled.keyA, "/lists", "text/plain", 100*time.Millisecond).answered(15 * time.Second)
+	require.NotNil(t, tooSlow)
+	requireProblem(t, *tooSlow, http.StatusRequestTimeout, "upload-too-slow")
+	slowReq, err := http.NewRequest(http.MethodPost, trickled.url+"/lists", http.NoBody)
+	require.NoError(t, err)
+	slowReq.Header.Set("Content-Type", "text/plain")
+	require.NoError(t, c.check(slowReq, nil, tooSlow.status, tooSlow.header, tooSlow.body))
+
 	// Refused uploads.
 	requireProblem(t, upload(l, "", "application/json", `{"domains": ["a.com"]}`), 415, "unsupported-media-type")
 	requireProblem(t, upload(l, "", "text/plain", "a.com", "Content-Encoding", "br"), 415, "unsupported-media-type")
@@ -635,6 +649,17 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	}
 	requireProblem(t, send(l.url, "GET", "/lists/"+uuid.NewString(), "", "Authorization", auth), 404, "not-found")
 
+	// The caller's lists, a page at a time.
+	page := send(l.url, "GET", "/lists?limit=2", "", "Authorization", auth)
+	require.Equal(t, http.StatusOK, page.status, "%s", page.body)
+	var index wire.ListIndex
+	require.NoError(t, json.Unmarshal(page.body, &index))
+	require.Len(t, index.Lists, 2)
+	require.NotEmpty(t, index.NextCursor)
+	require.Equal(t, http.StatusOK, send(l.url, "GET", "/lists?cursor="+index.NextCursor, "", "Authorization", auth).status)
+	requireProblem(t, send(l.url, "GET", "/lists?limit=1000", "", "Authorization", auth), 400, "invalid-query")
+	requireProblem(t, send(l.url, "GET", "/lists", ""), 401, "unauthorized")
+
 	// The lists end: every row final (COMPLETED), given up (FAILED),
 	// cancelled (CANCELLED, twice); read after.
 	finish(completed.ListID, 1, classifier.Result{Domain: "a.com", Status: classifier.StatusCompleted, Answer: false, Confidence: 4,
@@ -703,6 +728,24 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 		require.Equal(t, d.event, payload.Type)
 		require.Equal(t, d.status, payload.Status)
 	}
+
+	// Retries: the FAILED list's rows queued again; the cancelled one
+	// refused; a caller at its limit of active lists refused.
+	var again wire.ListRetried
+	r := send(l.url, "POST", "/lists/"+failed.ListID+"/retry", "", "Authorization", auth)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &again))
+	require.Equal(t, 2, again.Requeued)
+	requireProblem(t, send(l.url, "POST", "/lists/"+cancelled.ListID+"/retry", "", "Authorization", auth), 409, "list-cancelled")
+	smallLists := send(small.url, "GET", "/lists", "", "Authorization", "Bearer "+small.keyA)
+	require.NoError(t, json.Unmarshal(smallLists.body, &index))
+	require.Len(t, index.Lists, 1)
+	_, _, err = db.ListFail(ctx, small.db.Pool, uuid.MustParse(index.Lists[0].ListID), "given up")
+	require.NoError(t, err)
+	accepted(upload(small, "", "text/plain", "b.com"))
+	busy := send(small.url, "POST", "/lists/"+index.Lists[0].ListID+"/retry", "", "Authorization", "Bearer "+small.keyA)
+	requireProblem(t, busy, 429, "too-many-lists")
+	require.Equal(t, "60", busy.header.Get("Retry-After"))
 }
 
 // slowListInserter holds the first list upload inside its transaction,
@@ -823,10 +866,10 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 
 	get, _ := http.NewRequest("GET", "http://x/lists/"+id, nil)
 	listStatus := `{"list_id": "` + id + `", "classifier": "cpg", "status": "RUNNING", "created_at": "2026-11-29T00:00:00Z",
-		"completed_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0,
+		"completed_at": null, "expires_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0,
 		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.check(get, nil, 200, jsonHeader, []byte(listStatus)))
-	for _, field := range []string{"results_url", "completed_at", "progress", "rows"} {
+	for _, field := range []string{"results_url", "completed_at", "expires_at", "progress", "rows"} {
 		require.Error(t, c.check(get, nil, 200, jsonHeader, without(listStatus, field)), "a ListStatus without %s", field)
 	}
 	require.Error(t, c.check(get, nil, 200, jsonHeader, []byte(strings.Replace(listStatus, `"RUNNING"`, `"DONE"`, 1))), "an unknown status")
@@ -913,10 +956,11 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 		"Webhook-Timestamp": {"1764409029"}, "Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="}}
 	payload := `{"type": "list.completed", "timestamp": "2026-11-30T12:00:00Z", "list_id": "` + id + `", "classifier": "cpg",
 		"status": "CANCELLED", "created_at": "2026-11-29T00:00:00Z", "completed_at": "2026-11-30T12:00:00Z", "rows": 3, "domains": 2,
-		"results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123,
+		"expires_at": "2026-12-30T12:00:00Z", "results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123,
 		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.checkWebhook("list.completed", hook, []byte(payload)))
 	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "results_url")), "a list.completed without results_url")
+	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "expires_at")), "a list.completed without expires_at")
 	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"CANCELLED"`, `"RUNNING"`, 1))),
 		"a list.completed of a list not ended")
 	require.Error(t, c.checkWebhook("list.completed", hook, []byte(strings.Replace(payload, `"results_url"`, `"results": [], "results_url"`, 1))),

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // npmTool is a dev tool of scripts/npm/package.json, installed by `go tool
@@ -33,7 +35,7 @@ func TestOpenAPI_Lint(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(npmTool(t, "redocly"), "lint", "--config", "redocly.yaml", "openapi.yaml")
 	cmd.Env = npmEnv
-	out, err := cmd.CombinedOutput()
+	out, err := dbtest.RunTool(cmd, dbtest.BudgetTool)
 	require.NoError(t, err, "redocly lint (go tool task lint):\n%s", out)
 	require.Contains(t, string(out), "Your API description is valid")
 	require.NotRegexp(t, regexp.MustCompile(`You have \d+ warning`), string(out))
@@ -50,7 +52,7 @@ func TestOpenAPI_TypeScript(t *testing.T) {
 	dir := t.TempDir() // not here: openapi-typescript would lint by this directory's redocly.yaml, without its exceptions
 	generate := exec.Command(generator, document, "-o", "domainclass.d.ts")
 	generate.Dir, generate.Env = dir, npmEnv
-	out, err := generate.CombinedOutput()
+	out, err := dbtest.RunTool(generate, dbtest.BudgetTool)
 	require.NoError(t, err, "openapi-typescript:\n%s", out)
 
 	usage := `import type { components, paths } from "./domainclass";
@@ -74,6 +76,6 @@ export const job: components["schemas"]["JobReport"]["status"] = "RUNNING";
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "usage.ts"), []byte(usage), 0o600))
 	check := exec.Command(tsc, "--noEmit", "--strict", "--skipLibCheck", "false", "domainclass.d.ts", "usage.ts")
 	check.Dir, check.Env = dir, npmEnv
-	out, err = check.CombinedOutput()
+	out, err = dbtest.RunTool(check, dbtest.BudgetTool)
 	require.NoError(t, err, "tsc --strict on the generated types and a caller's use of them:\n%s", out)
 }

@@ -41,10 +41,16 @@ var problemTypes = map[string]string{
 	"list-too-large":            "List too large",
 	"unreadable-list":           "List body cannot be read",
 	"no-domain-column":          "CSV has no domain column",
+	"no-ref-column":             "CSV has no such ref column",
+	"csv-record-too-large":      "CSV row too large",
+	"too-many-uploads":          "Too many uploads in progress",
+	"upload-too-slow":           "Upload too slow",
 	"invalid-query":             "Invalid query parameter",
 	"no-valid-rows":             "No valid rows",
 	"too-many-lists":            "Too many active lists",
 	"budget-exceeded":           "Daily model budget exceeded",
+	"too-many-stored-rows":      "Too many list rows stored",
+	"list-cancelled":            "List was cancelled",
 	"invalid-list-id":           "Invalid list id",
 	"not-acceptable":            "Results format not acceptable",
 	"unavailable":               "Service unavailable",
@@ -85,7 +91,10 @@ func problemOf(err error) (p *problem, ok bool) {
 	switch {
 	case errors.As(err, &p):
 		return p, true
-	case errors.Is(err, db.ErrUnavailable):
+	case errors.Is(err, db.ErrUnavailable),
+		// A request's deadlines are its database bounds: one that passed
+		// (in River's insert too) means "busy or down", not a bug.
+		errors.Is(err, context.DeadlineExceeded):
 		return &problem{status: http.StatusServiceUnavailable, slug: "unavailable",
 			detail: "The database is unavailable; try again shortly.", retryAfter: unavailableRetryAfter}, true
 	case errors.As(err, &queueFull):

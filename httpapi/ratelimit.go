@@ -15,6 +15,9 @@ import (
 type callerLimiter struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
+	// now is the limiter's clock: time.Now, or a test's, so that a test
+	// of the rate does not depend on how fast the machine sends requests.
+	now func() time.Time
 }
 
 type bucket struct {
@@ -22,13 +25,25 @@ type bucket struct {
 	lim       *rate.Limiter
 }
 
-func newCallerLimiter() *callerLimiter {
-	return &callerLimiter{buckets: map[string]*bucket{}}
+func newCallerLimiter(now func() time.Time) *callerLimiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &callerLimiter{buckets: map[string]*bucket{}, now: now}
 }
+
+// admission is a token taken for a request; cancel gives it back when the
+// request wrote nothing.
+type admission struct {
+	r   *rate.Reservation
+	now func() time.Time
+}
+
+func (a admission) cancel() { a.r.CancelAt(a.now()) }
 
 // reserve takes a token for caller. When none is left it returns false and
 // how long until one is.
-func (l *callerLimiter) reserve(caller string, perMinute int) (*rate.Reservation, bool, time.Duration) {
+func (l *callerLimiter) reserve(caller string, perMinute int) (admission, bool, time.Duration) {
 	l.mu.Lock()
 	b, ok := l.buckets[caller]
 	if !ok || b.perMinute != perMinute {
@@ -36,13 +51,13 @@ func (l *callerLimiter) reserve(caller string, perMinute int) (*rate.Reservation
 		l.buckets[caller] = b
 	}
 	l.mu.Unlock()
-	now := time.Now()
+	now := l.now()
 	r := b.lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return nil, false, d
+		return admission{}, false, d
 	}
-	return r, true, 0
+	return admission{r: r, now: l.now}, true, 0
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1.

@@ -42,8 +42,12 @@ type Config struct {
 	Registry *classifier.Registry
 	Auth     Authenticator
 	Logger   *slog.Logger
-	// DBTimeout bounds the database work of one request, so that a request
-	// fails with 503 instead of hanging while Postgres is unreachable.
+	// DBTimeout bounds the database work of one short request, and the
+	// wait for a connection of every request (the API-key lookup's too), so
+	// that a request fails with 503 instead of hanging while Postgres is
+	// unreachable or every connection is busy. Uploads, downloads and
+	// cancels of lists then run for as long as listTimeout allows.
+	// Zero is DefaultDBTimeout.
 	DBTimeout time.Duration
 	// Metrics records HTTP metrics when set; MetricsHandler serves /metrics.
 	Metrics        *Metrics
@@ -58,15 +62,20 @@ type Config struct {
 	Webhooks bool
 	// Lists configures the list routes; zero fields get DefaultListConfig's.
 	Lists ListConfig
-	// TracerProvider, when set, makes a server span per request,
-	// continuing the trace context a caller sends, read with Propagator
-	// (nil: the global one).
-	TracerProvider trace.TracerProvider
-	Propagator     propagation.TextMapPropagator
+	// TracerProvider, when set, makes a server span per request. The trace
+	// context a caller sends is read with Propagator (nil: the global one)
+	// and, unless TrustIncomingTrace, only linked: the span starts a trace
+	// of ours (TRACE_TRUST_INCOMING).
+	TracerProvider     trace.TracerProvider
+	Propagator         propagation.TextMapPropagator
+	TrustIncomingTrace bool
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
 	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
 	// and local use).
 	CallbackAllowPrivate bool
+	// Clock is the time the per-caller request rate is counted in (nil:
+	// time.Now). Tests move their own clock.
+	Clock func() time.Time
 }
 
 // Server holds the API's dependencies.
@@ -74,9 +83,16 @@ type Server struct {
 	cfg        Config
 	router     *gin.Engine
 	limiter    *callerLimiter
+	uploads    *uploadGate
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 }
+
+// DefaultDBTimeout is Config.DBTimeout's default. A short request's
+// database work takes milliseconds; after 1.5 s the database is down or
+// every connection is busy, and a 503 with Retry-After tells the client to
+// come back in 2 s rather than keeping it, and its connection, waiting.
+const DefaultDBTimeout = 1500 * time.Millisecond
 
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 64 << 10
@@ -90,7 +106,7 @@ func New(cfg Config) *Server {
 		cfg.Auth = AuthNone{}
 	}
 	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = 1500 * time.Millisecond
+		cfg.DBTimeout = DefaultDBTimeout
 	}
 	def := DefaultListConfig()
 	if cfg.Lists.MaxBytes <= 0 {
@@ -102,8 +118,23 @@ func New(cfg Config) *Server {
 	if cfg.Lists.MaxActive <= 0 {
 		cfg.Lists.MaxActive = def.MaxActive
 	}
+	if cfg.Lists.MaxUploads <= 0 {
+		cfg.Lists.MaxUploads = def.MaxUploads
+	}
+	if cfg.Lists.CallerMaxUploads <= 0 {
+		cfg.Lists.CallerMaxUploads = def.CallerMaxUploads
+	}
+	if cfg.Lists.UploadMinRate <= 0 || cfg.Lists.UploadRateWindow <= 0 {
+		cfg.Lists.UploadMinRate, cfg.Lists.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
+	}
+	if cfg.Lists.SpoolDir == "" {
+		cfg.Lists.SpoolDir = def.SpoolDir
+	}
 	if cfg.Lists.Queue.ListChunkRows <= 0 {
 		cfg.Lists.Queue = def.Queue
+	}
+	if cfg.Lists.Queue.ListRetention <= 0 {
+		cfg.Lists.Queue.ListRetention = def.Queue.ListRetention
 	}
 	if cfg.Lists.ModelConcurrency <= 0 || cfg.Lists.ModelRatePerMinute <= 0 {
 		cfg.Lists.ModelConcurrency, cfg.Lists.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
@@ -114,7 +145,7 @@ func New(cfg Config) *Server {
 	if cfg.Lists.Freshness == (classifier.Freshness{}) {
 		cfg.Lists.Freshness = def.Freshness
 	}
-	s := &Server{cfg: cfg, limiter: newCallerLimiter()}
+	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()
@@ -150,6 +181,8 @@ func New(cfg Config) *Server {
 
 	lists := r.Group("/lists", s.requireCaller)
 	lists.POST("", s.listCreate)
+	lists.GET("", s.listIndex)
+	lists.POST("/:list_id/retry", s.listRetry)
 	lists.GET("/:list_id", s.listGet)
 	lists.GET("/:list_id/results", s.listResults)
 	lists.DELETE("/:list_id", s.listCancel)
@@ -166,6 +199,10 @@ func New(cfg Config) *Server {
 	s.router = r
 	return s
 }
+
+// pool is the API's pool as a request uses it: a connection within
+// DBTimeout, or 503.
+func (s *Server) pool() db.Bounded { return db.Bounded{Pool: s.cfg.DB.Pool, Wait: s.cfg.DBTimeout} }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,8 @@ type answerer struct {
 	pipeline    *classifier.Pipeline
 	concurrency int
 	metrics     *Metrics
+	// retry is how a domain's transient failures are retried in the run.
+	retry domainRetry
 	// startBy, when set, is when to stop starting domains: the attempt
 	// ends with the rest pending (deferred), so one run stays well inside
 	// its job timeout.
@@ -60,12 +63,35 @@ type answerer struct {
 	want classifier.Want
 }
 
+// domainRetry is how one run retries a domain: a transient failure to
+// answer it up to attempts times, backoff apart (doubling); a failure to
+// store an answer that arrived for up to storeFor.
+type domainRetry struct {
+	attempts int
+	backoff  time.Duration
+	storeFor time.Duration
+}
+
+// newDomainRetry is the reviewed retry of s.
+func newDomainRetry(s Settings) domainRetry {
+	return domainRetry{attempts: s.DomainAttempts, backoff: s.DomainRetryBackoff, storeFor: s.StoreRetryFor()}
+}
+
+// storeMaxWait caps the wait between two tries of a store.
+const storeMaxWait = 5 * time.Second
+
+// storeTryTimeout bounds one try of a store, which runs past the run's own
+// context (a soft stop must not lose an answer that arrived).
+const storeTryTimeout = 10 * time.Second
+
 // outcome is what answering a set of domains came to.
 type outcome struct {
 	Counts
-	// err is the first transient error (a provider 5xx, Postgres): the
-	// attempt failed and River retries it.
-	err error
+	// err is the first transient error (a provider 5xx, Postgres) that
+	// outlasted the domain's retries: the attempt failed and River
+	// retries it. failures has each such domain's error, by Key.
+	err      error
+	failures map[int]error
 	// throttled: the provider asked to wait retryAfter; busy: another
 	// worker is asking the model about a domain of ours.
 	throttled  bool
@@ -75,20 +101,27 @@ type outcome struct {
 	// ended (cancelled) while it ran, and its gate refused a model call.
 	deferred bool
 	ended    bool
+	// retried counts the domains answered after a retry in the run;
+	// unsaved the answers that arrived and could not be stored (kept by
+	// the process for the next run).
+	retried, unsaved int
 }
 
 // domainOutcome is one domain's answer, or why there is none yet.
 type domainOutcome struct {
 	tried    bool
 	deferred bool
+	retried  bool
+	unsaved  bool
 	result   classifier.Result
 	err      error
 }
 
 // answer answers every pending domain the cheapest way (pipeline.Classify)
 // and stores each answer with store as it comes, so that a later attempt
-// skips it. One domain's error never stops the others; when ctx is done the
-// domains not started yet are left pending.
+// skips it. One domain's error never stops the others: it is retried on
+// its own (domainRetry) while they go on. When ctx is done the domains not
+// started yet are left pending.
 func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Classifier, owner string,
 	pending []pendingDomain, store storeFunc) outcome {
 	got := make([]domainOutcome, len(pending))
@@ -106,30 +139,10 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 				got[i].deferred = true
 				return nil
 			}
-			var (
-				r   classifier.Result
-				err error
-			)
-			if a.classify != nil {
-				r, err = a.classify(ctx, c, d, owner)
-			} else {
-				r, err = a.pipeline.ClassifyWant(ctx, c, d.Domain, owner, a.want)
-			}
-			if errors.Is(err, db.ErrListEnded) {
+			got[i] = a.one(ctx, log.With("domain", d.Domain), c, owner, d, store)
+			if errors.Is(got[i].err, db.ErrListEnded) {
 				ended.Store(true)
 			}
-			if r.Usage != nil && a.cost != nil {
-				r.Usage.CostUSD = a.cost(r.Model, r.Usage)
-			}
-			if err == nil && r.Status != classifier.StatusPending {
-				err = store(ctx, d, r, owner)
-			}
-			got[i] = domainOutcome{tried: true, result: r, err: err}
-			if err == nil && r.Status != classifier.StatusPending {
-				a.metrics.DomainResult(r) // as each is answered, not when all are
-				a.metrics.LLMCost(classifier.TierStandard, r.Usage.Cost())
-			}
-			a.log(ctx, log.With("domain", d.Domain), r, err)
 			return nil
 		})
 	}
@@ -139,11 +152,99 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 		g.Go(func() error { a.allStarted(); return nil })
 	}
 	_ = g.Wait() // every func returns nil: errors are per domain, in got
+	return a.tally(pending, got)
+}
 
+// one answers domain d: its answer, retried while it fails transiently,
+// then stored, the store retried while it fails (never the call: the
+// answer was paid for).
+func (a answerer) one(ctx context.Context, log *slog.Logger, c *classifier.Classifier, owner string,
+	d pendingDomain, store storeFunc) domainOutcome {
+	var (
+		r   classifier.Result
+		err error
+		o   = domainOutcome{tried: true}
+	)
+	for try := 1; ; try++ {
+		if a.classify != nil {
+			r, err = a.classify(ctx, c, d, owner)
+		} else {
+			r, err = a.pipeline.ClassifyWant(ctx, c, d.Domain, owner, a.want)
+		}
+		if !a.retriable(ctx, err) || try >= a.retry.attempts {
+			break
+		}
+		wait := a.retry.backoff << (try - 1)
+		log.DebugContext(ctx, "error classifying domain; retrying it", "error", err, "try", try, "wait", wait.String())
+		if !sleep(ctx, jitter(wait)) {
+			break
+		}
+		o.retried = true
+	}
+	if r.Usage != nil && a.cost != nil {
+		r.Usage.CostUSD = a.cost(r.Model, r.Usage)
+	}
+	if err == nil && r.Status != classifier.StatusPending {
+		if err = a.store(ctx, log, d, r, owner, store); err != nil && a.pipeline.Keep(r) {
+			o.unsaved = true
+		}
+	}
+	o.result, o.err = r, err
+	if err == nil && r.Status != classifier.StatusPending {
+		a.metrics.DomainResult(r) // as each is answered, not when all are
+		a.metrics.LLMCost(classifier.TierStandard, r.Usage.Cost())
+	}
+	a.log(ctx, log, r, err)
+	return o
+}
+
+// retriable reports whether err is a transient failure to retry in the
+// run: not a throttle (the run snoozes), another job's claim (it waits for
+// that job), a list that ended, or the run stopping.
+func (a answerer) retriable(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	_, throttled := classifier.RetryAfter(err)
+	return !throttled && !errors.Is(err, classifier.ErrBusy) && !errors.Is(err, db.ErrListEnded)
+}
+
+// store stores an answer that arrived, retrying for up to storeFor while
+// it fails. Each try runs past ctx (a soft stop must not lose a paid-for
+// answer), and the tries stop once ctx is done.
+func (a answerer) store(ctx context.Context, log *slog.Logger, d pendingDomain, r classifier.Result, owner string, store storeFunc) error {
+	deadline := time.Now().Add(a.retry.storeFor)
+	wait := a.retry.backoff
+	for try := 1; ; try++ {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
+		err := store(sctx, d, r, owner)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("error storing the answer about %s: %w", d.Domain, err)
+		}
+		log.DebugContext(ctx, "error storing the answer; retrying the store", "error", err, "try", try, "wait", wait.String())
+		if !sleep(ctx, jitter(wait)) {
+			return fmt.Errorf("error storing the answer about %s: %w", d.Domain, err)
+		}
+		wait = min(wait*2, storeMaxWait)
+	}
+}
+
+// tally sums the domains' outcomes.
+func (a answerer) tally(pending []pendingDomain, got []domainOutcome) outcome {
 	var o outcome
-	for _, d := range got {
+	for i, d := range got {
 		r, err := d.result, d.err
 		ra, throttled := classifier.RetryAfter(err)
+		if d.retried && err == nil {
+			o.retried++
+		}
+		if d.unsaved {
+			o.unsaved++
+		}
 		switch {
 		case !d.tried:
 			o.Pending++
@@ -162,6 +263,10 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 			if o.err == nil {
 				o.err = err
 			}
+			if o.failures == nil {
+				o.failures = map[int]error{}
+			}
+			o.failures[pending[i].Key] = err
 		default:
 			switch {
 			case r.Status == classifier.StatusPending:
@@ -180,23 +285,71 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 	return o
 }
 
+// sleep waits d, or until ctx is done (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jitter is d ±20%, so that domains that failed together are not retried
+// in one burst.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d*4/5 + rand.N(d*2/5+1)
+}
+
+// log writes one domain's outcome at DEBUG: a list of a million rows
+// would otherwise log a million lines (the run's summary is at INFO).
 func (a answerer) log(ctx context.Context, log *slog.Logger, r classifier.Result, err error) {
+	if !log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
 	if ra, ok := classifier.RetryAfter(err); ok {
-		log.WarnContext(ctx, "provider throttled; domain will be retried", "retry_after", ra.String())
+		log.DebugContext(ctx, "provider throttled; domain will be retried", "retry_after", ra.String())
 		return
 	}
 	switch {
 	case errors.Is(err, classifier.ErrBusy):
-		log.InfoContext(ctx, "domain is being classified by another job; will look again")
+		log.DebugContext(ctx, "domain is being classified by another job; will look again")
 	case errors.Is(err, db.ErrListEnded):
-		log.InfoContext(ctx, "list ended; no model call started")
+		log.DebugContext(ctx, "list ended; no model call started")
 	case err != nil:
-		log.WarnContext(ctx, "error classifying domain; will retry", "error", err)
+		log.DebugContext(ctx, "error classifying domain; the run will be retried", "error", err)
 	case r.Status == classifier.StatusFailed:
-		log.InfoContext(ctx, "domain failed", "reason", r.Error, "source", string(r.Source))
+		log.DebugContext(ctx, "domain failed", "reason", r.Error, "source", string(r.Source))
 	default:
-		log.InfoContext(ctx, "domain classified", "source", string(r.Source), "answer", r.Answer, "confidence", r.Confidence)
+		log.DebugContext(ctx, "domain classified", "source", string(r.Source), "answer", r.Answer, "confidence", r.Confidence)
 	}
+}
+
+// summary logs what a run came to, once, at INFO (WARN when domains are
+// left for River to retry): the counts, and the first error.
+func (o outcome) summary(ctx context.Context, log *slog.Logger, msg string, domains int) {
+	attrs := []any{"domains", domains, "override", o.Override, "cache", o.Cache, "llm", o.LLM, "failed", o.Failed,
+		"pending", o.Pending}
+	if o.Batched > 0 {
+		attrs = append(attrs, "batched", o.Batched)
+	}
+	if o.retried > 0 {
+		attrs = append(attrs, "answered_after_retry", o.retried)
+	}
+	if o.unsaved > 0 {
+		attrs = append(attrs, "answers_kept_unsaved", o.unsaved)
+	}
+	level := slog.LevelInfo
+	if o.err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, "errors", len(o.failures), "first_error", o.err.Error())
+	}
+	log.Log(ctx, level, msg, attrs...)
 }
 
 // unfinished returns what the attempt returns to River instead of ending
@@ -212,6 +365,9 @@ func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (
 	case ctx.Err() != nil:
 		return fmt.Errorf("job timed out: %w", ctx.Err()), true
 	case o.err != nil:
+		if n := len(o.failures); n > 1 {
+			return fmt.Errorf("%w (and %d more domains, each after %d tries)", o.err, n-1, s.DomainAttempts), true
+		}
 		return o.err, true
 	case o.throttled:
 		snooze := min(max(o.retryAfter, time.Second), s.MaxSnooze)

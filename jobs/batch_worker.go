@@ -309,7 +309,7 @@ func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier
 			return nil // not ours, or already final
 		}
 		if res.Err != nil {
-			log.InfoContext(ctx, "batch did not answer a request; it will be asked as a call", "domain", it.Domain, "reason", res.Err)
+			log.DebugContext(ctx, "batch did not answer a request; it will be asked as a call", "domain", it.Domain, "reason", res.Err)
 			return nil
 		}
 		r := w.Pipeline.Verdict(c, reqs[it.Domain], res.Response)

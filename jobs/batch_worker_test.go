@@ -19,6 +19,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -55,7 +56,7 @@ func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, 
 	}
 	logger := testLogger(t)
 	pipeline := newPipeline(t, b.tx, b.llm, setupOpts{}, s, logger)
-	client, err := llm.New(llm.Config{BaseURL: b.llm.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second})
+	client, err := llm.New(llm.Config{BaseURL: b.llm.BaseURL(), APIKey: "sk-test", Timeout: dbtest.Patience()})
 	require.NoError(t, err)
 	cfg := &river.Config{Logger: logger}
 	return &economyBundle{txBundle: b, s: s,

@@ -133,12 +133,13 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 			pending = append(pending, pendingDomain{Key: d.Position, Domain: d.Result.Domain})
 		}
 	}
-	log.InfoContext(ctx, "classify job started", "domains", out.Domains, "pending", len(pending))
+	log.DebugContext(ctx, "classify job started", "domains", out.Domains, "pending", len(pending))
 	o := w.answerer(j.Want).answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
 		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
 			return db.JobDomainFinish(ctx, w.DB, id, d.Key, r, owner)
 		})
 	out.Counts = o.Counts
+	o.summary(ctx, log, "classify job run", len(pending))
 	if err := river.RecordOutput(ctx, out); err != nil {
 		return err
 	}
@@ -155,12 +156,13 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 		return w.retryOrFail(ctx, log, job, id, fmt.Errorf("error completing job: %w", err))
 	}
 	w.Metrics.JobEnded(classifier.StatusCompleted)
-	log.InfoContext(ctx, "classify job completed", "override", out.Override, "cache", out.Cache, "llm", out.LLM, "failed", out.Failed)
+	log.DebugContext(ctx, "classify job completed")
 	return nil
 }
 
 func (w *ClassifyWorker) answerer(want classifier.Want) answerer {
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: want}
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: want,
+		retry: newDomainRetry(w.Settings)}
 	if w.Price != nil {
 		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price(model, u, false) }
 	}

@@ -62,8 +62,9 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 			QueueClassify: {MaxWorkers: s.ClassifyWorkers},
 			QueueList:     {MaxWorkers: s.ListWorkers},
 			QueueWebhook:  {MaxWorkers: s.WebhookWorkers, FetchPollInterval: WebhookFetchPollInterval},
-			// Housekeeping (the hourly purge) needs one slot.
-			QueueMaintenance: {MaxWorkers: 1},
+			// Housekeeping: the hourly purge, and the list sweep (every
+			// minute), which must not wait behind a long purge.
+			QueueMaintenance: {MaxWorkers: 2},
 		}
 	}
 	return river.NewClient(riverpgxv5.New(pool), rc)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,10 +22,12 @@ import (
 
 // ClassifyListArgs is one chunk of a list: rows Chunk×ChunkRows+1 to
 // (Chunk+1)×ChunkRows. Like ClassifyArgs it is a claim check; the rows live
-// in Postgres.
+// in Postgres. Pass is the list's retry the chunk belongs to (0: the
+// upload's): a chunk queued again by a retry is a job of its own.
 type ClassifyListArgs struct {
 	ListID string `json:"list_id"`
 	Chunk  int    `json:"chunk"`
+	Pass   int    `json:"pass,omitempty"`
 }
 
 // Kind is the River job kind.
@@ -100,7 +103,8 @@ func (w *ClassifyListWorker) Timeout(*river.Job[ClassifyListArgs]) time.Duration
 // job); a cancel when the list has ended (cancelled); a snooze when
 // the provider throttles, another job holds a shared domain, or the run's
 // budget is spent (no attempt used); an error for transient failures (on
-// the last attempt the chunk's rows fail and the list is given up).
+// the last attempt the chunk's own rows fail, each with its reason, and
+// the list goes on: giveUp).
 func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyListArgs]) error {
 	id := uuid.MustParse(job.Args.ListID) // checked by Middleware
 	log := w.Logger.With("list_id", id.String(), "chunk", job.Args.Chunk, "river_job_id", job.ID, "attempt", job.Attempt)
@@ -110,53 +114,35 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	if errors.Is(err, db.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("list %s does not exist", id))
 	} else if err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error starting list: %w", err))
+		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error starting list: %w", err), nil)
 	}
 	if l.Ended() {
 		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
 		return river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
 	}
 	// Keep ListChunksInFlight chunks queued or running: this one and the
-	// ones after it (a first chunk queues the second, and so on).
-	if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1); err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
-	}
+	// ones after it (a first chunk queues the second, and so on). A chunk
+	// that cannot queue the next goes on: finish tries again, and the
+	// list sweep refills a list left with nothing queued.
+	w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1, w.Settings.ListChunksInFlight)
 	c, err := w.Registry.Get(l.Classifier)
 	if err != nil {
-		return river.JobCancel(fmt.Errorf("list %s: %w", id, err))
+		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
 	}
 	ctx = classifier.WithSpender(ctx, w.Spend.For(l.Caller))
 	from, to := l.ChunkRange(job.Args.Chunk)
-	if l.Tier == classifier.TierEconomy {
+	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
 		return w.stage(ctx, log, job, l, c, from, to)
 	}
 	rows, err := db.ListPending(ctx, w.DB, id, from, to)
 	if err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error loading rows: %w", err))
+		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error loading rows: %w", err), nil)
 	}
 
-	// 2. Answer each domain the cheapest way; a model call starts only
-	// through the list's gate, which a cancel closes, and in its list's
-	// turn: behind interactive jobs, beside other callers' lists (llm.Share).
-	pending := make([]pendingDomain, len(rows))
-	for i, r := range rows {
-		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
-	}
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false), want: l.Want,
-		allStarted: func() {
-			if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
-				log.WarnContext(ctx, "error queueing the next chunk; the next chunk to start will", "error", err)
-			}
-		}}
-	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: id.String()})
-	o := a.answer(llm.WithGate(ctx, w.gate(id)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
-		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
-			n, err := db.ListRowFinish(ctx, w.DB, id, d.Key, r, owner)
-			w.Lists.ListRows(r.Status, n)
-			return err
-		})
-	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts}
+	// 2. Answer each domain the cheapest way.
+	o, pending := w.answerRows(ctx, log, job, l, c, rows)
+	o.summary(ctx, log, "list chunk run", pending)
+	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
 	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
 		out.ListDone, out.ListRows = now.Done, now.Rows
 	}
@@ -169,21 +155,42 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	}
 	if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
 		if failed {
-			return w.retryOrFail(ctx, log, job, l, err)
+			return w.retryOrGiveUp(ctx, log, job, id, err, o.failures)
 		}
 		return err
 	}
 
-	// 3. The chunk is done: make sure the chunk after its window is queued
-	// (a no-op unless the feed above failed), end the list if every row is
-	// final, complete the River job; all of it or nothing.
-	if err := w.feed(ctx, id, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
-	}
+	// 3. The chunk is done: end the list if every row is final, complete
+	// the River job, queue the chunk after its window; one transaction.
 	if err := w.finish(ctx, log, job, id, nil); err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error finishing chunk: %w", err))
+		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error finishing chunk: %w", err), nil)
 	}
 	return nil
+}
+
+// answerRows answers the chunk's rows, storing each answer with its
+// duplicates as it comes, and returns the outcome and how many domains it
+// had to answer. A model call starts only through the list's gate, which a
+// cancel closes, and in its list's turn: behind interactive jobs, beside
+// other callers' lists (llm.Share).
+func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
+	l *classifier.List, c *classifier.Classifier, rows []classifier.ListRow) (outcome, int) {
+	pending := make([]pendingDomain, len(rows))
+	for i, r := range rows {
+		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
+	}
+	inFlight := w.Settings.ListChunksInFlight
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
+		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
+		want: l.Want, allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
+	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: l.ID.String()})
+	o := a.answer(llm.WithGate(ctx, w.gate(l.ID)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
+		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
+			n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
+			w.Lists.ListRows(r.Status, n)
+			return err
+		})
+	return o, len(pending)
 }
 
 // stage works a chunk of an economy list: overridden and cached domains are
@@ -196,19 +203,19 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 	l *classifier.List, c *classifier.Classifier, from, to int) error {
 	b, err := db.BatchOfChunk(ctx, w.DB, l.ID, job.Args.Chunk)
 	if err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error making the chunk's batch: %w", err))
+		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error making the chunk's batch: %w", err), nil)
 	}
 	if b.Status == db.BatchStaging {
 		nums, domains, err := db.ListUnstaged(ctx, w.DB, l.ID, from, to, b.ID)
 		if err != nil {
-			return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error loading rows: %w", err))
+			return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error loading rows: %w", err), nil)
 		}
 		pending := make([]pendingDomain, len(nums))
 		for i := range nums {
 			pending[i] = pendingDomain{Key: nums[i], Domain: domains[i]}
 		}
 		a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-			startBy: time.Now().Add(w.Settings.ListRunBudget()),
+			retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()),
 			classify: func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
 				r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want)
 				if err != nil || pr == nil {
@@ -222,9 +229,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 				return r, err
 			},
 			allStarted: func() {
-				if err := w.feed(ctx, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
-					log.WarnContext(ctx, "error queueing the next chunk; the next chunk to start will", "error", err)
-				}
+				w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
 			}}
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending,
 			func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
@@ -232,19 +237,17 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 				w.Lists.ListRows(r.Status, n)
 				return err
 			})
+		o.summary(ctx, log, "list chunk staged", len(pending))
 		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
 		if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
 			if failed {
-				return w.retryOrFail(ctx, log, job, l, err)
+				return w.retryOrGiveUp(ctx, log, job, l.ID, err, o.failures)
 			}
 			return err
 		}
 	}
-	if err := w.feed(ctx, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight); err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error queueing the next chunk: %w", err))
-	}
 	if err := w.handOver(ctx, log, job, l.ID, b); err != nil {
-		return w.retryOrFail(ctx, log, job, l, fmt.Errorf("error handing the batch over: %w", err))
+		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error handing the batch over: %w", err), nil)
 	}
 	return nil
 }
@@ -276,24 +279,94 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 	return func(model string, u *classifier.Usage) float64 { return w.Price(model, u, batch) }
 }
 
-// feed queues the list's next chunk if it is at most upTo (and the list
-// has one and is running). A chunk feeds as it starts and once all its
-// domains have started: while it holds its River slot, so that the worker
-// processes race for the new job evenly.
-func (w *ClassifyListWorker) feed(ctx context.Context, id uuid.UUID, upTo int) error {
-	client, tx, err := w.begin(ctx)
-	if err != nil {
-		return err
+// feedOrLog queues the list's next chunk if it is at most upTo (see
+// feed), in a transaction of its own. A chunk feeds as it starts and once
+// all its domains have started, while it holds its River slot, so that
+// the worker processes race for the new job evenly. A failure is logged
+// and costs the chunk nothing: finish feeds again, and the list sweep
+// refills a list left with nothing queued.
+func (w *ClassifyListWorker) feedOrLog(ctx context.Context, log *slog.Logger, id uuid.UUID, upTo, maxLive int) {
+	err := func() error {
+		client, tx, err := w.begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer db.Rollback(ctx, tx)
+		if _, err := feed(ctx, client, tx, id, upTo, maxLive); err != nil {
+			return err
+		}
+		return db.Commit(ctx, tx)
+	}()
+	if err != nil && ctx.Err() == nil {
+		log.WarnContext(ctx, "error queueing the next chunk; the chunk goes on, and queues it again as it ends", "error", err)
 	}
-	defer db.Rollback(ctx, tx)
+}
+
+// Inserter inserts River jobs in a transaction: *Client, or the API's
+// insert-only client.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// FeedChunks queues list id's next chunks that have rows to answer, in
+// tx, until n of its chunks are queued or running, and returns how many it
+// queued: what a retry and the list sweep queue (the chunks then queue the
+// ones after them as they run).
+func FeedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n int) (int, error) {
+	fed := 0
+	for range n {
+		ok, err := feed(ctx, ins, tx, id, math.MaxInt32, n)
+		if err != nil || !ok {
+			return fed, err
+		}
+		fed++
+	}
+	return fed, nil
+}
+
+// feed queues the list's next chunk with rows to answer, in tx, if the
+// list's next chunk is at most upTo (and the list has one and is running)
+// and fewer than maxLive of its chunks are queued, running or waiting to
+// be retried. It reports whether it queued one.
+//
+// The second bound is the window: chunks that fail and wait for River's
+// retry hold their place in it, so a list whose chunks keep failing (the
+// provider or the database down) slows down instead of queueing chunk
+// after chunk to fail in turn (issue 27: 530 chunk jobs unfinished, most of
+// them retrying).
+func feed(ctx context.Context, client Inserter, tx pgx.Tx, id uuid.UUID, upTo, maxLive int) (bool, error) {
+	if _, err := db.ListLock(ctx, tx, id); err != nil {
+		return false, ignoreNotFound(err)
+	}
+	live, err := db.ListLiveChunks(ctx, tx, ClassifyListArgs{}.Kind(), QueueList, id)
+	if err != nil || live >= maxLive {
+		return false, err
+	}
 	next, ok, err := db.ListNextChunk(ctx, tx, id, upTo)
 	if err != nil || !ok {
-		return err
+		return false, err
 	}
-	if _, err := client.InsertTx(ctx, tx, ClassifyListArgs{ListID: id.String(), Chunk: next}, nil); err != nil {
-		return fmt.Errorf("error queueing chunk %d: %w", next, err)
+	if _, err := client.InsertTx(ctx, tx, ClassifyListArgs{ListID: id.String(), Chunk: next.Chunk, Pass: next.Pass}, nil); err != nil {
+		return false, fmt.Errorf("error queueing chunk %d: %w", next.Chunk, err)
 	}
-	return db.Commit(ctx, tx)
+	return true, nil
+}
+
+// feedSafely is feed inside a savepoint of tx: a failure to queue the next
+// chunk is rolled back alone, logged, and does not undo the rest of tx
+// (a chunk's end); the list sweep refills the list if nothing else does.
+func feedSafely(ctx context.Context, log *slog.Logger, client *Client, tx pgx.Tx, id uuid.UUID, upTo, maxLive int) {
+	sp, err := tx.Begin(ctx)
+	if err == nil {
+		if _, err = feed(ctx, client, sp, id, upTo, maxLive); err == nil {
+			err = sp.Commit(ctx)
+		} else {
+			_ = sp.Rollback(ctx)
+		}
+	}
+	if err != nil {
+		log.WarnContext(ctx, "error queueing the next chunk; the list sweep will", "error", err)
+	}
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
@@ -327,9 +400,10 @@ func (w *ClassifyListWorker) begin(ctx context.Context) (*river.Client[pgx.Tx], 
 	return client, tx, err
 }
 
-// finish ends the chunk: first (when set) also, then the list if every
-// row is final (with its webhook), then the chunk's River job; one
-// transaction.
+// finish ends the chunk: first (when set) also, then it ends the list if
+// every row is final (with its webhook), completes the chunk's River job
+// and queues the chunk after its window (feedSafely: a failure there does
+// not stop the end); one transaction.
 func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
 	also func(*Client, pgx.Tx) error) error {
 	client, tx, err := w.begin(ctx)
@@ -349,6 +423,8 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("error completing River job: %w", err)
 	}
+	// After the job's completion, so that the window counts it out.
+	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight)
 	if err := db.Commit(ctx, tx); err != nil {
 		return err
 	}
@@ -367,59 +443,6 @@ func completeListTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID
 		return false, err
 	}
 	return true, enqueueListWebhookTx(ctx, tx, client, id, end, s)
-}
-
-// retryOrFail returns err so that River retries, and on the last attempt
-// first fails the chunk's rows and gives the list up (with its webhook), in
-// one transaction: one chunk that cannot be answered after all attempts
-// means the provider or the database is down for over an hour, and the
-// caller is better served by a FAILED list it can resubmit (its answers so
-// far are cached) than by one that never ends.
-func (w *ClassifyListWorker) retryOrFail(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], l *classifier.List, err error) error {
-	if job.Attempt < job.MaxAttempts || l == nil {
-		return err
-	}
-	reason := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if ferr := w.fail(fctx, job, l, reason); ferr != nil {
-		log.ErrorContext(ctx, "error giving the list up", "error", ferr)
-	} else {
-		w.Lists.ListEnded(classifier.StatusFailed)
-		log.ErrorContext(ctx, "list failed; a chunk used up its attempts", "error", err)
-	}
-	return err
-}
-
-func (w *ClassifyListWorker) fail(ctx context.Context, job *river.Job[ClassifyListArgs], l *classifier.List, reason string) error {
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return err
-	}
-	tx, err := db.Begin(ctx, w.DB)
-	if err != nil {
-		return err
-	}
-	defer db.Rollback(ctx, tx)
-	from, to := l.ChunkRange(job.Args.Chunk)
-	n, err := db.ListRowsFail(ctx, tx, l.ID, from, to, reason)
-	if err != nil {
-		return err
-	}
-	end, ended, err := db.ListFail(ctx, tx, l.ID, reason)
-	if err != nil {
-		return err
-	}
-	if ended {
-		if err := enqueueListWebhookTx(ctx, tx, client, l.ID, end, w.Settings); err != nil {
-			return err
-		}
-	}
-	if err := db.Commit(ctx, tx); err != nil {
-		return err
-	}
-	w.Lists.ListRows(classifier.StatusFailed, n)
-	return nil
 }
 
 // enqueueListWebhookTx queues the list.completed delivery of a list's end

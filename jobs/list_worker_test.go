@@ -21,6 +21,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -53,6 +54,9 @@ func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, l *classifier.List, i
 	src := &rowSlice{}
 	seen := map[string]int{}
 	l.ID, l.Caller, l.Classifier = uuid.New(), "test", "cpg"
+	if l.Retention == 0 {
+		l.Retention = jobs.DefaultListRetention
+	}
 	for i, in := range inputs {
 		src.add(db.ListRowIn{Row: i + 1, Input: in})
 		d, err := classifier.NormalizeDomain(in)
@@ -262,7 +266,7 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 			l, err = db.ListGet(ctx, b.db.Pool, id)
 			require.NoError(t, err)
 			return l.Status == status
-		}, 30*time.Second, 20*time.Millisecond, "list never reached %s", status)
+		}, dbtest.Patience(), 20*time.Millisecond, "list never reached %s", status)
 		return l
 	}
 
@@ -307,7 +311,7 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 			inputs = append(inputs, "cancel"+string(rune('a'+i%26))+string(rune('a'+i/26))+".com")
 		}
 		l := submitList(t, b, inputs...)
-		require.Eventually(t, func() bool { return b.llm.Total() >= 4 }, 10*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return b.llm.Total() >= 4 }, dbtest.Patience(), 10*time.Millisecond,
 			"two chunks of two domains each wait for the model")
 
 		tx, err := b.db.Pool.Begin(ctx)
@@ -327,7 +331,7 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 				rivertype.JobStateRunning, rivertype.JobStateAvailable))
 			require.NoError(t, err)
 			return len(res.Jobs) == 0
-		}, 10*time.Second, 20*time.Millisecond, "the running chunks stop")
+		}, dbtest.Patience(), 20*time.Millisecond, "the running chunks stop")
 		mu.Lock()
 		defer mu.Unlock()
 		require.Empty(t, late, "model calls started after the cancel returned")
@@ -338,18 +342,20 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 		require.Equal(t, inFlight, now.Completed, "the answers in flight are kept")
 	})
 
-	t.Run("AChunkOutOfAttemptsFailsTheList", func(t *testing.T) {
+	t.Run("AChunkOutOfAttemptsFailsItsRowsEachWithItsOwnReason", func(t *testing.T) {
 		t.Parallel()
 		b := setupLists(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusServiceUnavailable, nil) },
-			func(s *jobs.Settings) { s.MaxAttempts = 1 })
+			func(s *jobs.Settings) { s.MaxAttempts = 1; fastDomainRetries(s) })
 		l := submitList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "a.com")
-		failed := waitList(t, b, l.ID, classifier.StatusFailed)
-		require.Contains(t, failed.Error, "gave up after 1 attempts")
-		require.Contains(t, failed.Error, "503")
-		rows := listRows(t, b.db.Pool, failed)
+		done := waitList(t, b, l.ID, classifier.StatusCompleted)
+		require.Empty(t, done.Error, "no chunk fails the list")
+		require.Equal(t, 6, done.Failed)
+		rows := listRows(t, b.db.Pool, done)
 		for _, r := range rows {
 			require.Equal(t, classifier.StatusFailed, r.Result.Status, "row %d", r.Row)
-			require.NotEmpty(t, r.Result.Error)
+			require.Contains(t, r.Result.Error, "gave up after 1 attempts")
+			require.Contains(t, r.Result.Error, "error asking the model about "+r.Result.Domain, "row %d: its own reason", r.Row)
+			require.Contains(t, r.Result.Error, "503")
 		}
 	})
 }

@@ -26,6 +26,7 @@ type Metrics struct {
 	llmSlotsInUse     *prometheus.GaugeVec
 	llmWait           *prometheus.HistogramVec
 	llmCost           *prometheus.CounterVec
+	evidenceDropped   *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker metrics on reg.
@@ -69,6 +70,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "domainclass_llm_cost_usd_total",
 			Help: "What the model calls cost, in US dollars from the price table, by tier (standard: one call at a time; economy: the provider's Batch API).",
 		}, []string{"tier"}),
+		evidenceDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "domainclass_evidence_dropped_total",
+			Help: "Search results left out of the evidence for their address, by reason (scheme: not http(s); characters: spaces or controls; length: over 2,048 bytes).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{classifier.DroppedScheme, classifier.DroppedCharacters, classifier.DroppedLength} {
+		m.evidenceDropped.WithLabelValues(r)
 	}
 	m.llmCost.WithLabelValues("standard")
 	m.llmCost.WithLabelValues("economy")
@@ -77,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.llmWait.WithLabelValues(string(c))
 	}
 	reg.MustRegister(m.domainResults, m.jobsEnded, m.llmRequests, m.llmDuration, m.llmTokens, m.webhookDeliveries,
-		m.llmSlotsInUse, m.llmWait, m.llmCost)
+		m.llmSlotsInUse, m.llmWait, m.llmCost, m.evidenceDropped)
 	return m
 }
 
@@ -134,6 +142,14 @@ func (m *Metrics) DomainResult(r classifier.Result) {
 		outcome = "failed"
 	}
 	m.domainResults.WithLabelValues(r.Classifier, source, outcome).Inc()
+}
+
+// EvidenceDropped counts a search result left out of the evidence for
+// its address (classifier.PipelineConfig.OnEvidenceDropped).
+func (m *Metrics) EvidenceDropped(reason string) {
+	if m != nil {
+		m.evidenceDropped.WithLabelValues(reason).Inc()
+	}
 }
 
 // LLMCost adds what a model call cost (0 adds nothing) to its tier.

@@ -13,6 +13,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // TestProvenance runs one domain through each search provider, against
@@ -55,7 +56,7 @@ func TestProvenance(t *testing.T) {
 		{provider: search.ProviderNone, searcher: search.None{}, evidence: []classifier.EvidenceItem{}},
 		{
 			provider: search.ProviderHomepage,
-			searcher: &search.Homepage{Client: dialer.Client(2*time.Second, 5), Timeout: 2 * time.Second,
+			searcher: &search.Homepage{Client: dialer.Client(dbtest.Patience(), 5), Timeout: dbtest.Patience(),
 				URLs: func(string) []string { return []string{home.URL + "/"} }},
 			evidence: []classifier.EvidenceItem{{URL: home.URL + "/", Title: "Acme Snacks | Chips and pretzels",
 				Snippet: "Acme makes potato chips and pretzels, sold in 40 countries."}},

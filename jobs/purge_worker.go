@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,8 +13,10 @@ import (
 )
 
 // PurgeArgs is the periodic clean-up: expired Idempotency-Keys (they
-// replay for 24 hours; after that they are only dead weight) and jobs
-// ended longer than JobRetention ago.
+// replay for 24 hours; after that they are only dead weight), jobs ended
+// longer than JobRetention ago, lists ended longer ago than their
+// retention (LIST_RETENTION) with their rows, and the provenance rows
+// nothing refers to any more.
 type PurgeArgs struct{}
 
 // Kind is the River job kind.
@@ -33,46 +36,159 @@ const QueueMaintenance = "maintenance"
 // keys, with deletes small enough to go unnoticed.
 const PurgeInterval = time.Hour
 
-// purgeBatch bounds one delete, so a large backlog is purged in short
-// transactions.
-const purgeBatch = 5000
+// PurgeBatch bounds one delete (rows of a list, provenance rows, jobs,
+// keys), so that a large backlog is purged in short transactions: 5,000
+// list rows take tens of milliseconds, and a writer that needs a row the
+// batch holds (a cache hit on a provenance row being deleted) waits that
+// long at most.
+const PurgeBatch = 5000
 
-// PurgeWorker deletes expired Idempotency-Keys and old ended jobs.
+// purgeListBatch bounds the lists taken off in one statement: each takes
+// its Idempotency-Keys and provider batches with it.
+const purgeListBatch = 100
+
+// purgeStopMargin: a run starts no new batch when its job has less than
+// this left before its timeout (or a quarter of its time, when shorter),
+// and snoozes to go on (see Work).
+const purgeStopMargin = 30 * time.Second
+
+// purgeResume is how soon a run cut short by its timeout goes on.
+const purgeResume = time.Minute
+
+// What a batch deleted, as BatchDoneFunc names it.
+const (
+	PurgedKeys       = "idempotency keys"
+	PurgedJobs       = "jobs"
+	PurgedBatchItems = "batch items"
+	PurgedLists      = "lists"
+	PurgedListRows   = "list rows"
+	PurgedProvenance = "provenance"
+)
+
+// PurgeWorker deletes what has expired, in batches.
 type PurgeWorker struct {
 	river.WorkerDefaults[PurgeArgs]
+	// DB is the pool: each batch is a statement of its own, committed at
+	// once.
 	DB     db.DBTX
 	Logger *slog.Logger
 	// JobRetention is how long an ended job is kept (Settings.JobRetention);
-	// 0 keeps jobs forever.
+	// 0 keeps jobs forever. A list keeps the retention it was uploaded
+	// under.
 	JobRetention time.Duration
+	// BatchDoneFunc, when set, is called after each batch has committed,
+	// with what it deleted (PurgedLists, …) and how many.
+	BatchDoneFunc func(what string, n int64)
 }
 
-// Work deletes in batches until nothing is left to delete.
+// PurgeCounts is what one run deleted (River UI shows it as the job's
+// output).
+type PurgeCounts struct {
+	Keys       int64 `json:"idempotency_keys_deleted"`
+	Jobs       int64 `json:"jobs_deleted"`
+	BatchItems int64 `json:"batch_items_deleted"`
+	Lists      int64 `json:"lists_deleted"`
+	ListRows   int64 `json:"list_rows_deleted"`
+	Provenance int64 `json:"provenance_deleted"`
+	// More is true when the run stopped before its timeout with work left.
+	More bool `json:"more,omitempty"`
+}
+
+// errPurgeTimeUp stops a run that is about to time out.
+var errPurgeTimeUp = errors.New("the purge's time is up")
+
+// Work runs a purge, and snoozes to go on soon when it ran out of time
+// with work left (a backlog after a long outage, or the first run after an
+// upgrade, which looks at every provenance row once).
 func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
-	keys, err := purgeAll(func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, purgeBatch) })
-	if err != nil {
-		return fmt.Errorf("error purging idempotency keys: %w", err)
+	counts, err := w.Purge(ctx)
+	if counts != (PurgeCounts{}) {
+		w.Logger.InfoContext(ctx, "purged expired keys, jobs, lists and provenance", "keys_deleted", counts.Keys,
+			"jobs_deleted", counts.Jobs, "lists_deleted", counts.Lists, "list_rows_deleted", counts.ListRows,
+			"batch_items_deleted", counts.BatchItems, "provenance_deleted", counts.Provenance, "more", counts.More)
 	}
-	var jobs int64
-	if w.JobRetention > 0 {
-		if jobs, err = purgeAll(func() (int64, error) { return db.JobPurge(ctx, w.DB, w.JobRetention, purgeBatch) }); err != nil {
-			return fmt.Errorf("error purging ended jobs: %w", err)
+	if err != nil {
+		return err
+	}
+	if err := river.RecordOutput(ctx, counts); err != nil {
+		return err
+	}
+	if counts.More {
+		return river.JobSnooze(purgeResume)
+	}
+	return nil
+}
+
+// Purge deletes, in batches until nothing is left: expired keys, old
+// jobs, expired lists (their staged batch requests first, then the lists,
+// then their rows), then the provenance rows that lost a reference and
+// have none left. It stops early, with More set, when ctx is about to end.
+func (w *PurgeWorker) Purge(ctx context.Context) (PurgeCounts, error) {
+	var c PurgeCounts
+	stopAt := time.Time{}
+	if deadline, ok := ctx.Deadline(); ok {
+		stopAt = deadline.Add(-min(purgeStopMargin, time.Until(deadline)/4))
+	}
+	steps := []struct {
+		what  string
+		into  *int64
+		purge func() (n int64, more bool, err error)
+	}{
+		{PurgedKeys, &c.Keys, whileFull(PurgeBatch, func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, PurgeBatch) })},
+		{PurgedJobs, &c.Jobs, whileFull(PurgeBatch, func() (int64, error) {
+			if w.JobRetention <= 0 {
+				return 0, nil
+			}
+			return db.JobPurge(ctx, w.DB, w.JobRetention, PurgeBatch)
+		})},
+		{PurgedBatchItems, &c.BatchItems, whileFull(PurgeBatch, func() (int64, error) { return db.BatchItemsPurge(ctx, w.DB, PurgeBatch) })},
+		{PurgedLists, &c.Lists, whileFull(purgeListBatch, func() (int64, error) { return db.ListPurge(ctx, w.DB, purgeListBatch) })},
+		{PurgedListRows, &c.ListRows, func() (int64, bool, error) {
+			rows, lists, err := db.ListRowsPurge(ctx, w.DB, PurgeBatch)
+			return rows, rows > 0 || lists > 0, err
+		}},
+		{PurgedProvenance, &c.Provenance, func() (int64, bool, error) {
+			deleted, checked, err := db.ProvenancePurge(ctx, w.DB, PurgeBatch)
+			return deleted, checked == PurgeBatch, err
+		}},
+	}
+	for _, s := range steps {
+		err := w.batches(stopAt, s.what, s.into, s.purge)
+		if errors.Is(err, errPurgeTimeUp) {
+			c.More = true
+			return c, nil
+		} else if err != nil {
+			return c, fmt.Errorf("error purging %s: %w", s.what, err)
 		}
 	}
-	if keys > 0 || jobs > 0 {
-		w.Logger.InfoContext(ctx, "purged expired idempotency keys and old jobs", "keys_deleted", keys, "jobs_deleted", jobs)
-	}
-	return river.RecordOutput(ctx, map[string]int64{"idempotency_keys_deleted": keys, "jobs_deleted": jobs})
+	return c, nil
 }
 
-// purgeAll calls purge until a batch comes back short.
-func purgeAll(purge func() (int64, error)) (int64, error) {
-	var total int64
-	for {
+// whileFull is a batch whose work is done when it comes back short.
+func whileFull(size int64, purge func() (int64, error)) func() (int64, bool, error) {
+	return func() (int64, bool, error) {
 		n, err := purge()
-		total += n
-		if err != nil || n < purgeBatch {
-			return total, err
+		return n, n == size, err
+	}
+}
+
+// batches runs purge until it says there is no more, adding what each
+// batch deleted into total; it starts none after stopAt (unless zero).
+func (w *PurgeWorker) batches(stopAt time.Time, what string, total *int64, purge func() (int64, bool, error)) error {
+	for {
+		if !stopAt.IsZero() && time.Now().After(stopAt) {
+			return errPurgeTimeUp
+		}
+		n, more, err := purge()
+		if err != nil {
+			return err
+		}
+		*total += n
+		if w.BatchDoneFunc != nil && (n > 0 || more) {
+			w.BatchDoneFunc(what, n)
+		}
+		if !more {
+			return nil
 		}
 	}
 }

@@ -85,6 +85,26 @@ const (
 	// token quota, an outage) is submitted again twice before its rows
 	// fail.
 	DefaultBatchMaxAttempts = 3
+	// DefaultDomainAttempts: a domain whose answer fails transiently (a
+	// reset connection, a database error, a model 5xx) is tried 3 times in
+	// one run of its job or chunk, DomainRetryBackoff apart and doubling
+	// (1 s, then 2 s), before the run goes back to River: one bad domain
+	// then holds one of the run's slots for seconds, while its neighbours
+	// are answered, instead of sending them all to River's backoff (16 s,
+	// then 81 s…). A failure that outlasts 3 s is an outage, River's to
+	// ride out. A throttle (429) is not retried here: it snoozes the run.
+	DefaultDomainAttempts = 3
+	// DefaultDomainRetryBackoff: the first wait of a domain's retries; see
+	// DefaultDomainAttempts. Storing an answer that arrived is retried
+	// longer (StoreRetryFor): it was paid for.
+	DefaultDomainRetryBackoff = time.Second
+	// DefaultListSweepInterval: how often the leader looks for lists that
+	// are running with no chunk queued (a chunk discarded by River's
+	// rescuer, or cancelled from River UI, before it could hand on its
+	// work): it fails their orphaned rows with a reason and queues the
+	// next chunks. A minute is one cheap query per active list, and a
+	// stalled list waits at most that long.
+	DefaultListSweepInterval = time.Minute
 	// DefaultMaxAttempts: River retries with (n^4) s backoff; 8 attempts
 	// span ≈ 78 minutes of provider or database outage before the job is
 	// given up and shown FAILED. Beyond that a caller is better served by a
@@ -119,6 +139,17 @@ const (
 	// month's reconciliation, and is well past River's own 7 days, so a
 	// job is never deleted while its River job could still be retried.
 	DefaultJobRetention = 30 * 24 * time.Hour
+	// DefaultListRetention: an ended list and its rows (results, refs,
+	// evidence addresses) are deleted this long after it ended. A list is
+	// an export: its caller downloads the results when the list.completed
+	// webhook arrives or `submit --wait` ends, within hours; 30 days (as
+	// JOB_RETENTION) leaves a month to download them again or reconcile,
+	// and is past River's own 7 days, so a list outlives its River jobs.
+	// Lists are where the bytes are (about 420 bytes an answered row, up to
+	// a million rows a list): this bounds, with CALLER_MAX_STORED_ROWS, what
+	// a caller can keep stored. A list keeps the retention it was uploaded
+	// under.
+	DefaultListRetention = 30 * 24 * time.Hour
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.
 	// Snoozing uses no attempt.
 	DefaultBusySnooze = 5 * time.Second
@@ -200,6 +231,9 @@ type Settings struct {
 	CancelledRetention time.Duration
 	DiscardedRetention time.Duration
 	JobRetention       time.Duration
+	// ListRetention is how long an ended list is kept; an upload stamps it
+	// on the list.
+	ListRetention time.Duration
 	// BusySnooze is how long a job sleeps while another job asks the model
 	// about one of its domains; MaxSnooze caps any Retry-After honoured.
 	BusySnooze time.Duration
@@ -212,6 +246,13 @@ type Settings struct {
 	ListChunkRows         int
 	ListChunksInFlight    int
 	ListChunkBudget       time.Duration
+	// ListSweepInterval is how often stalled lists are looked for.
+	ListSweepInterval time.Duration
+
+	// DomainAttempts is how many times one run tries a domain whose answer
+	// fails transiently, DomainRetryBackoff apart (doubling).
+	DomainAttempts     int
+	DomainRetryBackoff time.Duration
 
 	// BatchMaxRequests is the most requests in one provider batch, and the
 	// rows of an economy list's chunk; BatchPollInterval how often a
@@ -240,6 +281,7 @@ func DefaultSettings() Settings {
 		SoftStopTimeout:       DefaultSoftStopTimeout,
 		CompletedRetention:    DefaultCompletedRetention,
 		JobRetention:          DefaultJobRetention,
+		ListRetention:         DefaultListRetention,
 		CancelledRetention:    DefaultCancelledRetention,
 		DiscardedRetention:    DefaultDiscardedRetention,
 		BusySnooze:            DefaultBusySnooze,
@@ -250,6 +292,9 @@ func DefaultSettings() Settings {
 		ListChunkRows:         DefaultListChunkRows,
 		ListChunksInFlight:    DefaultListChunksInFlight,
 		ListChunkBudget:       DefaultListChunkBudget,
+		ListSweepInterval:     DefaultListSweepInterval,
+		DomainAttempts:        DefaultDomainAttempts,
+		DomainRetryBackoff:    DefaultDomainRetryBackoff,
 		BatchMaxRequests:      DefaultBatchMaxRequests,
 		BatchPollInterval:     DefaultBatchPollInterval,
 		BatchMaxAttempts:      DefaultBatchMaxAttempts,
@@ -285,8 +330,16 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("ListDomainConcurrency, ListChunkRows and ListChunksInFlight must be at least 1")
 	case s.ListChunkBudget <= 0:
 		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
+	case s.ListSweepInterval < time.Second:
+		return fmt.Errorf("ListSweepInterval must be at least 1s, got %s", s.ListSweepInterval)
+	case s.DomainAttempts < 1 || s.DomainAttempts > 10:
+		return fmt.Errorf("DomainAttempts must be between 1 and 10, got %d", s.DomainAttempts)
+	case s.DomainRetryBackoff < 0 || s.DomainRetryBackoff > time.Minute:
+		return fmt.Errorf("DomainRetryBackoff must be between 0 and 1m, got %s", s.DomainRetryBackoff)
 	case s.JobRetention < s.DiscardedRetention:
 		return fmt.Errorf("JobRetention (%s) must be at least DiscardedRetention (%s): a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
+	case s.ListRetention < s.DiscardedRetention:
+		return fmt.Errorf("ListRetention (%s) must be at least DiscardedRetention (%s): a list must outlive its River jobs", s.ListRetention, s.DiscardedRetention)
 	case s.BatchMaxRequests < 1 || s.BatchMaxRequests > 50_000:
 		return fmt.Errorf("BatchMaxRequests must be between 1 and 50000 (the provider's limit), got %d", s.BatchMaxRequests)
 	case s.BatchPollInterval <= 0 || s.BatchMaxAttempts < 1:
@@ -323,6 +376,13 @@ func (s Settings) WebhookJobTimeout() time.Duration { return s.WebhookTimeout + 
 // ListRunBudget is how long one run of a chunk starts new domains: the
 // reviewed budget, and never more than half the job timeout.
 func (s Settings) ListRunBudget() time.Duration { return min(s.ListChunkBudget, s.JobTimeout/2) }
+
+// StoreRetryFor is how long one run keeps trying to store an answer that
+// arrived: the answer was paid for, and a store that fails is a database
+// restarting or failing over (under a minute). Half the job timeout, so
+// that the run still ends inside it; an answer still not stored is kept by
+// the process (classifier.Pipeline.Keep) for the job's next run.
+func (s Settings) StoreRetryFor() time.Duration { return s.JobTimeout / 2 }
 
 // WebhookMaxAttempts is how many times one delivery is tried: once, then
 // once after each wait of the retry schedule.

@@ -63,6 +63,15 @@ const (
 // serves (in production there is one; tests install their own).
 func tracer() trace.Tracer { return otel.Tracer("github.com/domainclass/domainclass/jobs") }
 
+// WebhookMaxBodyBytes bounds a delivery's body: 256 KiB. A job's report is
+// about 20 KiB with five pages of evidence for each of its ten domains, and
+// under 200 KiB with every field at its cap; receivers and their gateways
+// often refuse bodies of a megabyte, and Standard Webhooks advises small
+// ones. A report over it is sent without its results' evidence, and if
+// still over, without its results (WebhookPayload.Omitted says which): the
+// receiver GETs the job for the rest. A list's delivery carries no rows.
+const WebhookMaxBodyBytes = 256 << 10
+
 // webhookMaxResponseBytes caps how much of a receiver's answer is read:
 // enough to reuse the connection after a normal answer, never a download.
 const webhookMaxResponseBytes = 64 << 10
@@ -357,13 +366,37 @@ func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback, call
 		body, err = json.Marshal(wire.ListWebhookPayload{Type: wire.EventListCompleted, Timestamp: completedAt.UTC(),
 			ListStatus: wire.NewListStatus(l)})
 	} else {
-		body, err = json.Marshal(wire.WebhookPayload{Type: wire.EventClassificationCompleted, Timestamp: completedAt.UTC(),
+		body, err = w.jobBody(ctx, wire.WebhookPayload{Type: wire.EventClassificationCompleted, Timestamp: completedAt.UTC(),
 			JobReport: wire.NewJobReport(j)})
 	}
 	if err != nil {
 		return "", "", nil, fmt.Errorf("error encoding the report: %w", err)
 	}
 	return callback, caller, body, nil
+}
+
+// jobBody encodes a job's delivery within WebhookMaxBodyBytes: whole; or
+// without its results' evidence; or without its results (answers stored
+// before evidence addresses were capped, an operator's very long note).
+func (w *WebhookWorker) jobBody(ctx context.Context, p wire.WebhookPayload) ([]byte, error) {
+	body, err := json.Marshal(p)
+	if err != nil || len(body) <= WebhookMaxBodyBytes {
+		return body, err
+	}
+	whole := len(body)
+	for i := range p.Results {
+		p.Results[i].Evidence = nil
+	}
+	p.Omitted = wire.OmittedEvidence
+	if body, err = json.Marshal(p); err == nil && len(body) > WebhookMaxBodyBytes {
+		p.Results, p.Omitted = []wire.ResultReport{}, wire.OmittedResults
+		body, err = json.Marshal(p)
+	}
+	if err == nil {
+		w.Logger.WarnContext(ctx, "webhook report too large to send whole; sent without part of it",
+			"job_id", p.JobID, "bytes", whole, "limit", WebhookMaxBodyBytes, "omitted", p.Omitted)
+	}
+	return body, err
 }
 
 // fail reports a failed attempt and returns err for River to retry (or, on

@@ -27,6 +27,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
@@ -65,7 +66,7 @@ func (w *webhookBundle) Outcomes() []string {
 // testWebhookSettings retry fast, so that a schedule plays out in seconds.
 func testWebhookSettings(s *jobs.Settings) {
 	s.WebhookRetrySchedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
-	s.WebhookTimeout = 5 * time.Second
+	s.WebhookTimeout = dbtest.Patience() // a hang guard: a loopback receiver on a busy machine may take seconds
 }
 
 func (o *webhookOpts) register(t *testing.T, b *testBundle, workers *river.Workers,
@@ -166,7 +167,7 @@ func (b *testBundle) waitWebhook(t *testing.T, n int, state rivertype.JobState) 
 			}
 		}
 		return true
-	}, 30*time.Second, 20*time.Millisecond, "want %d webhook jobs %s", n, state)
+	}, dbtest.Patience(), 20*time.Millisecond, "want %d webhook jobs %s", n, state)
 	return rows
 }
 
@@ -314,7 +315,11 @@ func TestWebhookWorker_Work(t *testing.T) {
 	t.Run("AHangingReceiverHoldsAtMostItsShareOfWorkers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, byDomain(nil), setupOpts{webhook: &webhookOpts{settings: func(s *jobs.Settings) {
-			s.WebhookWorkers, s.WebhookPerHost, s.WebhookTimeout = 5, 4, 30*time.Second
+			// The hanging receiver must hold its deliveries for longer than
+			// the test waits for the healthy one: a timeout that freed a
+			// worker first would let the healthy delivery through without
+			// the bound.
+			s.WebhookWorkers, s.WebhookPerHost, s.WebhookTimeout = 5, 4, 2*dbtest.Patience()
 		}}})
 		release := make(chan struct{})
 		var inFlight, most atomic.Int32
@@ -332,11 +337,11 @@ func TestWebhookWorker_Work(t *testing.T) {
 		for i := range 10 {
 			b.submitWithCallback(t, hanging.URL(), fmt.Sprintf("hang%d.com", i))
 		}
-		require.Eventually(t, func() bool { return inFlight.Load() == 4 }, 30*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return inFlight.Load() == 4 }, dbtest.Patience(), 10*time.Millisecond,
 			"the hanging receiver gets its 4 deliveries")
 		healthy := newReceiver(t, nil)
 		b.submitWithCallback(t, healthy.URL(), "acme.com")
-		require.Eventually(t, func() bool { return len(healthy.deliveries()) == 1 }, 20*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return len(healthy.deliveries()) == 1 }, dbtest.Patience(), 10*time.Millisecond,
 			"the healthy receiver is served while the other hangs")
 		require.EqualValues(t, 4, most.Load(), "never more than WebhookPerHost at once to one receiver")
 		require.Contains(t, b.webhook.Outcomes(), jobs.WebhookDeferred, "the other deliveries to it wait")
@@ -351,8 +356,8 @@ func TestWebhookWorker_Work(t *testing.T) {
 		})
 		rc := newReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 		b.submitWithCallback(t, rc.URL(), "acme.com")
-		require.Eventually(t, func() bool { return len(rc.deliveries()) == 1 }, 10*time.Second, 10*time.Millisecond)
-		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		require.Eventually(t, func() bool { return len(rc.deliveries()) == 1 }, dbtest.Patience(), 10*time.Millisecond)
+		stopCtx, cancel := context.WithTimeout(ctx, dbtest.Patience())
 		defer cancel()
 		require.NoError(t, b.client.Stop(stopCtx))
 		row := b.webhookJobs(t)[0]
@@ -427,6 +432,53 @@ func TestWebhookWorker_Work(t *testing.T) {
 			"cancelled": 0.0, "override": 0.0, "known": 0.0, "cache": 0.0, "llm": 3.0}, payload["progress"])
 		require.NotContains(t, payload, "results", "the rows are fetched from results_url")
 		require.Equal(t, payload["completed_at"], payload["timestamp"])
+		completedAt, err := time.Parse(time.RFC3339Nano, payload["completed_at"].(string))
+		require.NoError(t, err)
+		expiresAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(payload["expires_at"]))
+		require.NoError(t, err, "the status says until when the results can be downloaded")
+		require.Equal(t, completedAt.Add(jobs.DefaultListRetention), expiresAt)
+	})
+
+	t.Run("AnOversizedReportIsSentWithoutEvidenceThenWithoutResults", func(t *testing.T) {
+		t.Parallel()
+		// A provider that shows the model 200 pages, each with an address
+		// at the cap: 400 KB of evidence for one domain.
+		pages := searchFunc(func(context.Context, string) (classifier.Evidence, error) {
+			ev := classifier.Evidence{Provider: "many"}
+			for i := range 200 {
+				u := fmt.Sprintf("https://acme.com/%03d/", i)
+				ev.Sources = append(ev.Sources, classifier.EvidenceItem{URL: u + strings.Repeat("a", classifier.EvidenceURLMaxBytes-len(u)), Title: "Acme"})
+			}
+			return ev, nil
+		})
+		b := setup(t, byDomain(nil), setupOpts{webhook: &webhookOpts{}, search: pages})
+		setOverride(t, b.db.Pool, "huge.com", true, 5, "ops", strings.Repeat("Makes snacks. ", 25_000)) // a 350 KB note
+		rc := newReceiver(t, nil)
+		evidenceJob := b.submitWithCallback(t, rc.URL(), "acme.com", "crm.io")
+		b.waitWebhook(t, 1, rivertype.JobStateCompleted)
+		noteJob := b.submitWithCallback(t, rc.URL(), "huge.com", "crm.io")
+		b.waitWebhook(t, 2, rivertype.JobStateCompleted)
+
+		byJob := map[string]map[string]any{}
+		for _, d := range rc.deliveries() {
+			require.LessOrEqual(t, len(d.body), jobs.WebhookMaxBodyBytes, "a delivery's body is bounded")
+			p := requireVerified(t, b.webhook.secret, d)
+			byJob[p["job_id"].(string)] = p
+		}
+		p := byJob[evidenceJob.String()]
+		require.Equal(t, wire.OmittedEvidence, p["omitted"], "the evidence is left out first")
+		results := p["results"].([]any)
+		require.Len(t, results, 2, "the answers are all there")
+		for _, r := range results {
+			require.Equal(t, true, r.(map[string]any)["is_cpg"])
+			require.NotContains(t, r, "evidence")
+		}
+		p = byJob[noteJob.String()]
+		require.Equal(t, wire.OmittedResults, p["omitted"], "then the results: GET the job for them")
+		require.Empty(t, p["results"])
+		require.Equal(t, "COMPLETED", p["status"])
+		require.Equal(t, map[string]any{"total": 2.0, "done": 2.0}, p["progress"])
+		require.Equal(t, []string{jobs.WebhookDelivered, jobs.WebhookDelivered}, b.webhook.Outcomes())
 	})
 
 	t.Run("FailedJobIsDeliveredWithItsError", func(t *testing.T) {
@@ -460,7 +512,7 @@ func TestWebhookWorker_Work(t *testing.T) {
 		require.Eventually(t, func() bool {
 			row := b.riverJob(t, job)
 			return row.Attempt == 2 && row.State == rivertype.JobStateCompleted
-		}, 10*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 		require.Len(t, b.webhookJobs(t), 1, "exactly one webhook per job end")
 		require.Len(t, rc.deliveries(), 1)
 	})
@@ -483,13 +535,13 @@ func TestWebhookWorker_Work(t *testing.T) {
 			n, err := b.client.JobList(ctx, river.NewJobListParams().Kinds("classify").States(rivertype.JobStateRunning))
 			require.NoError(t, err)
 			return len(n.Jobs) == 2 && b.llm.Total() == 1
-		}, 10*time.Second, 10*time.Millisecond)
+		}, dbtest.Patience(), 10*time.Millisecond)
 		close(release)
 		require.Eventually(t, func() bool {
 			n, err := b.client.JobList(ctx, river.NewJobListParams().Kinds("classify").States(rivertype.JobStateCompleted))
 			require.NoError(t, err)
 			return len(n.Jobs) == 2
-		}, 20*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 		b.waitWebhook(t, 1, rivertype.JobStateCompleted)
 		require.Len(t, rc.deliveries(), 1, "exactly one webhook per job end")
 	})
@@ -676,3 +728,10 @@ func mustAtoi(t *testing.T, s string) int64 {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// searchFunc is a search provider as a function.
+type searchFunc func(ctx context.Context, domain string) (classifier.Evidence, error)
+
+func (f searchFunc) Search(ctx context.Context, domain string) (classifier.Evidence, error) {
+	return f(ctx, domain)
+}

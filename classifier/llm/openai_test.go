@@ -13,6 +13,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 func request(domain string) classifier.CompletionRequest {
@@ -25,7 +26,7 @@ func request(domain string) classifier.CompletionRequest {
 
 func newClient(t *testing.T, srv *llmtest.Server, format string) *llm.Client {
 	t.Helper()
-	c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Timeout: 5 * time.Second, ResponseFormat: format})
+	c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Timeout: dbtest.Patience(), ResponseFormat: format})
 	require.NoError(t, err)
 	return c
 }
@@ -167,7 +168,7 @@ func TestLimit(t *testing.T) {
 		for range 10 {
 			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
 		}
-		require.Eventually(t, func() bool { return srv.Total() == 3 }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return srv.Total() == 3 }, dbtest.Patience(), 5*time.Millisecond)
 		close(release)
 		wg.Wait()
 		require.Equal(t, 10, srv.Total())
@@ -211,7 +212,7 @@ func TestLimit(t *testing.T) {
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
 		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
 		go func() { _, _ = limited.Complete(context.Background(), request("a.com")) }()
-		require.Eventually(t, func() bool { return srv.Total() == 1 }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return srv.Total() == 1 }, dbtest.Patience(), 5*time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := limited.Complete(ctx, request("b.com"))

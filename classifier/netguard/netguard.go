@@ -52,13 +52,23 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("fec0::/10"),       // site-local, deprecated (RFC 3879)
 }
 
+// globalUnicast is the only IPv6 space IANA allocates for global unicast
+// (https://www.iana.org/assignments/ipv6-address-space/): the rest is
+// reserved, and holds spellings of IPv4 addresses such as the
+// IPv4-translated ::ffff:0:7f00:1 (RFC 2765), which is 127.0.0.1.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
+
 // Public reports whether ip is a public unicast address. Loopback, private
 // (RFC 1918, fc00::/7), link-local (169.254.0.0/16, where cloud metadata
-// lives, and fe80::/10), multicast, unspecified and reserved ranges are not.
+// lives, and fe80::/10), multicast, unspecified and reserved ranges are
+// not, nor is IPv6 outside 2000::/3.
 func Public(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
 		ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	if ip.Is6() && !globalUnicast.Contains(ip) {
 		return false
 	}
 	for _, p := range nonPublic {

@@ -22,6 +22,9 @@ func TestPublic(t *testing.T) {
 		"64:ff9b:1::a00:1": false, "2002:7f00:1::": false, "::7f00:1": false, "fec0::1": false,
 		"2001:db8::1": false, "3fff::1": false, "100::1": false, "192.88.99.1": false,
 		"2a00:1450:4001::200e": true, "93.184.215.14": true,
+		// IPv6 outside global unicast (2000::/3): IPv4-translated
+		// (::ffff:0:0:0/96, RFC 2765) and addresses not yet allocated.
+		"::ffff:0:7f00:1": false, "::ffff:0:808:808": false, "4000::1": false, "e000::1": false, "1::1": false,
 	} {
 		require.Equal(t, want, Public(netip.MustParseAddr(addr)), addr)
 	}

@@ -82,9 +82,15 @@ func (b *Brave) Search(ctx context.Context, domain string) (classifier.Evidence,
 	}
 	ev := classifier.Evidence{Provider: ProviderBrave}
 	var text strings.Builder
-	for i, r := range br.Web.Results {
-		if i == count {
+	for _, r := range br.Web.Results {
+		if len(ev.Sources) == count {
 			break
+		}
+		// A result whose address cannot be kept is left out of the
+		// prompt too: a 1.5 MB address would fill it.
+		if why := classifier.EvidenceURLProblem(r.URL); why != "" {
+			ev.Dropped = append(ev.Dropped, why)
+			continue
 		}
 		title, description := fold(stripTags(r.Title)), fold(stripTags(r.Description))
 		fmt.Fprintf(&text, "- %s: %s (%s)\n", title, description, r.URL)

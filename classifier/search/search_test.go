@@ -2,6 +2,7 @@ package search_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/netguard"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 const page = `<!doctype html><html><head>
@@ -39,9 +41,9 @@ func TestExtractPage(t *testing.T) {
 func homepage(t *testing.T, allowPrivate bool, urls ...string) *search.Homepage {
 	d := &netguard.Dialer{AllowPrivate: allowPrivate, Timeout: time.Second}
 	return &search.Homepage{
-		Client:  d.Client(2*time.Second, 5),
+		Client:  d.Client(dbtest.Patience(), 5),
 		URLs:    func(string) []string { return urls },
-		Timeout: 2 * time.Second,
+		Timeout: dbtest.Patience(),
 	}
 }
 
@@ -160,6 +162,35 @@ func TestBrave_Search(t *testing.T) {
 			{URL: "https://acme.com/", Title: "Acme Snacks", Snippet: "Acme makes chips."},
 			{URL: "https://en.wikipedia.org/wiki/Acme", Title: "Acme - Wikipedia", Snippet: "Acme is a snack company."},
 		}, ev.Sources, "each result's address, title and description, without Brave's <strong> marks")
+	})
+
+	t.Run("KeepsOnlyHTTPAddressesWithoutSpacesOrControlsUpToTheCap", func(t *testing.T) {
+		t.Parallel()
+		long := "https://evil.example/" + strings.Repeat("a", 1_500_000)
+		srv := braveServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			results := []map[string]string{
+				{"title": "Long", "url": long, "description": "A page with a long address."},
+				{"title": "Formula", "url": `=HYPERLINK("https://evil.example","x")`, "description": "d"},
+				{"title": "Script", "url": "javascript:alert(1)", "description": "d"},
+				{"title": "Spaced", "url": "https://evil.example/a https://fake.example/", "description": "d"},
+				{"title": "Escape", "url": "https://evil.example/\x1b[31mred", "description": "d"},
+				{"title": "Acme \x1b[31mSnacks", "url": "https://acme.com/", "description": "Acme makes\u009b chips."},
+				{"title": "About", "url": "HTTP://ACME.COM/about", "description": "About Acme."},
+			}
+			require.NoError(t, json.NewEncoder(w).Encode(map[string]any{"web": map[string]any{"results": results}}))
+		})
+		b := &search.Brave{BaseURL: srv.URL, APIKey: "k", Count: 7, Timeout: 5 * time.Second, Client: srv.Client()}
+		ev, err := b.Search(ctx, "acme.com")
+		require.NoError(t, err)
+		require.Equal(t, []classifier.EvidenceItem{
+			{URL: "https://acme.com/", Title: "Acme [31mSnacks", Snippet: "Acme makes chips."},
+			{URL: "HTTP://ACME.COM/about", Title: "About", Snippet: "About Acme."},
+		}, ev.Sources, "http(s) addresses only, at most 2,048 bytes, without spaces or control characters")
+		require.Equal(t, []string{classifier.DroppedLength, classifier.DroppedScheme, classifier.DroppedScheme,
+			classifier.DroppedCharacters, classifier.DroppedCharacters}, ev.Dropped, "each dropped one is counted, with why")
+		require.NotContains(t, ev.Text, "evil.example", "a dropped result is not in the prompt either")
+		require.Less(t, len(ev.Text), 500)
 	})
 
 	t.Run("ThrottleCarriesRetryAfter", func(t *testing.T) {

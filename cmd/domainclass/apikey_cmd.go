@@ -19,19 +19,20 @@ var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // apikeyCommands manage callers' API keys: create, list, revoke, limits.
 func (c *cli) apikeyCommands() []*cobra.Command {
-	withLimits := func(cmd *cobra.Command, rate, queued *int) *cobra.Command {
-		cmd.Flags().IntVar(rate, "rate-per-minute", 0, "accepted jobs per minute for this key (0: the default)")
-		cmd.Flags().IntVar(queued, "max-queued-domains", 0, "domains queued and not yet answered for this key (0: the default)")
+	withLimits := func(cmd *cobra.Command, k *db.APIKey) *cobra.Command {
+		cmd.Flags().IntVar(&k.RatePerMinute, "rate-per-minute", 0, "accepted jobs per minute for this key (0: the default)")
+		cmd.Flags().IntVar(&k.MaxQueuedDomains, "max-queued-domains", 0, "domains queued and not yet answered for this key (0: the default)")
+		cmd.Flags().IntVar(&k.MaxStoredRows, "max-stored-rows", 0, "rows of this key's lists kept until purged (0: the default)")
 		return cmd
 	}
-	var rate, queued int
+	var created db.APIKey
 	var budget db.CallerBudget
 	create := withLimits(withBudget(&cobra.Command{
-		Use:   "create NAME [--rate-per-minute N] [--max-queued-domains N] [--model-calls-per-day N] [--spend-per-day-usd X]",
+		Use:   "create NAME [--rate-per-minute N] [--max-queued-domains N] [--max-stored-rows N] [--model-calls-per-day N] [--spend-per-day-usd X]",
 		Short: "create a caller's key and print it once (only its hash is stored)",
 		Args:  keyNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLimits(rate, queued); err != nil {
+			if err := checkLimits(created); err != nil {
 				return err
 			}
 			if err := checkBudget(budget); err != nil {
@@ -39,7 +40,9 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 			}
 			return c.withDB(cmd, "apikey", func(d *db.DB, _ Config) error {
 				key, hash := httpapi.NewAPIKey()
-				err := db.APIKeyInsert(cmd.Context(), d.Pool, db.APIKey{Name: args[0], Prefix: key[:8], RatePerMinute: rate, MaxQueuedDomains: queued}, hash)
+				k := created
+				k.Name, k.Prefix = args[0], key[:8]
+				err := db.APIKeyInsert(cmd.Context(), d.Pool, k, hash)
 				if errors.Is(err, db.ErrConflict) {
 					return fmt.Errorf("an API key named %q already exists", args[0])
 				} else if err != nil {
@@ -53,7 +56,7 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 				return nil
 			})
 		},
-	}, &budget), &rate, &queued)
+	}, &budget), &created)
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -74,12 +77,12 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 					return nil
 				}
 				tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tKEY\tCREATED\tLAST USED\tREVOKED\tJOBS/MIN\tMAX QUEUED\tMODEL CALLS/DAY\tSPEND/DAY")
+				fmt.Fprintln(tw, "NAME\tKEY\tCREATED\tLAST USED\tREVOKED\tJOBS/MIN\tMAX QUEUED\tMAX STORED ROWS\tMODEL CALLS/DAY\tSPEND/DAY")
 				for _, k := range keys {
 					b := budgets[k.Name]
-					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, stamp(&k.CreatedAt), stamp(k.LastUsedAt), stamp(k.RevokedAt),
+					fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Prefix, stamp(&k.CreatedAt), stamp(k.LastUsedAt), stamp(k.RevokedAt),
 						limitText(k.RatePerMinute, cfg.Callers.RatePerMinute), limitText(k.MaxQueuedDomains, cfg.Callers.MaxQueuedDomains),
-						callsText(b.ModelCallsPerDay), usdText(b.SpendPerDayUSD))
+						limitText(k.MaxStoredRows, cfg.Callers.MaxStoredRows), callsText(b.ModelCallsPerDay), usdText(b.SpendPerDayUSD))
 				}
 				return tw.Flush()
 			})
@@ -106,20 +109,20 @@ func (c *cli) apikeyCommands() []*cobra.Command {
 
 // apikeyLimitsCommand is `apikey limits`: a key's request limits and its
 // daily model budget.
-func (c *cli) apikeyLimitsCommand(withLimits func(*cobra.Command, *int, *int) *cobra.Command) *cobra.Command {
-	var setRate, setQueued int
+func (c *cli) apikeyLimitsCommand(withLimits func(*cobra.Command, *db.APIKey) *cobra.Command) *cobra.Command {
+	var set db.APIKey
 	var setBudget db.CallerBudget
-	limits := withLimits(withBudget(&cobra.Command{
-		Use:   "limits NAME [--rate-per-minute N] [--max-queued-domains N] [--model-calls-per-day N] [--spend-per-day-usd X]",
+	return withLimits(withBudget(&cobra.Command{
+		Use:   "limits NAME [--rate-per-minute N] [--max-queued-domains N] [--max-stored-rows N] [--model-calls-per-day N] [--spend-per-day-usd X]",
 		Short: "set a key's limits (0: the default) and daily model budget (0: none)",
-		Long: "Sets a key's limits. --rate-per-minute and --max-queued-domains are set together (one not given\n" +
-			"returns to the default), unless only the budget is given. --model-calls-per-day and\n" +
-			"--spend-per-day-usd change only when given (0 removes that limit): the model calls the\n" +
-			"key's jobs and lists may make a day (UTC), refreshes included, and what they may cost,\n" +
-			"priced with the dry run's table.",
+		Long: "Sets a key's limits. --rate-per-minute, --max-queued-domains and --max-stored-rows are set\n" +
+			"together (one not given returns to the default), unless only the budget is given.\n" +
+			"--model-calls-per-day and --spend-per-day-usd change only when given (0 removes that limit):\n" +
+			"the model calls the key's jobs and lists may make a day (UTC), refreshes included, and what\n" +
+			"they may cost, priced with the dry run's table.",
 		Args: keyNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLimits(setRate, setQueued); err != nil {
+			if err := checkLimits(set); err != nil {
 				return err
 			}
 			if err := checkBudget(setBudget); err != nil {
@@ -127,15 +130,15 @@ func (c *cli) apikeyLimitsCommand(withLimits func(*cobra.Command, *int, *int) *c
 			}
 			f := cmd.Flags()
 			budgetGiven := f.Changed("model-calls-per-day") || f.Changed("spend-per-day-usd")
-			ratesGiven := f.Changed("rate-per-minute") || f.Changed("max-queued-domains") || !budgetGiven
+			limitsGiven := f.Changed("rate-per-minute") || f.Changed("max-queued-domains") || f.Changed("max-stored-rows") || !budgetGiven
 			return c.withDB(cmd, "apikey", func(d *db.DB, cfg Config) error {
-				ctx := cmd.Context()
-				if ratesGiven {
-					if err := db.APIKeySetLimits(ctx, d.Pool, args[0], setRate, setQueued); err != nil {
+				if limitsGiven {
+					if err := db.APIKeySetLimits(cmd.Context(), d.Pool, args[0], set); err != nil {
 						return keyError(err, args[0])
 					}
-					fmt.Fprintf(c.stdout, "API key %q: %s jobs a minute, %s queued domains.\n", args[0],
-						limitText(setRate, cfg.Callers.RatePerMinute), limitText(setQueued, cfg.Callers.MaxQueuedDomains))
+					fmt.Fprintf(c.stdout, "API key %q: %s jobs a minute, %s queued domains, %s stored list rows.\n", args[0],
+						limitText(set.RatePerMinute, cfg.Callers.RatePerMinute), limitText(set.MaxQueuedDomains, cfg.Callers.MaxQueuedDomains),
+						limitText(set.MaxStoredRows, cfg.Callers.MaxStoredRows))
 				}
 				if !budgetGiven {
 					return nil
@@ -143,8 +146,7 @@ func (c *cli) apikeyLimitsCommand(withLimits func(*cobra.Command, *int, *int) *c
 				return c.setBudget(cmd, d, args[0], setBudget)
 			})
 		},
-	}, &setBudget), &setRate, &setQueued)
-	return limits
+	}, &setBudget), &set)
 }
 
 // withBudget adds the daily model budget's flags to cmd.
@@ -225,8 +227,8 @@ func keyNameArg(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func checkLimits(rate, queued int) error {
-	if rate < 0 || queued < 0 {
+func checkLimits(k db.APIKey) error {
+	if k.RatePerMinute < 0 || k.MaxQueuedDomains < 0 || k.MaxStoredRows < 0 {
 		return usagef("limits must not be negative")
 	}
 	return nil

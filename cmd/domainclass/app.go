@@ -55,9 +55,19 @@ type Main struct {
 	// capacity bench counts statements with it).
 	QueryTracer pgx.QueryTracer
 
-	DB       *db.DB
-	River    *jobs.Client
-	Registry *classifier.Registry
+	// DB and River are the API's (api, all): its pool, and an insert-only
+	// River client on it (the handlers' inserts run in their own
+	// transactions; River UI reads through it). In worker they are the
+	// workers' own.
+	DB    *db.DB
+	River *jobs.Client
+	// WorkerDB and WorkerRiver are the workers' (worker, all): their pool,
+	// and the River client that works the queues on it. In `all` the two
+	// pools are apart, so that the API never waits behind a worker's
+	// connection (see pools.go).
+	WorkerDB    *db.DB
+	WorkerRiver *jobs.Client
+	Registry    *classifier.Registry
 	// Metrics is this process's Prometheus registry, served on /metrics.
 	Metrics        *prometheus.Registry
 	QueueCollector *jobs.QueueCollector
@@ -111,14 +121,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.QueryTracer != nil {
 		pgTracer = m.QueryTracer
 	}
-	maxConns := cfg.DBMaxConns
-	if maxConns == 0 {
-		// List chunks mostly wait for model slots: 16 connections serve
-		// their writes however many run.
-		maxConns = int32(cfg.Queue.ClassifyWorkers + min(cfg.Queue.ListWorkers, 16) + 10)
-	}
-	if m.DB, err = db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
-		ApplicationName: "domainclass-" + m.Role, ForceCustomPlans: m.runsWorker(), Tracer: pgTracer}); err != nil {
+	if err := m.openPools(ctx, pgTracer); err != nil {
 		return err
 	}
 
@@ -130,34 +133,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
-	var (
-		workers  *river.Workers
-		periodic []*river.PeriodicJob
-	)
+	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
+		Schema: cfg.DatabaseSchema, TestOnly: m.TestOnly, Middleware: riverMW}
+	if m.runsAPI() {
+		if m.River, err = jobs.NewClient(m.DB.Pool, riverConfig); err != nil {
+			return fmt.Errorf("error creating River client: %w", err)
+		}
+	}
 	if m.runsWorker() {
-		periodic = jobs.PeriodicJobs()
-		m.jobMetrics = jobs.NewMetrics(m.Metrics)
-		if workers, err = m.buildWorkers(); err != nil {
+		if err := m.startWorkers(ctx, riverConfig); err != nil {
 			return err
 		}
-	}
-	if m.River, err = jobs.NewClient(m.DB.Pool, jobs.ClientConfig{
-		Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel), Schema: cfg.DatabaseSchema, Workers: workers, TestOnly: m.TestOnly,
-		PeriodicJobs: periodic, Middleware: riverMW,
-	}); err != nil {
-		return fmt.Errorf("error creating River client: %w", err)
-	}
-
-	if m.runsWorker() {
-		// River's context is not the signal context: Close stops River with
-		// a soft stop, so a signal never cancels running jobs at once.
-		riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		m.riverCancel = cancel
-		if m.budget != nil {
-			m.budgetStop = m.runBudget(riverCtx)
-		}
-		if err := m.River.Start(riverCtx); err != nil {
-			return fmt.Errorf("error starting River: %w", err)
+		if m.River == nil {
+			m.River = m.WorkerRiver
 		}
 		if m.Role == RoleWorker {
 			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
@@ -207,6 +195,30 @@ func (m *Main) APIURL() string { return "http://" + m.apiLn.Addr().String() }
 // WorkerURL is the base URL of the worker's health and metrics server.
 func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String() }
 
+// startWorkers starts River's working client on the workers' pool, with
+// the workers and the periodic jobs.
+func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
+	m.jobMetrics = jobs.NewMetrics(m.Metrics)
+	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval))
+	if working.Workers, err = m.buildWorkers(); err != nil {
+		return err
+	}
+	if m.WorkerRiver, err = jobs.NewClient(m.WorkerDB.Pool, working); err != nil {
+		return fmt.Errorf("error creating River client: %w", err)
+	}
+	// River's context is not the signal context: Close stops River with a
+	// soft stop, so a signal never cancels running jobs at once.
+	riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.riverCancel = cancel
+	if m.budget != nil {
+		m.budgetStop = m.runBudget(riverCtx)
+	}
+	if err := m.WorkerRiver.Start(riverCtx); err != nil {
+		return fmt.Errorf("error starting River: %w", err)
+	}
+	return nil
+}
+
 func (m *Main) buildWorkers() (*river.Workers, error) {
 	cfg := m.Config
 	var (
@@ -220,7 +232,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		m.budget = llm.NewBudget(llm.BudgetConfig{
 			RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
 			Holder: holderName(), Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
-		}, jobs.AccountStore{DB: m.DB.Pool, ID: id, Name: name})
+		}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
 		c, err := cfg.newLLMClient(m.jobMetrics, m.budget)
 		if err != nil {
 			return nil, err
@@ -237,27 +249,27 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		return nil, err
 	}
 	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
-		Store: jobs.NewPipelineStore(m.DB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
+		Store: jobs.NewPipelineStore(m.WorkerDB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
 		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
-		EvidenceMaxChars: cfg.EvidenceMaxChars,
+		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
 	})
 	workers := river.NewWorkers()
 	price := pricer(evals.DefaultPrices())
-	spend := &jobs.Spenders{DB: m.DB.Pool, Price: price, Logger: m.Logger}
+	spend := &jobs.Spenders{DB: m.WorkerDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
-		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
+		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
 		Metrics: m.jobMetrics, Price: price, Spend: spend,
 	}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
-		DB: m.DB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
+		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
 		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: spend,
 	}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.BatchWorker{
-		DB: m.DB.Pool, Batcher: batcher, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue,
+		DB: m.WorkerDB.Pool, Batcher: batcher, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue,
 		Logger: m.Logger, Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
 	}); err != nil {
 		return nil, err
@@ -266,13 +278,17 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	// by an API that had one fail with an error saying so, and are retried.
 	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
 	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
-		DB: m.DB.Pool, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Queue.WebhookTimeout),
+		DB: m.WorkerDB.Pool, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Queue.WebhookTimeout),
 		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.DB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {
+	if err := river.AddWorkerSafely(workers, &jobs.ListSweepWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger,
+		Lists: m.listMetrics}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.WorkerDB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {
 		return nil, err
 	}
 	return workers, nil
@@ -285,14 +301,14 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		auth = httpapi.AuthOff{Limits: cfg.Callers}
 	}
 	api := httpapi.Config{
-		DB: m.DB, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
+		DB: m.DB, DBTimeout: cfg.APIDBTimeout, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
 		Lists: m.listConfig(),
 	}
 	if traced {
-		api.TracerProvider = otel.GetTracerProvider()
+		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
 	}
 	// River UI is for operators: behind basic auth, or open only when the
 	// whole service runs with AUTH=off on a local machine.
@@ -425,9 +441,9 @@ func (m *Main) Close(ctx context.Context) error {
 		// snooze); those in flight finish within the soft stop.
 		m.limited.Stop()
 	}
-	if m.River != nil && m.riverCancel != nil {
+	if m.WorkerRiver != nil && m.riverCancel != nil {
 		start := time.Now()
-		if err := m.River.Stop(ctx); err != nil {
+		if err := m.WorkerRiver.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("error stopping River: %w", err))
 		}
 		m.riverCancel()
@@ -438,6 +454,9 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()
+	}
+	if m.WorkerDB != nil && m.WorkerDB != m.DB {
+		m.WorkerDB.Close()
 	}
 	if m.DB != nil {
 		m.DB.Close()

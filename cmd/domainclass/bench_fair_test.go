@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
@@ -31,7 +33,8 @@ import (
 // BENCH_FAIR_ACCOUNT_RPM (default 3600),
 // BENCH_FAIR_SECONDS (interactive load per step, default 60),
 // BENCH_FAIR_WINDOW (rate windows of the two-caller step, default 20s),
-// BENCH_FAIR_STAGGER (how long caller A's list runs before B's, default 30s).
+// BENCH_FAIR_STAGGER (how long caller A's list runs before B's, default 30s),
+// BENCH_FAIR_ALL_ROWS (the list beside the probe in `all`, default 1000000).
 
 type fairBench struct {
 	t       *testing.T
@@ -49,6 +52,7 @@ func benchFair(t *testing.T) []benchRow {
 	for _, workers := range envInts("BENCH_FAIR_WORKERS", []int{1, 2, 4}) {
 		rows = append(rows, fairRun(t, workers)...)
 	}
+	rows = append(rows, fairAllRun(t)...)
 	return rows
 }
 
@@ -264,4 +268,89 @@ func envInts(name string, def []int) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// fairAllRun is issue 26's deployment: `all` (the API and the workers in
+// one process, as `go tool task up` runs it) with LLM_MAX_CONCURRENCY=32,
+// and the interactive probe of fairRun, idle and while a list of
+// BENCH_FAIR_ALL_ROWS (a million) rows drains, with the list's owner
+// polling its status 50 times a second. Before the API had a pool of its
+// own, 59 of 60 probes got 503 in the first minute.
+func fairAllRun(t *testing.T) []benchRow {
+	t.Helper()
+	latency := envDuration("BENCH_LLM_LATENCY", 200*time.Millisecond)
+	seconds := envDuration("BENCH_FAIR_SECONDS", 60*time.Second)
+	n := envInt("BENCH_FAIR_ALL_ROWS", 1_000_000)
+	const c = 32
+	e := newE2E(t, llmtest.Steady(true, 4, "x", latency), map[string]string{
+		"AUTH": "on", "LOG_LEVEL": "error",
+		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(int(c/latency.Seconds()) * 60 * 10),
+		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
+	})
+	for _, k := range []string{"API_DB_MAX_CONNS", "WORKER_DB_MAX_CONNS", "LIST_WORKERS", "LIST_DOMAIN_CONCURRENCY"} {
+		if v := os.Getenv("BENCH_" + k); v != "" {
+			e.env[k] = v
+		}
+	}
+	all := e.start(RoleAll)
+	f := &fairBench{t: t, e: e, workers: 1, ideal: c / latency.Seconds(),
+		app:   client.New(all.APIURL(), e.apiKey("app")),
+		teamA: client.New(all.APIURL(), e.apiKey("team-a")),
+	}
+	var refused atomic.Int64 // answers the clients were told to retry (503s) or never got
+	for _, cl := range []*client.Client{f.app, f.teamA} {
+		cl.OnRetry = func(string, time.Duration) { refused.Add(1) }
+	}
+
+	idle := f.interactive(seconds)
+	big := f.upload(f.teamA, "all", n)
+	f.waitDraining(f.teamA, big)
+	var (
+		loaded, status []time.Duration
+		wg             sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	wg.Go(func() { status = f.pollList(f.teamA, big, stop) })
+	loaded = f.interactive(seconds)
+	close(stop)
+	wg.Wait()
+	f.cancel(f.teamA, big)
+	for name, d := range map[string]*db.DB{"api": all.DB, "worker": all.WorkerDB} {
+		st := d.Pool.Stat()
+		t.Logf("%s pool: %d conns, %d acquires, %d waited %s in all", name, st.MaxConns(), st.AcquireCount(),
+			st.EmptyAcquireCount(), st.EmptyAcquireWaitTime().Round(time.Millisecond))
+	}
+
+	p95Idle, p95Loaded, p99Status := percentile(idle, 0.95), percentile(loaded, 0.95), percentile(status, 0.99)
+	setting := fmt.Sprintf("`all`, C=%d, L=%s", c, latency)
+	return []benchRow{
+		{"fair", fmt.Sprintf("%s: 10-domain jobs at 1/s beside a %s-row list draining: p95 completion", setting, count(n)),
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s", ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5))),
+			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
+		{"fair", "  the same: answers retried (503) or not received, of the probe's and the list's polls",
+			strconv.FormatInt(refused.Load(), 10), fmt.Sprintf("%d jobs, %d list polls", len(idle)+len(loaded), len(status)),
+			"0", verdict(refused.Load() == 0)},
+		{"fair", "  the same: GET /lists/{id} of the draining list, p99 (client)", ms(p99Status),
+			fmt.Sprintf("p50 %s, max %s, %d requests", ms(percentile(status, 0.5)), ms(percentile(status, 1)), len(status)),
+			"≤ 10 ms", verdict(p99Status <= 10*time.Millisecond)},
+	}
+}
+
+// pollList asks for a list's status 50 times a second until stop, and
+// returns each answer's latency.
+func (f *fairBench) pollList(c *client.Client, id string, stop <-chan struct{}) []time.Duration {
+	var lat []time.Duration
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return lat
+		case <-tick.C:
+		}
+		start := time.Now()
+		_, err := c.List(context.Background(), id)
+		require.NoError(f.t, err)
+		lat = append(lat, time.Since(start))
+	}
 }

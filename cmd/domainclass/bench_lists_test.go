@@ -224,6 +224,7 @@ func benchLists(t *testing.T) []benchRow {
 	cpu0 := cpuSeconds(t, pid)
 	before, peak := rssDuring(t, pid, func() { code, body, upload = uploadList(t, api.URL, list.gz, "") })
 	apiCPU := cpuSeconds(t, pid) - cpu0
+	uploadGrowth := peak - before
 	require.Equal(t, http.StatusAccepted, code, "%.300s", body)
 	require.NoError(t, json.Unmarshal(body, &accepted))
 	require.Equal(t, n, accepted.Rows)
@@ -248,6 +249,7 @@ func benchLists(t *testing.T) []benchRow {
 	runtime.GC()
 	rows = append(rows, benchRow{"lists", fmt.Sprintf("dry run of the same %s rows: time", count(n)), fmt.Sprintf("%.1f s", dry.Seconds()),
 		"-", "≤ 5 s", verdict(dry <= 5*time.Second)})
+	rows = append(rows, benchWorstBodies(t, api.URL, pid, uploadGrowth)...)
 
 	// Results of the whole list (all PENDING: streaming does not care).
 	var streamed int

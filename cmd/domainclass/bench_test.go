@@ -59,20 +59,6 @@ func verdict(ok bool) string {
 	return "MISSES"
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func TestBench(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	start := time.Now()

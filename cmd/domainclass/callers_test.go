@@ -117,7 +117,7 @@ func TestSubmit(t *testing.T) {
 
 		code, _, errOut = e.cli(context.Background(), "", nil, "submit", "--json", "a.com")
 		require.Equal(t, 2, code)
-		require.Contains(t, errOut, "--json and --csv print results, so they need --wait")
+		require.Contains(t, errOut, "--json, --ndjson and --csv print results, so they need --wait")
 	})
 
 	t.Run("ExitsNonZeroWhenAJobFailed", func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestSubmit(t *testing.T) {
 			code, _, errOut = e.cli(ctx, brands(10), []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 				"submit", "--wait", "--poll", "100ms", "--file", "-")
 		})
-		require.Eventually(t, func() bool { return e.llm.Total() > 0 }, 10*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return e.llm.Total() > 0 }, dbtest.Patience(), 20*time.Millisecond)
 		interrupt() // what Ctrl-C does to the command's context
 		wg.Wait()
 		require.Equal(t, 1, code)
@@ -169,7 +169,7 @@ func TestSubmit(t *testing.T) {
 		require.NotNil(t, m, errOut)
 		require.Contains(t, errOut, "domainclass: interrupted; the jobs were not cancelled")
 		close(release)
-		e.wait(m[1], "COMPLETED", 20*time.Second)
+		e.wait(m[1], "COMPLETED", dbtest.Patience())
 	})
 }
 
@@ -245,7 +245,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		var n int
 		require.NoError(t, m.DB.Pool.QueryRow(context.Background(), "SELECT count(*) FROM classify_job WHERE status = 'COMPLETED'").Scan(&n))
 		return n == 1 && hooks.Load() == 2
-	}, 20*time.Second, 20*time.Millisecond, "the job completed and its webhook was delivered on the second try")
+	}, dbtest.Patience(), 20*time.Millisecond, "the job completed and its webhook was delivered on the second try")
 	do("GET", "/metrics", "")
 	_, cliOut, cliErr := e.cli(context.Background(), "", nil, "apikey", "list")
 	_, _, badURLErr := e.cli(context.Background(), "", []string{"DATABASE_URL=postgres://u:" + secrets["db password"] + "@127.0.0.1:1/x?connect_timeout=1"}, "migrate")

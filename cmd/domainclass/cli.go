@@ -38,6 +38,9 @@ type cli struct {
 // Run runs one command line and returns its exit code: 0 on success, 2 on
 // a usage error, 1 on a failure, with one clear line on stderr.
 func Run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if isTerminal(stdout) {
+		stdout = &terminalWriter{w: stdout}
+	}
 	root := newRootCommand(&cli{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr})
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -220,5 +223,5 @@ func (c *cli) serveCommand(role, short string) *cobra.Command {
 
 // oneLine folds an error into one line for the terminal.
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+	return printable(strings.Join(strings.Fields(err.Error()), " "))
 }

@@ -29,7 +29,14 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslm
 type Config struct {
 	DatabaseURL    string
 	DatabaseSchema string // holds all tables; "" = search_path
-	DBMaxConns     int32  // 0: ClassifyWorkers + min(ListWorkers, 16) + 10
+	// Pool sizes (pools.go): DBMaxConns sizes each pool of the process
+	// whose own size is not set; 0 everywhere is each role's default.
+	DBMaxConns       int32
+	APIDBMaxConns    int32 // the API's pool (api, all)
+	WorkerDBMaxConns int32 // the workers' pool (worker, all)
+	// APIDBTimeout bounds a short request's wait for Postgres (a
+	// connection, then its queries) before it answers 503.
+	APIDBTimeout time.Duration
 
 	HTTPAddr   string
 	WorkerAddr string
@@ -75,6 +82,9 @@ type Config struct {
 	TracesExporter     string
 	OTLPEndpoint       string
 	OTLPTracesEndpoint string
+	// TraceTrustIncoming continues the trace context callers send
+	// (httpapi.Config.TrustIncomingTrace); off, their traces are linked.
+	TraceTrustIncoming bool
 
 	Queue     jobs.Settings
 	Callers   httpapi.Limits
@@ -100,6 +110,8 @@ func DefaultConfig() Config {
 		SearchTimeout:          search.DefaultTimeout,
 		Auth:                   "on",
 		AuthCacheTTL:           httpapi.DefaultAuthCacheTTL,
+		TraceTrustIncoming:     httpapi.DefaultTrustIncomingTrace,
+		APIDBTimeout:           httpapi.DefaultDBTimeout,
 		LogFormat:              "json",
 		LogLevel:               "info",
 		Queue:                  jobs.DefaultSettings(),
@@ -123,14 +135,17 @@ type envVar struct {
 // setting it overrides. The defaults and their reasons are with the owners:
 // jobs/settings.go (queues, attempts, timeouts, lists' chunks, webhooks),
 // httpapi/limits.go (callers, list limits), classifier/freshness.go (cache), classifier/pipeline.go
-// (CLAIM_WAIT), classifier/llm (model bounds and timeout) and
-// classifier/search (search timeout).
+// (CLAIM_WAIT), classifier/llm (model bounds and timeout),
+// classifier/search (search timeout) and pools.go (the database pools).
 func (c *Config) environment() []envVar {
 	q := &c.Queue
 	return []envVar{
 		{"DATABASE_URL", &c.DatabaseURL, ""},
 		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
 		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
+		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
+		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
+		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
 
@@ -162,15 +177,22 @@ func (c *Config) environment() []envVar {
 		{"OTEL_TRACES_EXPORTER", &c.TracesExporter, ""},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", &c.OTLPEndpoint, ""},
 		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &c.OTLPTracesEndpoint, ""},
+		{"TRACE_TRUST_INCOMING", &c.TraceTrustIncoming, ""},
 		{"LOG_FORMAT", &c.LogFormat, ""},
 		{"LOG_LEVEL", &c.LogLevel, ""},
 
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
+		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
 
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
 		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
 		{"CALLER_MAX_ACTIVE_LISTS", &c.Lists.MaxActive, "MaxActive"},
+		{"LIST_UPLOADS_PER_PROCESS", &c.Lists.MaxUploads, "MaxUploads"},
+		{"CALLER_MAX_UPLOADS", &c.Lists.CallerMaxUploads, "CallerMaxUploads"},
+		{"LIST_UPLOAD_MIN_RATE", &c.Lists.UploadMinRate, "UploadMinRate"},
+		{"LIST_UPLOAD_RATE_WINDOW", &c.Lists.UploadRateWindow, "UploadRateWindow"},
+		{"LIST_SPOOL_DIR", &c.Lists.SpoolDir, "SpoolDir"},
 
 		{"CACHE_TTL_HIGH", &c.Freshness.High, "High"},
 		{"CACHE_TTL_MEDIUM", &c.Freshness.Medium, "Medium"},
@@ -185,6 +207,7 @@ func (c *Config) environment() []envVar {
 		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
 		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
 		{"JOB_RETENTION", &q.JobRetention, "JobRetention"},
+		{"LIST_RETENTION", &q.ListRetention, "ListRetention"},
 		{"RETENTION_CANCELLED", &q.CancelledRetention, "CancelledRetention"},
 		{"RETENTION_DISCARDED", &q.DiscardedRetention, "DiscardedRetention"},
 		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
@@ -195,6 +218,9 @@ func (c *Config) environment() []envVar {
 		{"LIST_CHUNK_ROWS", &q.ListChunkRows, "ListChunkRows"},
 		{"LIST_CHUNKS_IN_FLIGHT", &q.ListChunksInFlight, "ListChunksInFlight"},
 		{"LIST_CHUNK_BUDGET", &q.ListChunkBudget, "ListChunkBudget"},
+		{"LIST_SWEEP_INTERVAL", &q.ListSweepInterval, "ListSweepInterval"},
+		{"DOMAIN_ATTEMPTS", &q.DomainAttempts, "DomainAttempts"},
+		{"DOMAIN_RETRY_BACKOFF", &q.DomainRetryBackoff, "DomainRetryBackoff"},
 		{"BATCH_MAX_REQUESTS", &q.BatchMaxRequests, "BatchMaxRequests"},
 		{"BATCH_POLL_INTERVAL", &q.BatchPollInterval, "BatchPollInterval"},
 		{"BATCH_MAX_ATTEMPTS", &q.BatchMaxAttempts, "BatchMaxAttempts"},
@@ -300,10 +326,13 @@ func (c Config) Validate() error {
 		return errors.New("LLM_MAX_COMPLETION_TOKENS must be at least 16 (an answer is about 60 tokens)")
 	case c.EvidenceMaxChars < 100:
 		return errors.New("EVIDENCE_MAX_CHARS must be at least 100")
-	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0:
-		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT and CLAIM_WAIT must be positive")
+	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0 || c.APIDBTimeout <= 0:
+		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT, CLAIM_WAIT and API_DB_TIMEOUT must be positive")
 	case c.AuthCacheTTL < 0:
 		return errors.New("AUTH_CACHE_TTL must not be negative")
+	}
+	if err := c.validatePools(); err != nil {
+		return err
 	}
 	if c.WebhookSecret != "" {
 		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {

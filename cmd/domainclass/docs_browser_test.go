@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 )
 
@@ -92,7 +93,7 @@ func TestDocsInABrowser(t *testing.T) {
 		}
 		return text, missing
 	}
-	assert.Eventually(t, func() bool { _, missing := shown(); return len(missing) == 0 }, 30*time.Second, 250*time.Millisecond)
+	assert.Eventually(t, func() bool { _, missing := shown(); return len(missing) == 0 }, dbtest.Patience(), 250*time.Millisecond)
 	text, missing := shown()
 	require.Empty(t, missing, "the page shows every operation and webhook of /openapi.yaml; it reads:\n%.3000s", text)
 	stopListening()

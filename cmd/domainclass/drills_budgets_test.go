@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -319,18 +318,4 @@ func (d *deployment) createKey(name string) string {
 	}
 	d.t.Fatalf("no key in: %s", out)
 	return ""
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }

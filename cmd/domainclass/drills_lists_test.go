@@ -391,7 +391,7 @@ func drillPostgresWhileListDrains(t *testing.T, s *drillSet) {
 	s.check(t, drill, "list COMPLETED; rows COMPLETED (DB)", "every row", completed && outcomes["COMPLETED"] == rows,
 		"%d of %d (%v)", outcomes["COMPLETED"], rows, outcomes)
 	s.figure(drill, "at the stop; Postgres down", "%d of %d rows done; %s", atStop.Progress.Done, rows, down.Round(100*time.Millisecond))
-	s.figure(drill, "LLM calls per domain", "%s (%d calls for %d domains: answers in flight during the outage were lost and asked again); %d chunk jobs retried",
+	s.figure(drill, "LLM calls per domain", "%s (%d calls for %d domains: an answer that met the outage is stored once it is back); %d chunk jobs retried",
 		ratio(calls, rows), calls, rows, retried)
 	s.figure(drill, "stop → list COMPLETED", "%s", recovery.Round(100*time.Millisecond))
 }

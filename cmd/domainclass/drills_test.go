@@ -58,6 +58,8 @@ var drills = []struct {
 	{"PostgresDuringUpload", drillPostgresDuringUpload},
 	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
+	{"ListBadHour", drillListBadHour},
+	{"TrickledUploads", drillTrickledUploads},
 	{"ScaleRequests", drillScaleRequests},
 	{"ScaleTokens", drillScaleTokens},
 	{"BudgetWorkerKilled", drillBudgetWorkerKilled},
@@ -408,8 +410,10 @@ func drillLLMFailures(t *testing.T, s *drillSet) {
 		}
 	}
 	always := func(r llmtest.Reply) func(int) llmtest.Reply { return func(int) llmtest.Reply { return r } }
+	// A transient failure is retried in the job (DOMAIN_ATTEMPTS,
+	// DOMAIN_RETRY_BACKOFF): no River attempt is used.
 	retried := func(o llmOutcome) bool {
-		return o.jobStatus == "COMPLETED" && o.domainStatus == "COMPLETED" && o.calls == 2 && o.attempts == 2 && len(o.errors) == 1
+		return o.jobStatus == "COMPLETED" && o.domainStatus == "COMPLETED" && o.calls == 2 && o.attempts == 1 && len(o.errors) == 0
 	}
 	failedOnce := func(reason string) func(o llmOutcome) bool {
 		return func(o llmOutcome) bool {
@@ -418,7 +422,7 @@ func drillLLMFailures(t *testing.T, s *drillSet) {
 		}
 	}
 	modes := []llmMode{{
-		name: "500, then an answer", prefix: "e500", designed: "error → River retries → COMPLETED",
+		name: "500, then an answer", prefix: "e500", designed: "error → retried in the job, no attempt used → COMPLETED",
 		reply: firstThen(llmtest.Status(http.StatusInternalServerError, nil)), ok: retried,
 	}, {
 		name: "429 Retry-After: 1, then an answer", prefix: "e429", designed: "snoozed 1 s, no attempt used → COMPLETED",
@@ -428,10 +432,10 @@ func drillLLMFailures(t *testing.T, s *drillSet) {
 				o.snoozes == 1 && len(o.errors) == 0
 		},
 	}, {
-		name: "200 with a body that is not JSON, then an answer", prefix: "ebody", designed: "error → River retries → COMPLETED",
+		name: "200 with a body that is not JSON, then an answer", prefix: "ebody", designed: "error → retried in the job, no attempt used → COMPLETED",
 		reply: firstThen(llmtest.Reply{Raw: "<html><body>upstream hiccup</body></html>"}), ok: retried,
 	}, {
-		name: "30 s stall (LLM_TIMEOUT=2s), then an answer", prefix: "stall", designed: "cut at 2 s → River retries → COMPLETED",
+		name: "30 s stall (LLM_TIMEOUT=2s), then an answer", prefix: "stall", designed: "cut at 2 s → retried in the job → COMPLETED",
 		reply: firstThen(llmtest.Reply{Delay: 30 * time.Second}),
 		ok: func(o llmOutcome) bool {
 			return retried(o) && o.secondCallAfter >= llmTimeout && o.secondCallAfter < 10*time.Second

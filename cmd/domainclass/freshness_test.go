@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // postJob sends a raw POST /domains/classify body and returns the status
@@ -52,9 +53,9 @@ func TestFreshnessPerRequest(t *testing.T) {
 	}, nil)
 	e.start(RoleAll)
 
-	first := e.wait(e.submit("acme.com"), "COMPLETED", 20*time.Second)
+	first := e.wait(e.submit("acme.com"), "COMPLETED", dbtest.Patience())
 	require.Equal(t, 1, e.llm.Calls("acme.com"))
-	cached := e.wait(e.submit("acme.com"), "COMPLETED", 20*time.Second)
+	cached := e.wait(e.submit("acme.com"), "COMPLETED", dbtest.Patience())
 	require.Equal(t, "cache", cached.Results[0].Source, "an answer within the TTLs is used")
 
 	// max_age: an answer older than it is stale for this request. (The
@@ -62,10 +63,10 @@ func TestFreshnessPerRequest(t *testing.T) {
 	_, err := e.api.DB.Pool.Exec(t.Context(), `UPDATE result SET classified_at = now() - interval '2 hours' WHERE domain = 'acme.com'`)
 	require.NoError(t, err)
 	verdict.Store("Sells soap and snacks.")
-	aged := e.wait(e.submitBody(`{"domains": ["acme.com"], "max_age": "1h"}`), "COMPLETED", 20*time.Second)
+	aged := e.wait(e.submitBody(`{"domains": ["acme.com"], "max_age": "1h"}`), "COMPLETED", dbtest.Patience())
 	require.Equal(t, "llm", aged.Results[0].Source)
 	require.Equal(t, 2, e.llm.Calls("acme.com"))
-	young := e.wait(e.submitBody(`{"domains": ["acme.com"], "max_age": "720h"}`), "COMPLETED", 20*time.Second)
+	young := e.wait(e.submitBody(`{"domains": ["acme.com"], "max_age": "720h"}`), "COMPLETED", dbtest.Patience())
 	require.Equal(t, "cache", young.Results[0].Source)
 	require.Equal(t, "Sells soap and snacks.", young.Results[0].Reasoning, "the new answer replaced the old")
 
@@ -75,10 +76,10 @@ func TestFreshnessPerRequest(t *testing.T) {
 	hold.Store(&h)
 	a := e.submitBody(`{"domains": ["acme.com"], "refresh": true}`)
 	b := e.submitBody(`{"domains": ["acme.com"], "refresh": true}`)
-	require.Eventually(t, func() bool { return e.llm.InFlight() == 1 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.llm.InFlight() == 1 }, dbtest.Patience(), 10*time.Millisecond)
 	hold.Store(nil)
 	close(h)
-	va, vb := e.wait(a, "COMPLETED", 40*time.Second), e.wait(b, "COMPLETED", 40*time.Second)
+	va, vb := e.wait(a, "COMPLETED", dbtest.Patience()), e.wait(b, "COMPLETED", dbtest.Patience())
 	require.Equal(t, 3, e.llm.Calls("acme.com"), "one call for two refreshes")
 	require.Equal(t, "Makes soap, snacks and sauces.", va.Results[0].Reasoning)
 	require.Equal(t, va.Results[0].Reasoning, vb.Results[0].Reasoning)

@@ -130,7 +130,7 @@ func readKnownCSV(r io.Reader) (rows []knownCompany, dups int, err error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("line %d: %w", line, err)
 		}
-		name := strings.Join(strings.Fields(rec[nameCol]), " ")
+		name := classifier.FoldLine(rec[nameCol]) // it becomes the override's note
 		if name == "" {
 			return nil, 0, fmt.Errorf("line %d: %s has no name", line, domain)
 		}

@@ -15,8 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/httpapi/wire"
@@ -43,6 +41,8 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 				return usagef("%s is a CSV file: add the domains given as arguments to it, or send them apart", src.name)
 			}
 			contentType = client.ListCSV
+		} else if o.domainColumn != "" || o.refColumn != "" {
+			return usagef("%s is not a CSV file (its first line has no comma): --domain-column and --ref-column name a CSV's columns", src.name)
 		}
 		open = func() (io.ReadCloser, error) {
 			r, err := src.open()
@@ -54,7 +54,8 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 	}
 
 	api := c.apiClient(o.url, o.key)
-	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier}
+	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier,
+		DomainColumn: o.domainColumn, RefColumn: o.refColumn}
 	if o.dryRun {
 		est, err := api.EstimateList(ctx, open, opts)
 		if err != nil {
@@ -88,30 +89,10 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 		return nil
 	}
 
-	progress := newListProgress(c.stderr, a.Rows)
-	st, err := api.WaitList(ctx, a.ListID, o.poll, progress.set)
-	progress.finish()
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(c.stderr, "stopped waiting; the list goes on: %s\n", a.ListID)
-			return errors.New("interrupted; the list was not cancelled")
-		}
-		fmt.Fprintf(c.stderr, "stopped waiting after an error; the list goes on: %s\n", a.ListID)
-		return err
+	if o.asJSON {
+		fmt.Fprintln(c.stderr, "--json on a list is deprecated: it is --ndjson (one JSON object per row, as \"lists results --ndjson\")")
 	}
-	p := st.Progress
-	fmt.Fprintf(c.stderr, "list %s %s: %d rows: %d completed, %d failed, %d rejected, %d cancelled\n",
-		st.ListID, st.Status, p.Total, p.Completed, p.Failed, p.Rejected, p.Cancelled)
-	if err := c.writeListResults(ctx, api, st.ListID, o.out, client.ResultsOptions{NDJSON: o.asJSON}); err != nil {
-		return err
-	}
-	switch st.Status {
-	case classifier.StatusFailed:
-		return fmt.Errorf("list %s failed: %s", st.ListID, st.Error)
-	case classifier.StatusCancelled:
-		return fmt.Errorf("list %s was cancelled", st.ListID)
-	}
-	return nil
+	return c.waitList(ctx, api, a.ListID, waitOptions{out: o.out, ndjson: o.ndjson || o.asJSON, poll: o.poll})
 }
 
 // writeListResults writes a list's results to stdout, or into out (whole
@@ -330,71 +311,14 @@ func roughly(d time.Duration) string {
 	return fmt.Sprintf("%dh%02dm", m/60, m%60)
 }
 
-// listProgress shows how far a list is: a bar over its rows on a
-// terminal, a line per change otherwise, with the rate since the first
-// look and the time left at that rate.
-type listProgress struct {
-	w         io.Writer
-	bar       *progressbar.ProgressBar
-	now       func() time.Time
-	start     time.Time
-	startDone int
-	lastDone  int
-}
+// listProgress shows how far a list is (progressLine).
+type listProgress struct{ *progressLine }
 
-func newListProgress(w io.Writer, rows int) *listProgress {
-	p := &listProgress{w: w, now: time.Now, lastDone: -1}
-	if isTerminal(w) {
-		p.bar = progressbar.NewOptions(rows,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(fmt.Sprintf("classifying a list of %d rows", rows)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("rows"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	return p
+func newListProgress(w io.Writer) *listProgress {
+	return &listProgress{newProgressLine(w, "rows")}
 }
 
 // set shows one poll's status.
 func (p *listProgress) set(s *wire.ListStatus) {
-	done, total := s.Progress.Done, s.Progress.Total
-	if p.bar != nil {
-		if p.bar.GetMax() != total {
-			p.bar.ChangeMax(total)
-		}
-		_ = p.bar.Set(done)
-		return
-	}
-	now := p.now()
-	if p.lastDone < 0 {
-		p.start, p.startDone = now, done
-	}
-	if done == p.lastDone {
-		return
-	}
-	p.lastDone = done
-	line := fmt.Sprintf("progress: %d/%d rows done", done, total)
-	if elapsed := now.Sub(p.start).Seconds(); elapsed > 0 && done > p.startDone {
-		rate := float64(done-p.startDone) / elapsed
-		if rate >= 10 {
-			line += fmt.Sprintf(", %.0f rows/s", rate)
-		} else {
-			line += fmt.Sprintf(", %.1f rows/s", rate)
-		}
-		if done < total {
-			line += ", " + about(time.Duration(float64(total-done)/rate*float64(time.Second))) + " left"
-		}
-	}
-	fmt.Fprintln(p.w, line)
-}
-
-func (p *listProgress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
+	p.progressLine.set(s.Progress.Done, s.Progress.Total, "")
 }

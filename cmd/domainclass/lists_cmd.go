@@ -21,8 +21,9 @@ import (
 // results, cancelling it. They speak to the API, like submit.
 
 func (c *cli) listsCommand() *cobra.Command {
-	return group("lists", "a client: a list's status, results, cancel (lists are sent with submit)",
-		c.listsStatusCommand(), c.listsResultsCommand(), c.listsCancelCommand())
+	return group("lists", "a client: your lists, a list's status, results, waiting, retry, cancel (lists are sent with submit)",
+		c.listsLsCommand(), c.listsStatusCommand(), c.listsWaitCommand(), c.listsResultsCommand(), c.listsRetryCommand(),
+		c.listsCancelCommand())
 }
 
 // listID checks the one argument, a list id.
@@ -153,6 +154,9 @@ func printListStatus(w io.Writer, s *wire.ListStatus, baseURL string, asJSON boo
 	fmt.Fprintf(tw, "classifier\t%s\n", s.Classifier)
 	fmt.Fprintf(tw, "created\t%s\n", s.CreatedAt.Format(time.RFC3339))
 	fmt.Fprintf(tw, "ended\t%s\n", ended)
+	if s.ExpiresAt != nil {
+		fmt.Fprintf(tw, "kept until\t%s (then purged: download the results before)\n", s.ExpiresAt.Format(time.RFC3339))
+	}
 	fmt.Fprintf(tw, "rows\t%d (%d distinct domains)\n", s.Rows, s.Domains)
 	fmt.Fprintf(tw, "done\t%d/%d: %d completed, %d failed, %d rejected, %d cancelled\n",
 		p.Done, p.Total, p.Completed, p.Failed, p.Rejected, p.Cancelled)

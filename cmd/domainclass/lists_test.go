@@ -20,10 +20,11 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
-var progressLine = regexp.MustCompile(`^progress: (\d+)/(\d+) rows done(, [0-9.]+ rows/s(, (about (\d+h\d\dm|\d+m(\d\ds)?|\d+s)|under a second) left)?)?$`)
+var progressLineRe = regexp.MustCompile(`^progress: (\d+)/(\d+) rows done(, [0-9.]+ rows/s(, (about (\d+h\d\dm|\d+m(\d\ds)?|\d+s)|under a second) left)?)?$`)
 
 // requireProgressLines checks the progress lines of a list of rows rows:
 // one per change, counts going up, the last one all done.
@@ -34,7 +35,7 @@ func requireProgressLines(t *testing.T, errOut string, rows int) {
 		if !strings.HasPrefix(line, "progress: ") {
 			continue
 		}
-		m := progressLine.FindStringSubmatch(line)
+		m := progressLineRe.FindStringSubmatch(line)
 		require.NotNil(t, m, "a progress line: %q", line)
 		done, _ := strconv.Atoi(m[1])
 		require.Equal(t, strconv.Itoa(rows), m[2], line)
@@ -90,7 +91,7 @@ func (e *e2e) waitList(id string, status string) wire.ListStatus {
 	require.Eventually(e.t, func() bool {
 		s = e.listStatus(id)
 		return string(s.Status) == status
-	}, 20*time.Second, 25*time.Millisecond, "list %s: want %s, last seen %+v", id, status, s)
+	}, dbtest.Patience(), 25*time.Millisecond, "list %s: want %s, last seen %+v", id, status, s)
 	return s
 }
 
@@ -137,7 +138,9 @@ func TestSubmitList(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &est))
 		require.Equal(t, wire.ListEstimate{Rows: 2, Domains: 2, Known: 1, Fresh: 1, ModelCalls: 1, Model: "test-model",
 			EstimatedSeconds: est.EstimatedSeconds, Tier: "standard", Tiers: map[string]wire.TierEstimate{
-				"standard": {EstimatedSeconds: est.EstimatedSeconds}, "economy": {EstimatedSeconds: 24 * 3600}}}, est)
+				"standard": {EstimatedSeconds: est.EstimatedSeconds}, "economy": {EstimatedSeconds: 24 * 3600}},
+			Basis: est.Basis}, est)
+		require.False(t, est.Basis.Measured, "no list ran yet: from the configured bounds")
 		require.Zero(t, e.count("list"))
 
 		code, _, errOut = e.cli(context.Background(), "", client, "submit", "--dry-run", "--wait", "a.com")
@@ -318,6 +321,58 @@ func TestLists(t *testing.T) {
 		require.Contains(t, errOut, `--status: "DONE" is not one of`)
 	})
 
+	t.Run("AListsFailedRowIsFoundRetriedAndWaitedForAgain", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Domain == "flaky.com" && r.Call == 1 {
+				return llmtest.Reply{Content: "Sure! It is a great company."} // unreadable: the row FAILS
+			}
+			return llmtest.Answer(true, 4, "Snacks.")
+		}, nil)
+		e.start(RoleAll)
+		ctx := context.Background()
+		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
+		code, out, errOut := e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "--ndjson", "flaky.com", "steady.com")
+		require.Equal(t, 0, code, errOut)
+		id := listIDOf(t, errOut)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 2, "NDJSON: a row a line")
+		var row wire.ListRow
+		require.NoError(t, json.Unmarshal([]byte(lines[0]), &row))
+		require.Equal(t, classifier.StatusFailed, row.Status)
+		require.Contains(t, errOut, `1 rows FAILED (the reason of each is in its error column); queue them again with "domainclass lists retry `+id+`"`)
+
+		code, out, errOut = e.cli(ctx, "", client, "lists", "ls")
+		require.Equal(t, 0, code, errOut)
+		require.Regexp(t, `(?m)^LIST\s+STATUS\s+CREATED\s+ROWS\s+DONE\s+FAILED\s+TIER$`, out)
+		require.Regexp(t, `(?m)^`+id+`\s+COMPLETED\s+\S+\s+2\s+2\s+1\s+standard$`, out)
+
+		code, out, errOut = e.cli(ctx, "", client, "lists", "retry", id)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, "list "+id+": 1 rows queued again\n", errOut)
+		require.Regexp(t, `(?m)^status\s+RUNNING$`, out)
+		answers := filepath.Join(t.TempDir(), "answers.csv")
+		code, _, errOut = e.cli(ctx, "", client, "lists", "wait", id, "--poll", "100ms", "--out", answers)
+		require.Equal(t, 0, code, errOut)
+		records := readCSVFile(t, answers)
+		require.Len(t, records, 3)
+		for _, r := range records[1:] {
+			require.Equal(t, "COMPLETED", r[4], "row %s", r[0])
+		}
+		require.Equal(t, 2, e.llm.Calls("flaky.com"), "the failed row was asked again, once")
+		require.Equal(t, 1, e.llm.Calls("steady.com"))
+
+		code, _, errOut = e.cli(ctx, "", client, "lists", "retry", id)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, "list "+id+" has no FAILED row: nothing queued again\n", errOut)
+
+		// --json on a list's results is the deprecated name of --ndjson.
+		code, out, errOut = e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "--json", "steady.com")
+		require.Equal(t, 0, code, errOut)
+		require.NoError(t, json.Unmarshal([]byte(out), &row))
+		require.Contains(t, errOut, "--json on a list is deprecated: it is --ndjson")
+	})
+
 	t.Run("CancelStopsAListHeldByTheModel", func(t *testing.T) {
 		t.Parallel()
 		hold := holdDomain("slow.com")
@@ -329,7 +384,7 @@ func TestLists(t *testing.T) {
 		id := listIDOf(t, errOut)
 		require.Eventually(t, func() bool {
 			return e.listStatus(id).Progress.Completed == 1 && e.llm.Calls("slow.com") == 1
-		}, 20*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 
 		code, out, errOut := e.cli(context.Background(), "", client, "lists", "cancel", id)
 		require.Equal(t, 0, code, errOut)
@@ -371,7 +426,7 @@ func TestLists(t *testing.T) {
 			}
 			id = m[1]
 			return e.listStatus(id).Progress.Completed == 1 && e.llm.Calls("slow.com") == 1
-		}, 20*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 		c, _, cancelErr := e.cli(context.Background(), "", client, "lists", "cancel", id)
 		require.Equal(t, 0, c, cancelErr)
 		require.Equal(t, 1, <-code, stderr.String())
@@ -402,12 +457,13 @@ func TestLists(t *testing.T) {
 				append(e.environ(), "DOMAINCLASS_URL="+e.api.APIURL()), strings.NewReader(brands(12)), &stdout, &stderr)
 		}()
 		require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "progress: ") && e.llm.Total() > 0 },
-			10*time.Second, 20*time.Millisecond, "the list is sent and being answered")
+			dbtest.Patience(), 20*time.Millisecond, "the list is sent and being answered")
 		interrupt() // what Ctrl-C does to the command's context
 		require.Equal(t, 1, <-code)
 		errOut := stderr.String()
 		m := regexp.MustCompile(`stopped waiting; the list goes on: (\S+)\n`).FindStringSubmatch(errOut)
 		require.NotNil(t, m, errOut)
+		require.Contains(t, errOut, "wait for it again with: domainclass lists wait "+m[1]+"\n")
 		require.True(t, strings.HasSuffix(errOut, "domainclass: interrupted; the list was not cancelled\n"), errOut)
 		require.Equal(t, "RUNNING", string(e.listStatus(m[1]).Status))
 		close(release)
@@ -455,7 +511,7 @@ func TestLists(t *testing.T) {
 func TestListProgressLines(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	p := newListProgress(&out, 50_000)
+	p := newListProgress(&out)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	p.now = func() time.Time { return now }
 	status := func(done int) *wire.ListStatus {
@@ -472,8 +528,9 @@ func TestListProgressLines(t *testing.T) {
 	p.set(status(50_000))
 	require.Equal(t, "progress: 180/50000 rows done\n"+
 		"progress: 880/50000 rows done, 35 rows/s, about 23m left\n"+
-		"progress: 20000/50000 rows done, 62 rows/s, about 8m04s left\n"+
-		"progress: 50000/50000 rows done, 54 rows/s\n", out.String())
+		"progress: 20000/50000 rows done, 64 rows/s, about 7m51s left\n"+
+		"progress: 50000/50000 rows done, 50 rows/s\n", out.String(),
+		"the rate is of the last minute of looks (here, since the look before)")
 
 	for d, want := range map[time.Duration]string{0: "under a second", 40 * time.Second: "40s", 150 * time.Second: "2m30s",
 		23*time.Minute + 10*time.Second: "23m", 65 * time.Minute: "1h05m", 26 * time.Hour: "26h00m"} {

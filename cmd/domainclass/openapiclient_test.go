@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi/openapiclient"
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
@@ -79,7 +80,7 @@ func TestGeneratedClient(t *testing.T) {
 			require.Equal(t, http.StatusOK, got.StatusCode(), "%s", got.Body)
 			report = got.JSON200
 			return report.Status == openapiclient.JobStatusCOMPLETED
-		}, 20*time.Second, 25*time.Millisecond, "the job completes")
+		}, dbtest.Patience(), 25*time.Millisecond, "the job completes")
 		require.NotNil(t, report.CompletedAt)
 		require.Equal(t, openapiclient.JobProgress{Total: 2, Done: 2}, report.Progress)
 		acme, crm := report.Results[0], report.Results[1]
@@ -100,7 +101,7 @@ func TestGeneratedClient(t *testing.T) {
 				delivery = got[0]
 			}
 			return len(got) > 0
-		}, 20*time.Second, 25*time.Millisecond, "the job's webhook arrives")
+		}, dbtest.Patience(), 25*time.Millisecond, "the job's webhook arrives")
 		var payload openapiclient.WebhookPayload
 		requireDecodesStrictly(t, delivery.body, &payload)
 		require.Equal(t, openapiclient.ClassificationCompleted, payload.Type)
@@ -170,7 +171,7 @@ func TestGeneratedClient(t *testing.T) {
 			require.Equal(t, http.StatusOK, got.StatusCode(), "%s", got.Body)
 			status = got.JSON200
 			return status.Status == openapiclient.ListStatusCOMPLETED
-		}, 20*time.Second, 25*time.Millisecond, "the list completes")
+		}, dbtest.Patience(), 25*time.Millisecond, "the list completes")
 		require.Equal(t, openapiclient.ListProgress{Done: 4, Total: 4, Completed: 3, Rejected: 1, Llm: 3}, status.Progress,
 			"a duplicate row counts with the answer it shares")
 
@@ -215,7 +216,7 @@ func TestGeneratedClient(t *testing.T) {
 				return true
 			}
 			return false
-		}, 20*time.Second, 25*time.Millisecond, "the list's webhook arrives")
+		}, dbtest.Patience(), 25*time.Millisecond, "the list's webhook arrives")
 		var payload openapiclient.ListWebhookPayload
 		requireDecodesStrictly(t, delivery.body, &payload)
 		require.Equal(t, openapiclient.ListCompleted, payload.Type)
@@ -228,7 +229,7 @@ func TestGeneratedClient(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusAccepted, created.StatusCode(), "%s", created.Body)
 		id := created.JSON202.ListId
-		require.Eventually(t, func() bool { return e.llm.Calls("slow.com") == 1 }, 20*time.Second, 25*time.Millisecond,
+		require.Eventually(t, func() bool { return e.llm.Calls("slow.com") == 1 }, dbtest.Patience(), 25*time.Millisecond,
 			"the list is being worked on")
 		cancelled, err := client.CancelListWithResponse(ctx, id)
 		require.NoError(t, err)

@@ -71,11 +71,11 @@ func TestOperators(t *testing.T) {
 			return metric(t, page, `domainclass_queue_jobs{queue="classify",state="running"}`) == 1 &&
 				metric(t, page, `domainclass_domain_results_total{classifier="cpg",outcome="completed",source="llm"}`) == 2 &&
 				metric(t, page, `domainclass_llm_slots_in_use{class="interactive"}`) == 1
-		}, 10*time.Second, 20*time.Millisecond, "while the job runs: running=1, two domains answered, slow.com's call holds a slot")
+		}, dbtest.Patience(), 20*time.Millisecond, "while the job runs: running=1, two domains answered, slow.com's call holds a slot")
 		require.Zero(t, metric(t, scrape(t, w.WorkerURL()), `domainclass_llm_slots_in_use{class="list"}`))
 		close(release)
-		e.wait(id, "COMPLETED", 10*time.Second)
-		e.wait(e.submit("acme.com"), "COMPLETED", 10*time.Second)
+		e.wait(id, "COMPLETED", dbtest.Patience())
+		e.wait(e.submit("acme.com"), "COMPLETED", dbtest.Patience())
 
 		page := scrape(t, w.WorkerURL())
 		require.Equal(t, 3.0, metric(t, page, `domainclass_domain_results_total{classifier="cpg",outcome="completed",source="llm"}`))
@@ -92,7 +92,7 @@ func TestOperators(t *testing.T) {
 			page := scrape(t, w.WorkerURL())
 			return metric(t, page, `domainclass_queue_jobs{queue="classify",state="completed"}`) == 2 &&
 				metric(t, page, `domainclass_queue_jobs{queue="classify",state="running"}`) == 0
-		}, 5*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 
 		api := scrape(t, e.api.APIURL())
 		require.Equal(t, 2.0, metric(t, api, `domainclass_http_requests_total{code="202",method="POST",route="/domains/classify"}`))
@@ -125,7 +125,7 @@ func TestOperators(t *testing.T) {
 				keys = append(keys, k)
 			}
 			return len(keys) == 1 && keys[0] == "new"
-		}, 20*time.Second, 50*time.Millisecond, "the expired key is purged, the fresh one kept")
+		}, dbtest.Patience(), 50*time.Millisecond, "the expired key is purged, the fresh one kept")
 	})
 
 	t.Run("OneScrapeCostsAtMostOneQuery", func(t *testing.T) {
@@ -162,7 +162,7 @@ func TestOperators(t *testing.T) {
 			ids = append(ids, e.submit(ds...))
 		}
 		for _, id := range ids {
-			e.wait(id, "COMPLETED", 90*time.Second)
+			e.wait(id, "COMPLETED", dbtest.Patience())
 		}
 		domains := e.llm.Domains()
 		require.Len(t, domains, 20)
@@ -189,7 +189,7 @@ func TestOperators(t *testing.T) {
 		require.Eventually(t, func() bool {
 			status, _ := e.get(id).result("fast.com")
 			return status == "COMPLETED" && e.llm.Calls("slow.com") == 1
-		}, 20*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 		start = time.Now()
 		require.NoError(t, busy.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, busy.Wait(), "exit code 0 after a soft stop")
@@ -200,7 +200,7 @@ func TestOperators(t *testing.T) {
 
 		hold.letGo()
 		e.startProcess(RoleWorker)
-		v := e.wait(id, "COMPLETED", 30*time.Second)
+		v := e.wait(id, "COMPLETED", dbtest.Patience())
 		require.Equal(t, 2, v.Progress.Done)
 		require.Equal(t, 1, e.llm.Calls("fast.com"))
 	})
@@ -218,9 +218,9 @@ func TestOperators(t *testing.T) {
 		e.start(RoleAll)
 		id := e.submit("acme.com", "beta.com")
 		byUI := e.submit("gamma.com")
-		v := e.wait(id, "FAILED", 20*time.Second)
+		v := e.wait(id, "FAILED", dbtest.Patience())
 		require.Contains(t, v.Error, "gave up after 1 attempts")
-		e.wait(byUI, "FAILED", 20*time.Second)
+		e.wait(byUI, "FAILED", dbtest.Patience())
 
 		cli := func(args ...string) (int, string, string) {
 			var out, errOut strings.Builder
@@ -231,7 +231,7 @@ func TestOperators(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, listed, _ = cli("jobs", "list", "--state", "discarded")
 			return strings.Contains(listed, id)
-		}, 10*time.Second, 50*time.Millisecond)
+		}, dbtest.Patience(), 50*time.Millisecond)
 		require.Contains(t, listed, "502 Bad Gateway")
 
 		broken.Store(false)
@@ -240,7 +240,7 @@ func TestOperators(t *testing.T) {
 		require.Contains(t, out, "retried job ")
 		require.Contains(t, out, "now available, attempt 1 of 2")
 
-		v = e.wait(id, "COMPLETED", 20*time.Second)
+		v = e.wait(id, "COMPLETED", dbtest.Patience())
 		require.Empty(t, v.Error)
 		require.Equal(t, 2, v.Progress.Done)
 
@@ -255,7 +255,7 @@ func TestOperators(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		e.wait(byUI, "COMPLETED", 20*time.Second)
+		e.wait(byUI, "COMPLETED", dbtest.Patience())
 
 		code, _, errOut = cli("jobs", "retry", "999999")
 		require.Equal(t, 1, code)
@@ -283,7 +283,7 @@ func TestOperators(t *testing.T) {
 		cluster.Stop()
 		require.Eventually(t, func() bool {
 			return ready(api.APIURL()) == 503 && ready(w.WorkerURL()) == 503
-		}, 5*time.Second, 20*time.Millisecond)
+		}, dbtest.Patience(), 20*time.Millisecond)
 		resp, err := http.Post(api.APIURL()+"/domains/classify", "application/json", strings.NewReader(`{"domains":["a.com"]}`))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -292,8 +292,8 @@ func TestOperators(t *testing.T) {
 		cluster.Start()
 		require.Eventually(t, func() bool {
 			return ready(api.APIURL()) == 200 && ready(w.WorkerURL()) == 200
-		}, 15*time.Second, 50*time.Millisecond, "readyz recovers without a restart")
-		e.wait(e.submit("acme.com"), "COMPLETED", 30*time.Second)
+		}, dbtest.Patience(), 50*time.Millisecond, "readyz recovers without a restart")
+		e.wait(e.submit("acme.com"), "COMPLETED", dbtest.Patience())
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
 // TestPrintResults_HostileText: a model's reason or an error may hold what
@@ -34,6 +35,12 @@ func TestPrintResults_HostileText(t *testing.T) {
 	require.Equal(t, "'+1 snacks", records[2][5])
 	require.Equal(t, "'@SUM(A1)\x1b]0;title\x07", records[3][6], "quoted, not run; the bytes are the caller's to see")
 	require.Equal(t, "Makes -5% sugar snacks.", records[4][5], "only a leading sign is neutralised")
+	for _, rec := range records {
+		for _, cell := range rec {
+			require.False(t, csvcell.Risky(cell), "a spreadsheet would run %q", cell)
+		}
+	}
+	require.Equal(t, `=HYPERLINK("https://evil.example","click")`, csvcell.Unescape(records[1][5]), "the one rule, reversible")
 
 	out.Reset()
 	require.NoError(t, printResults(&out, reports, submitOptions{}))

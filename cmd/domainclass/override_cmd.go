@@ -13,6 +13,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/evals"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
 // overrideCommands are `override set|list|delete|export`: operators'
@@ -48,7 +49,9 @@ before keep what they got.`,
 			if confidence < 1 || confidence > 5 {
 				return usagef("--confidence must be 1 to 5, got %d", confidence)
 			}
-			if note = strings.Join(strings.Fields(note), " "); note == "" {
+			// On one line, without control characters: the note is shown in
+			// terminals, results and exports.
+			if note = classifier.FoldLine(note); note == "" {
 				return usagef("override set needs --note TEXT: why (it becomes the answer's reasoning)")
 			}
 			if by, err = c.operator(by); err != nil {
@@ -179,6 +182,8 @@ and run "domainclass eval split --data FILE" to give them one.`,
 				if len(list) == 0 {
 					return fmt.Errorf("no overrides for %s to export", cls.Name)
 				}
+				// Cells escaped as every CSV for people is (csvcell): the
+				// evals loader takes the escape off again.
 				cw := csv.NewWriter(c.stdout)
 				_ = cw.Write([]string{"domain", cls.AnswerField, "doubtful", "kind", "rationale", "split"})
 				for _, o := range list {
@@ -186,7 +191,7 @@ and run "domainclass eval split --data FILE" to give them one.`,
 					if o.Confidence <= 3 {
 						doubtful = "doubtful"
 					}
-					_ = cw.Write([]string{o.Domain, yesNo(o.Answer), doubtful, kind, o.Note, ""})
+					_ = cw.Write(csvcell.EscapeAll([]string{o.Domain, yesNo(o.Answer), doubtful, kind, o.Note, ""}))
 				}
 				cw.Flush()
 				if err := cw.Error(); err != nil {
@@ -229,7 +234,7 @@ func overrideTarget(classifierName, input string) (*classifier.Classifier, strin
 // operator is who sets an override: by when given, else the user running
 // the command (as the OS names it, or $USER).
 func (c *cli) operator(by string) (string, error) {
-	if by = strings.Join(strings.Fields(by), " "); by != "" {
+	if by = classifier.FoldLine(by); by != "" {
 		return by, nil
 	}
 	if u, err := user.Current(); err == nil && u.Username != "" {

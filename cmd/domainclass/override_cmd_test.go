@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"os"
 	"os/user"
@@ -12,8 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/evals"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
 // TestOverride drives `override set|list|delete|export` as an operator
@@ -150,4 +153,56 @@ func TestOverride_AnswersJobs(t *testing.T) {
 		"acme.com": {false, 5, "Set by alice: A software firm.", "alice", "A software firm."},
 	}, got)
 	require.Zero(t, e.llm.Total())
+}
+
+// TestOverride_HostileText: an override's note (and who set it, and a
+// known company's name) is stored on one line without control
+// characters, so that no escape sequence reaches the terminals and files
+// it is shown in; and the export a spreadsheet opens runs no formula from
+// it, while the evals loader reads back exactly what was stored.
+func TestOverride_HostileText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := []string{"DATABASE_URL=" + dbtest.URL(), "DATABASE_SCHEMA=" + dbtest.Schema(t)}
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut strings.Builder
+		code := Run(ctx, args, env, strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	const formula = `=HYPERLINK("https://evil.example","x")`
+	code, _, errOut := run("override", "set", "acme.com", "--yes", "--note", formula+"\x1b[31m red\x07\u009b", "--by", "eve\x1b[2J")
+	require.Equal(t, 0, code, errOut)
+	known := filepath.Join(t.TempDir(), "known.csv")
+	require.NoError(t, os.WriteFile(known, []byte("domain,name\nbeta.com,\"Beta\x1b]0;pwned\x07 Foods\"\n"), 0o600))
+	code, _, errOut = run("known", "import", known)
+	require.Equal(t, 0, code, errOut)
+
+	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: env[1][len("DATABASE_SCHEMA="):]})
+	require.NoError(t, err)
+	defer d.Close()
+	o, err := db.OverrideGet(ctx, d.Pool, "cpg", "acme.com")
+	require.NoError(t, err)
+	require.Equal(t, formula+" [31m red", o.Note, "control characters fold into spaces, as in a model's reason")
+	require.Equal(t, "eve [2J", o.SetBy)
+	o, err = db.OverrideGet(ctx, d.Pool, "cpg", "beta.com")
+	require.NoError(t, err)
+	require.Equal(t, "Listed as a known CPG company (Beta ]0;pwned Foods).", o.Note)
+
+	code, export, errOut := run("override", "export", "--kind", "@kind")
+	require.Equal(t, 0, code, errOut)
+	records, err := csv.NewReader(strings.NewReader(export)).ReadAll()
+	require.NoError(t, err)
+	for _, rec := range records {
+		for _, cell := range rec {
+			require.False(t, csvcell.Risky(cell), "a spreadsheet would run %q", cell)
+		}
+	}
+	require.Equal(t, []string{"acme.com", "yes", "", "'@kind", "'" + formula + " [31m red", ""}, records[1])
+	data := filepath.Join(t.TempDir(), "overrides.csv")
+	require.NoError(t, os.WriteFile(data, []byte(export), 0o600))
+	cases, err := evals.LoadCases(data, "is_cpg")
+	require.NoError(t, err)
+	require.Equal(t, evals.Case{Domain: "acme.com", Label: true, Kind: "@kind", Rationale: formula + " [31m red"}, cases[0],
+		"the loader reads back what was exported")
 }

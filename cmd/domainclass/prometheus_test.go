@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // prometheusServer is a real Prometheus (Debian's package) scraping the
@@ -75,7 +76,8 @@ scrape_configs:
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 100*time.Millisecond, "Prometheus did not become ready")
+	}, dbtest.BudgetServer, 100*time.Millisecond, "Prometheus did not become ready within its time budget of %s (load average %s)",
+		dbtest.BudgetServer, dbtest.LoadAverage())
 	return p
 }
 
@@ -141,17 +143,17 @@ func TestPrometheus(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
-	e.wait(job.JobID, "COMPLETED", 30*time.Second)
+	e.wait(job.JobID, "COMPLETED", dbtest.Patience())
 	code, _, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + api.APIURL()},
 		"submit", "--list", "--wait", "--poll", "100ms", "gamma.com", "acme.com")
 	require.Equal(t, 0, code, errOut)
-	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 
 	// The queue gauges, from both processes.
 	require.Eventually(t, func() bool {
 		s := prom.query(`domainclass_queue_jobs{queue="classify",state="completed"}`)
 		return len(s) == 2 && s[0].value >= 1 && s[1].value >= 1
-	}, 60*time.Second, 250*time.Millisecond, "the classify job as completed, from the api and the worker")
+	}, dbtest.Patience(), 250*time.Millisecond, "the classify job as completed, from the api and the worker")
 
 	// Every rule evaluated, without error, and quiet on a healthy service.
 	var rules struct {
@@ -177,7 +179,7 @@ func TestPrometheus(t *testing.T) {
 			}
 		}
 		return n > 0
-	}, 30*time.Second, 250*time.Millisecond, "the rules' health: %+v", rules)
+	}, dbtest.Patience(), 250*time.Millisecond, "the rules' health: %+v", rules)
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			require.Equal(t, "inactive", r.State, "%s on a healthy service", r.Name)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // chromium finds Debian's Chromium (`go tool task test` installs it when it
@@ -52,8 +54,17 @@ func browser(t *testing.T) context.Context {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	// Chromium's time budget, for the whole session: a failure past it says
+	// that the browser was slow, not only "context deadline exceeded".
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, dbtest.BudgetTool, dbtest.SlowError("Chromium", dbtest.BudgetTool, dbtest.BudgetTool))
+	t.Cleanup(func() {
+		if cause := context.Cause(ctx); errors.Is(cause, dbtest.ErrSlow) {
+			t.Error(cause)
+		}
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
 	return ctx
 }
 
@@ -63,7 +74,7 @@ func TestRiverUIInABrowser(t *testing.T) {
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Snacks.") },
 		map[string]string{"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "correct horse"})
 	e.start(RoleAll)
-	e.wait(e.submit("acme.com", "beta.com"), "COMPLETED", 20*time.Second)
+	e.wait(e.submit("acme.com", "beta.com"), "COMPLETED", dbtest.Patience())
 	jobsPage := e.api.APIURL() + "/riverui/jobs?state=completed"
 
 	t.Run("WithoutBasicAuthThePageIsRefused", func(t *testing.T) {
@@ -101,7 +112,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
 		))
 		require.Eventually(t, func() bool {
 			return strings.Contains(scrapeText(t, e.api.APIURL()), refused+" 1")
-		}, 30*time.Second, 50*time.Millisecond, "the page's POST reaches the API and is refused")
+		}, dbtest.Patience(), 50*time.Millisecond, "the page's POST reaches the API and is refused")
 	})
 
 	t.Run("WithBasicAuthTheClassifyJobIsListed", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/jobs"
 )
 
 // TestLeastPrivilegeRoles runs the api and the worker as the roles that
@@ -39,7 +42,12 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		owner.Close(context.Background())
 	})
 	rc := newHookReceiver(t)
-	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
+	e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+		if r.Domain == "flaky.com" && r.Call == 1 {
+			return llmtest.Reply{Content: "Sure!"} // unreadable: its row FAILS, for the retry below
+		}
+		return llmtest.Answer(true, 5, "Makes snacks.")
+	},
 		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 
 	code, out, errOut := e.cli(ctx, "", nil, "roles", "--api", apiRole, "--worker", workerRole)
@@ -65,8 +73,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
-	e.wait(job.JobID, "COMPLETED", 30*time.Second)
-	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, 30*time.Second, 10*time.Millisecond)
+	e.wait(job.JobID, "COMPLETED", dbtest.Patience())
+	require.Eventually(t, func() bool { return len(rc.forJob(job.JobID)) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 
 	// A list to its end, and another cancelled.
 	client := []string{"DOMAINCLASS_URL=" + api.APIURL()}
@@ -76,6 +84,16 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	code, _, errOut = e.cli(ctx, "", client, "lists", "cancel", listIDOf(t, errOut))
 	require.Equal(t, 0, code, errOut)
+	// A list with a FAILED row, retried (the api role makes the row
+	// PENDING again) and waited for again.
+	code, _, errOut = e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "flaky.com")
+	require.Equal(t, 0, code, errOut)
+	flaky := listIDOf(t, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "retry", flaky)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = e.cli(ctx, "", client, "lists", "wait", "--poll", "100ms", flaky)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "1 completed, 0 failed")
 
 	// River UI reads what the api role may read.
 	resp, err := http.Get(api.APIURL() + "/riverui/api/jobs?state=completed")
@@ -96,12 +114,52 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s as %s: want permission denied, got %v", sql, role, err)
 		require.Equal(t, "42501", pgErr.Code, "%s as %s: %s", sql, role, pgErr.Message)
 	}
+	// The worker purges what has expired: the lists, their rows, their
+	// provenance (the hourly purge ran at start; this is the same run).
+	ownerDB, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer ownerDB.Close()
+	_, err = ownerDB.Pool.Exec(ctx, `UPDATE list SET completed_at = completed_at - retention - interval '1 hour'`)
+	require.NoError(t, err)
+	// The answers move on (as a refresh would), so that only the lists'
+	// rows refer to gamma.com's provenance.
+	_, err = ownerDB.Pool.Exec(ctx, `UPDATE result SET provenance_id = NULL`)
+	require.NoError(t, err)
+	workerDB, err := db.Open(ctx, db.Config{URL: as(workerRole), Schema: e.schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer workerDB.Close()
+	purged, err := (&jobs.PurgeWorker{DB: workerDB.Pool, Logger: slog.New(slog.DiscardHandler),
+		JobRetention: jobs.DefaultJobRetention}).Purge(ctx)
+	require.NoError(t, err, "the worker role may purge")
+	require.EqualValues(t, 3, purged.Lists, "the list answered, the one cancelled, the one retried")
+	require.EqualValues(t, 4, purged.ListRows)
+	require.NotZero(t, purged.Provenance, "gamma.com's, which nothing refers to any more")
+
 	refused(apiRole, `UPDATE result SET reasoning = 'forged'`)
+	refused(apiRole, `DELETE FROM list`)
+	refused(apiRole, `DELETE FROM list_row`)
+	refused(apiRole, `DELETE FROM provenance`)
+	refused(apiRole, `SELECT FROM list_purge`)
+	refused(apiRole, `SELECT FROM provenance_candidate`)
+	refused(workerRole, `UPDATE provenance SET model = 'forged'`)
 	refused(apiRole, `DELETE FROM river_job`)
 	refused(apiRole, `DELETE FROM classify_job`)
 	refused(apiRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner)
 	refused(workerRole, `DELETE FROM override`)
 	refused(workerRole, `SELECT key_hash FROM api_key`)
+	// The api writes one column of api_key, when a key was last used: not
+	// its revocation, its limits or its hash.
+	refused(apiRole, `UPDATE api_key SET revoked_at = NULL`)
+	refused(apiRole, `UPDATE api_key SET rate_per_minute = 1000000`)
+	refused(apiRole, `UPDATE api_key SET key_hash = 'forged'`)
+	refused(apiRole, `INSERT INTO api_key (name, key_hash, key_prefix) VALUES ('x', 'y', 'z')`)
+	conn, err := pgx.Connect(ctx, as(apiRole))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, fmt.Sprintf("SET search_path = %s", pgx.Identifier{e.schema}.Sanitize()))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `UPDATE api_key SET last_used_at = now() WHERE name = 'nobody'`)
+	require.NoError(t, err, "what authentication writes")
 	refused(workerRole, `INSERT INTO classify_job (id, caller, classifier, inputs, domains) VALUES (gen_random_uuid(), 'x', 'cpg', '{}', '{}')`)
 	// Budgets are the operators' (the CLI); the api reads what was spent.
 	refused(workerRole, `UPDATE caller_budget SET model_calls_per_day = 1000000`)

@@ -14,21 +14,21 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
 
 // submitOptions are the flags of `domainclass submit`.
 type submitOptions struct {
 	url, key, classifier, file, out string
 	tier                            string
-	wait, asJSON, asCSV             bool
+	domainColumn, refColumn         string
+	wait, asJSON, asCSV, ndjson     bool
 	list, dryRun                    bool
 	poll                            time.Duration
 }
@@ -44,14 +44,16 @@ func (c *cli) submitCommand() *cobra.Command {
 			"per line otherwise), and rows that are not domains come back REJECTED in the results.",
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
-			case o.asJSON && o.asCSV:
-				return usagef("choose --json or --csv, not both")
+			case btoi(o.asJSON)+btoi(o.asCSV)+btoi(o.ndjson) > 1:
+				return usagef("choose one of --json, --ndjson and --csv")
+			case o.dryRun && o.ndjson:
+				return usagef("--ndjson prints results, and a dry run has none (--json prints the estimate as JSON)")
 			case o.dryRun && o.wait:
 				return usagef("--dry-run only estimates: it sends nothing to wait for")
 			case o.dryRun && o.asCSV:
 				return usagef("--csv prints results, and a dry run has none (--json prints the estimate as JSON)")
-			case (o.asJSON || o.asCSV) && !o.wait && !o.dryRun:
-				return usagef("--json and --csv print results, so they need --wait")
+			case (o.asJSON || o.asCSV || o.ndjson) && !o.wait && !o.dryRun:
+				return usagef("--json, --ndjson and --csv print results, so they need --wait")
 			case o.out != "" && !o.wait:
 				return usagef("--out writes the results, so it needs --wait")
 			case o.tier != classifier.TierStandard && o.tier != classifier.TierEconomy:
@@ -60,6 +62,8 @@ func (c *cli) submitCommand() *cobra.Command {
 				return usagef("--poll must be at least 100ms")
 			case len(args) == 0 && o.file == "":
 				return usagef("no domains: give them as arguments or with --file")
+			case (o.domainColumn != "" || o.refColumn != "") && o.file == "":
+				return usagef("--domain-column and --ref-column name columns of a CSV --file")
 			}
 			return nil
 		},
@@ -70,14 +74,24 @@ func (c *cli) submitCommand() *cobra.Command {
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to ask")
 	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column (and an optional \"ref\")")
 	f.BoolVar(&o.list, "list", false, "send one list even for 10 domains or fewer (more are always a list)")
+	f.StringVar(&o.domainColumn, "domain-column", "", "the column of a CSV --file that holds the domains (any case; default \"domain\"); the file goes as a list")
+	f.StringVar(&o.refColumn, "ref-column", "", "the column of a CSV --file kept as each row's ref, your id to join back (default \"ref\" when there is one)")
 	f.StringVar(&o.tier, "tier", classifier.TierStandard, "a list's tier: standard (one model call at a time, minutes) or economy (the provider's Batch API: about half the cost, within 24 hours)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains known, cached, fresh; model calls, cost, time)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the jobs or the list to finish, showing progress, then print the results")
 	f.StringVar(&o.out, "out", "", "with --wait: write the results to FILE instead of stdout (a list's: CSV)")
-	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the results as JSON (a list's: one object per line); with --dry-run: the estimate")
+	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the jobs' results as one JSON document (for a list, a deprecated name of --ndjson); with --dry-run: the estimate")
+	f.BoolVar(&o.ndjson, "ndjson", false, "with --wait: print the results as NDJSON, one JSON object per line (the format of \"lists results --ndjson\")")
 	f.BoolVar(&o.asCSV, "csv", false, "with --wait: print the results as CSV (a list's always are)")
 	f.DurationVar(&o.poll, "poll", time.Second, "with --wait: how often to ask for progress")
 	return cmd
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // apiFlags adds --url and --api-key, defaulting to DOMAINCLASS_URL and
@@ -91,7 +105,9 @@ func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
 // apiClient is a client of the API that says on stderr why it retries.
 func (c *cli) apiClient(url, key string) *client.Client {
 	api := client.New(url, key)
-	api.OnRetry = func(reason string, wait time.Duration) { fmt.Fprintf(c.stderr, "%s; retrying in %s\n", reason, wait) }
+	api.OnRetry = func(reason string, wait time.Duration) {
+		fmt.Fprintf(c.stderr, "%s; retrying in %s\n", printable(reason), wait)
+	}
 	return api
 }
 
@@ -108,7 +124,7 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 		}
 		defer src.Close()
 	}
-	listMode := o.list || o.dryRun
+	listMode := o.list || o.dryRun || o.domainColumn != "" || o.refColumn != "" // a column mapping is the API's, for lists
 	if !listMode {
 		n, err := countDistinct(inputs, src, wire.MaxDomainsPerJob+1)
 		if err != nil {
@@ -196,30 +212,14 @@ func (c *cli) printJobResults(reports []*wire.JobReport, o submitOptions) error 
 	return writeFileAtomically(o.out, func(w io.Writer) error { return printResults(w, reports, o) })
 }
 
-// progress shows how far the jobs are: a bar on a terminal, a line per
-// change otherwise.
+// progress shows how far the jobs are (progressLine).
 type progress struct {
-	w        io.Writer
-	bar      *progressbar.ProgressBar
-	total    int
-	jobs     int
-	lastDone int
-	lastEnd  int
+	*progressLine
+	total, jobs int
 }
 
 func newProgress(w io.Writer, total, jobs int) *progress {
-	p := &progress{w: w, total: total, jobs: jobs, lastDone: -1}
-	if isTerminal(w) {
-		p.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(fmt.Sprintf("classifying %d domains in %d jobs", total, jobs)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	return p
+	return &progress{progressLine: newProgressLine(w, "domains"), total: total, jobs: jobs}
 }
 
 // set shows the reports of one polling round.
@@ -231,20 +231,7 @@ func (p *progress) set(reports []*wire.JobReport) {
 			ended++
 		}
 	}
-	if p.bar != nil {
-		_ = p.bar.Set(done)
-		return
-	}
-	if done != p.lastDone || ended != p.lastEnd {
-		fmt.Fprintf(p.w, "progress: %d/%d domains done, %d/%d jobs finished\n", done, p.total, ended, p.jobs)
-		p.lastDone, p.lastEnd = done, ended
-	}
-}
-
-func (p *progress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
+	p.progressLine.set(done, p.total, fmt.Sprintf(", %d/%d jobs finished", ended, p.jobs))
 }
 
 type resultRow struct {
@@ -264,13 +251,21 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
+	case o.ndjson:
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
 	case o.asCSV:
 		cw := csv.NewWriter(w)
 		_ = cw.Write([]string{"domain", "status", "is_cpg", "confidence", "source", "reasoning", "error", "job_id"})
 		for _, r := range rows {
 			answer, conf := answerText(r.ResultReport, strconv.FormatBool)
-			_ = cw.Write([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), csvText(r.Reasoning),
-				csvText(r.Error), r.JobID})
+			_ = cw.Write(csvcell.EscapeAll([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), r.Reasoning,
+				r.Error, r.JobID}))
 		}
 		cw.Flush()
 		return cw.Error()
@@ -287,28 +282,6 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 			cmp.Or(string(r.Source), "-"), printable(text))
 	}
 	return tw.Flush()
-}
-
-// csvText keeps free text (a model's reason, an error) from being run as
-// a formula by the spreadsheet that opens the CSV: a cell starting with =,
-// +, -, @, a tab or a carriage return gets a leading apostrophe (OWASP's
-// advice on CSV injection).
-func csvText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
-
-// printable replaces control characters, escape sequences' ESC among them,
-// so that text from a model or a website cannot drive the terminal.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
 }
 
 // answerText is an answer's is_cpg (as answer says it) and confidence, "" for

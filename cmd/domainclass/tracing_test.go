@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // TestTracing follows one accepted request through the traces an api and
@@ -47,13 +48,14 @@ func TestTracing(t *testing.T) {
 	e.start(RoleWorker)
 	key := e.apiKey("traced")
 
+	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	status, body := e.post(`{"domains": ["acme.com"]}`, "Authorization", "Bearer "+key,
-		"X-Callback-URL", rc.srv.URL+"/hooks?token=receiver-token")
+		"X-Callback-URL", rc.srv.URL+"/hooks?token=receiver-token", "traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
 	var got []hookDelivery
-	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 	require.NoError(t, tp.ForceFlush(t.Context()))
 
 	spans := rec.Ended()
@@ -108,6 +110,10 @@ func TestTracing(t *testing.T) {
 	post := find("POST /domains/classify", func(s sdktrace.ReadOnlySpan) bool {
 		return s.Name() == "POST /domains/classify" && s.SpanKind() == trace.SpanKindServer
 	})
+	require.False(t, post.Parent().IsValid(), "TRACE_TRUST_INCOMING is off: the caller's trace is not continued")
+	require.NotEqual(t, callerTrace, post.SpanContext().TraceID().String())
+	require.Len(t, post.Links(), 1)
+	require.Equal(t, callerTrace, post.Links()[0].SpanContext.TraceID().String(), "only linked")
 	insert := find("River insert under the POST", func(s sdktrace.ReadOnlySpan) bool {
 		return strings.HasPrefix(s.Name(), "river.insert") && childOf(s, post)
 	})
@@ -157,4 +163,20 @@ func TestTracing(t *testing.T) {
 			require.NotContains(t, text, secretText, "span %q", s.Name())
 		}
 	}
+
+	// Inside one organisation, an API that trusts its callers continues
+	// their traces.
+	e.env["TRACE_TRUST_INCOMING"] = "true"
+	trusting := e.start(RoleAPI)
+	req, err := http.NewRequest(http.MethodGet, trusting.APIURL()+"/readyz", nil)
+	require.NoError(t, err)
+	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NoError(t, tp.ForceFlush(t.Context()))
+	spans = rec.Ended()
+	readyz := find("GET /readyz", func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "GET /readyz" })
+	require.Equal(t, callerTrace, readyz.SpanContext().TraceID().String())
+	require.Equal(t, callerSpan, readyz.Parent().SpanID().String())
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 )
 
@@ -120,12 +121,12 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 			var a jobView
 			require.NoError(t, json.Unmarshal(body, &a))
 
-			v := e.wait(a.JobID, "COMPLETED", 20*time.Second)
+			v := e.wait(a.JobID, "COMPLETED", dbtest.Patience())
 			var got []hookDelivery
 			require.Eventually(t, func() bool {
 				got = rc.forJob(a.JobID)
 				return len(got) > 0
-			}, 20*time.Second, 5*time.Millisecond, "no delivery for job %s", a.JobID)
+			}, dbtest.Patience(), 5*time.Millisecond, "no delivery for job %s", a.JobID)
 			d := got[0]
 			require.NoError(t, wh.Verify(d.body, d.header))
 			require.Equal(t, "domainclass/dev", d.header.Get("User-Agent"))

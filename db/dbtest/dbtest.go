@@ -12,12 +12,15 @@
 package dbtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,12 +35,22 @@ import (
 // test` starts it).
 const DefaultURL = "postgres://postgres@127.0.0.1:54329/domainclass_test?sslmode=disable"
 
-// URL returns TEST_DATABASE_URL, or DefaultURL.
+// URL returns TEST_DATABASE_URL, or DefaultURL, with a connect_timeout of
+// the tests' Patience unless it sets one: a Postgres on a busy machine was
+// seen to take over 15 s to start a connection, and a test must not fail
+// for it.
 func URL() string {
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		return u
+	raw := cmp.Or(os.Getenv("TEST_DATABASE_URL"), DefaultURL)
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return raw // a key=value connection string: as it is
 	}
-	return DefaultURL
+	q := u.Query()
+	if q.Get("connect_timeout") == "" {
+		q.Set("connect_timeout", strconv.Itoa(int(Patience().Seconds())))
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // Schema returns a migrated, empty schema for this test alone. It fails the

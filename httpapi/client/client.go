@@ -64,6 +64,17 @@ func (e *ProblemError) Error() string {
 	return e.Status + ": " + msg
 }
 
+// RetriesExhaustedError is a call given up after RetryFor of retries: the
+// API was unavailable (503, 429) or unreachable all along.
+type RetriesExhaustedError struct {
+	After  time.Duration
+	Reason string // the last one
+}
+
+func (e *RetriesExhaustedError) Error() string {
+	return fmt.Sprintf("gave up after %s of retries: %s", e.After, e.Reason)
+}
+
 // Classify submits a job. It sends idempotencyKey (give each job its own:
 // retries and replays of the same job then never make a second one) and
 // retries with it, for up to RetryFor, when the network fails or the API
@@ -141,7 +152,7 @@ func (c *Client) send(ctx context.Context, x *exchange) error {
 			wait = time.Duration(attempt) * time.Second
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("gave up after %s of retries: %s", c.retryFor(), reason)
+			return &RetriesExhaustedError{After: c.retryFor(), Reason: reason}
 		}
 		if c.OnRetry != nil {
 			c.OnRetry(reason, wait)

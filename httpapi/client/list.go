@@ -46,6 +46,10 @@ type ListOptions struct {
 	// through the provider's Batch API, at about half the model cost,
 	// within 24 hours.
 	Tier string
+	// DomainColumn and RefColumn name the columns of a ListCSV upload that
+	// hold each row's domain and ref (any case); "" for the API's defaults
+	// ("domain", and "ref" when there is one). Other columns are dropped.
+	DomainColumn, RefColumn string
 }
 
 // UploadList sends a list: the body open returns, gzip-compressed as it is
@@ -73,7 +77,8 @@ func (c *Client) UploadList(ctx context.Context, open func() (io.ReadCloser, err
 	}
 	header.Set("Idempotency-Key", strconv.Quote(key))
 	var a wire.ListAccepted
-	err = c.send(ctx, &exchange{method: http.MethodPost, path: "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier),
+	err = c.send(ctx, &exchange{method: http.MethodPost, path: "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier,
+		"domain_column", opts.DomainColumn, "ref_column", opts.RefColumn),
 		header: header, open: gzipped(open), want: http.StatusAccepted, read: c.readJSON(&a), stream: true,
 		retryOn: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusConflict}})
 	if err != nil {
@@ -88,8 +93,9 @@ func (c *Client) UploadList(ctx context.Context, open func() (io.ReadCloser, err
 // EstimateList asks what a list would cost (POST /lists?dry_run=true):
 // rows, domains, how many are known, cached or fresh, model calls, cost and
 // time. Nothing is written. opts.IdempotencyKey and opts.CallbackURL are
-// not sent. It retries while the API is unavailable (503) or unreachable;
-// open's errors and other error answers come back as for UploadList.
+// not sent. It retries while the API is unavailable (503) or unreachable,
+// or busy with the caller's other uploads (429); open's errors and other
+// error answers come back as for UploadList.
 func (c *Client) EstimateList(ctx context.Context, open func() (io.ReadCloser, error), opts ListOptions) (*wire.ListEstimate, error) {
 	opts.IdempotencyKey, opts.CallbackURL = "", ""
 	header, err := listHeader(opts)
@@ -98,9 +104,10 @@ func (c *Client) EstimateList(ctx context.Context, open func() (io.ReadCloser, e
 	}
 	var est wire.ListEstimate
 	err = c.send(ctx, &exchange{method: http.MethodPost,
-		path:   "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier, "dry_run", "true"),
+		path: "/lists" + query("classifier", opts.Classifier, "tier", opts.Tier, "dry_run", "true",
+			"domain_column", opts.DomainColumn, "ref_column", opts.RefColumn),
 		header: header, open: gzipped(open), want: http.StatusOK, read: c.readJSON(&est), stream: true,
-		retryOn: []int{http.StatusServiceUnavailable}})
+		retryOn: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}})
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +172,13 @@ func (c *Client) CancelList(ctx context.Context, id string) (*wire.ListStatus, e
 // ResultsOptions choose what ListResults downloads.
 type ResultsOptions struct {
 	// NDJSON asks for one JSON object per row instead of CSV (with a
-	// header row, the columns of wire.ListRowColumns).
+	// header row, the columns of wire.ListRowColumns). A CSV cell that a
+	// spreadsheet would run as a formula comes escaped with a leading
+	// apostrophe (csvcell.Unescape takes it off) unless KeepFormulas.
 	NDJSON bool
+	// KeepFormulas asks for the CSV's cells as stored, formulas unescaped
+	// (?escape_formulas=false), for a program that reads them itself.
+	KeepFormulas bool
 	// Status keeps only rows with these statuses (PENDING, COMPLETED,
 	// FAILED, REJECTED, CANCELLED); none keeps every row.
 	Status []string
@@ -189,13 +201,16 @@ func (c *Client) ListResults(ctx context.Context, id string, w io.Writer, opts R
 	if opts.NDJSON {
 		accept = "application/x-ndjson"
 	}
-	after := ""
+	after, keep := "", ""
 	if opts.After > 0 {
 		after = strconv.Itoa(opts.After)
 	}
+	if opts.KeepFormulas {
+		keep = "false"
+	}
 	cw := &countingWriter{w: w}
 	err := c.send(ctx, &exchange{method: http.MethodGet,
-		path:   wire.ListResultsURL(url.PathEscape(id)) + query("status", strings.Join(opts.Status, ","), "after", after),
+		path:   wire.ListResultsURL(url.PathEscape(id)) + query("status", strings.Join(opts.Status, ","), "after", after, "escape_formulas", keep),
 		header: http.Header{"Accept": {accept}}, want: http.StatusOK, stream: true,
 		retryOn: []int{http.StatusServiceUnavailable},
 		read: func(resp *http.Response) (string, error) {
@@ -231,8 +246,11 @@ func (cw *countingWriter) Write(p []byte) (int, error) {
 
 // WaitList polls list id every interval until it has ended (COMPLETED,
 // CANCELLED or FAILED) and returns its last status. After each poll it
-// calls progress, when set. It returns List's errors (after List's own
-// retries), and ctx's when ctx ends first; with an error, the status is
+// calls progress, when set. A list runs for hours, so the wait rides out
+// an API that is unavailable or unreachable for longer than one call
+// retries (RetryFor): it tells OnRetry and polls on. It returns an error
+// answer that waiting will not change (a *ProblemError: 404, 401…) at
+// once, and ctx's error when ctx ends first; with an error, the status is
 // the last one seen (nil if none).
 func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, progress func(*wire.ListStatus)) (*wire.ListStatus, error) {
 	ticker := time.NewTicker(every)
@@ -240,15 +258,21 @@ func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, p
 	var last *wire.ListStatus
 	for {
 		s, err := c.List(ctx, id)
-		if err != nil {
+		switch {
+		case err == nil:
+			last = s
+			if progress != nil {
+				progress(s)
+			}
+			if s.Ended() {
+				return s, nil
+			}
+		case ctx.Err() != nil:
+			return last, ctx.Err()
+		case !transient(err):
 			return last, err
-		}
-		last = s
-		if progress != nil {
-			progress(s)
-		}
-		if s.Ended() {
-			return s, nil
+		case c.OnRetry != nil:
+			c.OnRetry("still waiting: "+err.Error(), every)
 		}
 		select {
 		case <-ctx.Done():
@@ -256,6 +280,24 @@ func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, p
 		case <-ticker.C:
 		}
 	}
+}
+
+// transient reports whether err says the API could not be asked now
+// (unavailable, unreachable, a gateway's error), rather than an answer
+// that waiting will not change.
+func transient(err error) bool {
+	var (
+		gaveUp *RetriesExhaustedError
+		perr   *ProblemError
+	)
+	if errors.As(err, &perr) {
+		switch perr.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+			return true
+		}
+		return false
+	}
+	return errors.As(err, &gaveUp)
 }
 
 // gzipped returns an opener of open's data, gzip-compressed on the fly: a

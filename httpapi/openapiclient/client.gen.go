@@ -299,6 +299,24 @@ func (e Tier) Valid() bool {
 	}
 }
 
+// Defines values for WebhookOmitted.
+const (
+	Evidence WebhookOmitted = "evidence"
+	Results  WebhookOmitted = "results"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOmitted enum.
+func (e WebhookOmitted) Valid() bool {
+	switch e {
+	case Evidence:
+		return true
+	case Results:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookPayloadType.
 const (
 	ClassificationCompleted WebhookPayloadType = "classification.completed"
@@ -421,6 +439,21 @@ type DomainInput struct {
 	Input string `json:"input"`
 }
 
+// EstimateBasis What the standard tier's `estimated_seconds` was computed from.
+type EstimateBasis struct {
+	// ListsSharing Lists not yet ended, with rows left, that the capacity is shared with.
+	ListsSharing int `json:"lists_sharing"`
+
+	// Measured true: measured from its answers while lists ran in the last 15 minutes; false: from the configured model concurrency, rate and recent latency of one worker process.
+	Measured bool `json:"measured"`
+
+	// ModelAnswersPerSecond Fresh domains the deployment answers a second.
+	ModelAnswersPerSecond float32 `json:"model_answers_per_second"`
+
+	// RowsPerSecond Rows a second the CPU allows (the API host's cores at about 8 ms a row).
+	RowsPerSecond float32 `json:"rows_per_second"`
+}
+
 // EvidenceItem One page the model was shown.
 type EvidenceItem struct {
 	// Snippet The text taken from the page (a search result's description, a homepage's description or opening text), at most 300 characters.
@@ -524,6 +557,9 @@ type ListEndStatus string
 
 // ListEstimate defines model for ListEstimate.
 type ListEstimate struct {
+	// Basis What the standard tier's `estimated_seconds` was computed from.
+	Basis EstimateBasis `json:"basis"`
+
 	// Cached Domains with a fresh earlier answer.
 	Cached     int `json:"cached"`
 	Domains    int `json:"domains"`
@@ -532,7 +568,12 @@ type ListEstimate struct {
 	// EstimatedCostUsd The model calls at the price table's rate; null for a model the table does not list.
 	EstimatedCostUsd *float64 `json:"estimated_cost_usd"`
 
-	// EstimatedSeconds From the configured model concurrency and rate and the median latency of recent model calls.
+	// EstimatedSeconds The slower of the model's time (fresh domains at the model
+	// answers a second this deployment gave while lists ran in the
+	// last 15 minutes, or else at what the configured bounds of one
+	// worker process allow) and the CPU's (every row at about 8 ms of
+	// service and Postgres CPU), each counting the work of the lists
+	// not yet ended that the capacity is shared with; see `basis`.
 	EstimatedSeconds float64 `json:"estimated_seconds"`
 
 	// Fresh Domains that need a search and a model call.
@@ -559,6 +600,14 @@ type ListEstimate struct {
 
 // ListId A list's id, from the 202 of `POST /lists`.
 type ListId = openapi_types.UUID
+
+// ListIndex A page of the caller's lists, newest first (`GET /lists`).
+type ListIndex struct {
+	Lists []ListReport `json:"lists"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
 
 // ListProgress Rows counted by outcome. `done` of `total` are final; of those,
 // `completed`, `failed`, `rejected` and `cancelled` say how, and
@@ -594,6 +643,13 @@ type ListReport struct {
 	// Error Why the list FAILED.
 	Error *string `json:"error,omitempty"`
 
+	// ExpiresAt When the list and its results are purged (at the earliest; the
+	// purge runs hourly): `completed_at` plus LIST_RETENTION as it was
+	// when the list was uploaded (30 days by default). Download the
+	// results before then; after the purge the list is 404 like any
+	// unknown id. Null while the list runs.
+	ExpiresAt *time.Time `json:"expires_at"`
+
 	// ListId A list's id, from the 202 of `POST /lists`.
 	ListId ListId `json:"list_id"`
 
@@ -609,7 +665,7 @@ type ListReport struct {
 	ResultsUrl string `json:"results_url"`
 	Rows       int    `json:"rows"`
 
-	// Status A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED); CANCELLED by DELETE; FAILED when the list was given up.
+	// Status A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED; retry those); CANCELLED by DELETE; FAILED when the service could not go on with the list (`error` says why; a retry queues its rows again).
 	Status ListStatus `json:"status"`
 
 	// Tier How a list's fresh domains are asked: standard, one model call at a
@@ -617,6 +673,15 @@ type ListReport struct {
 	// model price, within its 24-hour window. In an estimate, the tier
 	// asked for (estimated_cost_usd and estimated_seconds are its).
 	Tier Tier `json:"tier"`
+}
+
+// ListRetried What `POST /lists/{list_id}/retry` did.
+type ListRetried struct {
+	// List A list as `GET /lists/{list_id}` shows it.
+	List ListReport `json:"list"`
+
+	// Requeued Rows made PENDING again (FAILED ones, and those a FAILED list never answered); 0 when nothing was changed.
+	Requeued int `json:"requeued"`
 }
 
 // ListRow One row of a list's results: a line of `GET /lists/{list_id}/results`
@@ -678,7 +743,8 @@ type ListRow struct {
 // ListRowCSV One record of a list's results as CSV: ListRow's fields, flat, with
 // `evidence_urls` in place of `search` and `evidence`. The header names
 // the columns in this order; a cell is empty where the NDJSON line
-// leaves the field out.
+// leaves the field out. A cell that would start a spreadsheet formula
+// has a leading apostrophe unless `escape_formulas=false`.
 type ListRowCSV struct {
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
@@ -726,7 +792,7 @@ type ListRowCSV struct {
 // ListRowStatus A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
 type ListRowStatus string
 
-// ListStatus A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED); CANCELLED by DELETE; FAILED when the list was given up.
+// ListStatus A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED; retry those); CANCELLED by DELETE; FAILED when the service could not go on with the list (`error` says why; a retry queues its rows again).
 type ListStatus string
 
 // ListWebhookPayload The body of list.completed: the list as `GET /lists/{list_id}` shows it, plus `type` and `timestamp`; not its rows.
@@ -741,6 +807,9 @@ type ListWebhookPayload struct {
 
 	// Error Why the list FAILED.
 	Error *string `json:"error,omitempty"`
+
+	// ExpiresAt When the list and its results are purged (at the earliest): download them before then.
+	ExpiresAt time.Time `json:"expires_at"`
 
 	// ListId A list's id, from the 202 of `POST /lists`.
 	ListId ListId `json:"list_id"`
@@ -902,6 +971,11 @@ type TierEstimates struct {
 	Standard TierEstimate `json:"standard"`
 }
 
+// WebhookOmitted Only when a job's report would make a delivery body over 256 KiB:
+// what was left out of it, every result's `evidence`, or the `results`
+// themselves. GET /domains/classify/{job_id} has the whole report.
+type WebhookOmitted string
+
 // WebhookPayload The body of classification.completed: the job as `GET /domains/classify/{job_id}` shows it, plus `type` and `timestamp`.
 type WebhookPayload struct {
 	Classifier  string    `json:"classifier"`
@@ -914,10 +988,15 @@ type WebhookPayload struct {
 	// JobId A job's id, from the 202 of `POST /domains/classify`.
 	JobId JobId `json:"job_id"`
 
+	// Omitted Only when a job's report would make a delivery body over 256 KiB:
+	// what was left out of it, every result's `evidence`, or the `results`
+	// themselves. GET /domains/classify/{job_id} has the whole report.
+	Omitted *WebhookOmitted `json:"omitted,omitempty"`
+
 	// Progress `done` of the job's `total` domains are final.
 	Progress JobProgress `json:"progress"`
 
-	// Results One per domain, in the order submitted.
+	// Results One per domain, in the order submitted; empty when `omitted` is `results`.
 	Results []Result `json:"results"`
 
 	// Status The status of a job that has ended (in its webhook).
@@ -978,8 +1057,12 @@ type CreateClassifyJobParams struct {
 	// IdempotencyKey Makes the request safe to retry: the same key from the same caller
 	// with the same request returns the first 202 again (same job or list)
 	// for 24 hours; with a different request, 422; while the first is
-	// still being processed, 409. An RFC 8941 string (`"abc"`) or a bare
-	// token, 1-255 printable characters.
+	// still being processed, 409. The same request is the same body (a
+	// list's as decompressed, and its Content-Type) and the same inputs
+	// that change what it makes: classifier, max_age, refresh,
+	// X-Callback-URL, and a list's tier, domain_column and ref_column. An
+	// RFC 8941 string (`"abc"`) or a bare token, 1-255 printable
+	// characters.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
@@ -988,6 +1071,15 @@ type CreateClassifyJobParams struct {
 	// CALLBACK_ALLOW_PRIVATE=true); refused with 422 when the service has
 	// no WEBHOOK_SECRET to sign with.
 	XCallbackURL *CallbackURL `json:"X-Callback-URL,omitempty"`
+}
+
+// ListListsParams defines parameters for ListLists.
+type ListListsParams struct {
+	// Limit Lists per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the page before; none for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateListTextBody defines parameters for CreateList.
@@ -1024,14 +1116,31 @@ type CreateListParams struct {
 	// refills). A caller without a budget is not affected.
 	Budget *BudgetMode `form:"budget,omitempty" json:"budget,omitempty"`
 
-	// ContentEncoding gzip for a compressed body (any of the three formats). The limits count the decompressed bytes, so a gzip bomb is a 413.
+	// DomainColumn text/csv only: the header name (any case) of the column that holds
+	// each row's domain; default `domain`. Columns other than this one
+	// and `ref_column` are dropped.
+	DomainColumn *string `form:"domain_column,omitempty" json:"domain_column,omitempty"`
+
+	// RefColumn text/csv only: the header name (any case) of the column kept as
+	// each row's `ref` (your own id, returned with its answer); default
+	// `ref` when the header has one, else none. Naming one the header
+	// lacks is a 400 (`no-ref-column`).
+	RefColumn *string `form:"ref_column,omitempty" json:"ref_column,omitempty"`
+
+	// ContentEncoding gzip for a compressed body (any of the three formats). The limits
+	// count the decompressed bytes, and a body that decompresses to more
+	// than 100 times its size is refused early: a gzip bomb is a 413.
 	ContentEncoding *CreateListParamsContentEncoding `json:"Content-Encoding,omitempty"`
 
 	// IdempotencyKey Makes the request safe to retry: the same key from the same caller
 	// with the same request returns the first 202 again (same job or list)
 	// for 24 hours; with a different request, 422; while the first is
-	// still being processed, 409. An RFC 8941 string (`"abc"`) or a bare
-	// token, 1-255 printable characters.
+	// still being processed, 409. The same request is the same body (a
+	// list's as decompressed, and its Content-Type) and the same inputs
+	// that change what it makes: classifier, max_age, refresh,
+	// X-Callback-URL, and a list's tier, domain_column and ref_column. An
+	// RFC 8941 string (`"abc"`) or a bare token, 1-255 printable
+	// characters.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
@@ -1053,8 +1162,22 @@ type GetListResultsParams struct {
 	// FAILED list FAILED.
 	Status *[]ListRowStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// After Only rows after this row number (a cursor for resuming a download).
+	// After Only rows after this row number (a cursor for resuming a
+	// download): decimal digits, 0 to 2147483647; anything else is a
+	// 400 `invalid-query`.
 	After *int `form:"after,omitempty" json:"after,omitempty"`
+
+	// EscapeFormulas CSV only. By default a cell that a spreadsheet would run as a
+	// formula (after any apostrophes and spaces it starts with `=`,
+	// `+`, `-`, `@`, their fullwidth forms, a tab, a carriage return
+	// or a newline) gets a leading apostrophe, as OWASP advises against
+	// CSV injection: the CSV is what people open, and callers, web pages
+	// and models choose much of what it holds. The rule reverses:
+	// remove the first apostrophe of a cell that, past its apostrophes
+	// and spaces, starts with one of those. `false` sends the values
+	// as stored (for programs that read the CSV themselves; NDJSON is
+	// never escaped).
+	EscapeFormulas *bool `form:"escape_formulas,omitempty" json:"escape_formulas,omitempty"`
 }
 
 // ClassificationCompletedParams defines parameters for ClassificationCompleted.
@@ -1238,13 +1361,29 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListLists The caller's lists, newest first
+	//
+	// Every list the caller (the API key's) sent, newest first, a page at
+	// a time, each as `GET /lists/{list_id}` shows it: for finding a list
+	// whose id was lost. Ask for the next page with the `next_cursor` of
+	// the last; a page without one is the last.
+	//
+	// Corresponds with GET /lists (the `ListLists` operationId).
+	ListLists(ctx context.Context, params *ListListsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateListWithBody Upload a list of domains (up to a million)
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -1267,9 +1406,15 @@ type ClientInterface interface {
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -1317,6 +1462,26 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
 	GetListResults(ctx context.Context, listId ListIdParam, params *GetListResultsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryList Queue a list's failed rows again
+	//
+	// For a list that has ended COMPLETED with `FAILED` rows (a domain the
+	// model or the database failed for longer than its retries), or ended
+	// FAILED: its FAILED rows, and the rows it never answered, become
+	// `PENDING` again and are answered as for a new list (each domain the
+	// cheapest way: rows answered since from the cache). The list is
+	// RUNNING again (`completed_at` null) and ends, with its webhook, as
+	// any list does; `progress.done` and `progress.failed` go down by the
+	// rows queued again. It counts toward the caller's active lists.
+	//
+	// Safe to repeat: a list still running (a second retry while the first
+	// runs, included) or one with nothing failed is left as it is, and the
+	// answer is the same 200 with `requeued` 0. Retry a running list once
+	// it has ended. A cancelled list is not resumed (409): send its rows
+	// again as a new list.
+	//
+	// Corresponds with POST /lists/{list_id}/retry (the `RetryList` operationId).
+	RetryList(ctx context.Context, listId ListIdParam, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics
 	//
@@ -1474,13 +1639,39 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// ListLists The caller's lists, newest first
+//
+// Every list the caller (the API key's) sent, newest first, a page at
+// a time, each as `GET /lists/{list_id}` shows it: for finding a list
+// whose id was lost. Ask for the next page with the `next_cursor` of
+// the last; a page without one is the last.
+//
+// Corresponds with GET /lists (the `ListLists` operationId).
+func (c *Client) ListLists(ctx context.Context, params *ListListsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListListsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateListWithBody Upload a list of domains (up to a million)
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -1513,9 +1704,15 @@ func (c *Client) CreateListWithBody(ctx context.Context, params *CreateListParam
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -1594,6 +1791,36 @@ func (c *Client) GetList(ctx context.Context, listId ListIdParam, reqEditors ...
 // Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
 func (c *Client) GetListResults(ctx context.Context, listId ListIdParam, params *GetListResultsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetListResultsRequest(c.Server, listId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryList Queue a list's failed rows again
+//
+// For a list that has ended COMPLETED with `FAILED` rows (a domain the
+// model or the database failed for longer than its retries), or ended
+// FAILED: its FAILED rows, and the rows it never answered, become
+// `PENDING` again and are answered as for a new list (each domain the
+// cheapest way: rows answered since from the cache). The list is
+// RUNNING again (`completed_at` null) and ends, with its webhook, as
+// any list does; `progress.done` and `progress.failed` go down by the
+// rows queued again. It counts toward the caller's active lists.
+//
+// Safe to repeat: a list still running (a second retry while the first
+// runs, included) or one with nothing failed is left as it is, and the
+// answer is the same 200 with `requeued` 0. Retry a running list once
+// it has ended. A cancelled list is not resumed (409): send its rows
+// again as a new list.
+//
+// Corresponds with POST /lists/{list_id}/retry (the `RetryList` operationId).
+func (c *Client) RetryList(ctx context.Context, listId ListIdParam, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryListRequest(c.Server, listId)
 	if err != nil {
 		return nil, err
 	}
@@ -1853,6 +2080,72 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListListsRequest constructs an http.Request for the ListLists method
+func NewListListsRequest(server string, params *ListListsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/lists")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateListRequestWithTextBody calls the generic CreateList builder with text/plain body
 func NewCreateListRequestWithTextBody(server string, params *CreateListParams, body CreateListTextRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1955,6 +2248,30 @@ func NewCreateListRequestWithBody(server string, params *CreateListParams, conte
 		if params.Budget != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "budget", *params.Budget, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DomainColumn != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "domain_column", *params.DomainColumn, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RefColumn != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ref_column", *params.RefColumn, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2144,6 +2461,18 @@ func NewGetListResultsRequest(server string, listId ListIdParam, params *GetList
 
 		}
 
+		if params.EscapeFormulas != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "escape_formulas", *params.EscapeFormulas, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2151,6 +2480,40 @@ func NewGetListResultsRequest(server string, listId ListIdParam, params *GetList
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRetryListRequest constructs an http.Request for the RetryList method
+func NewRetryListRequest(server string, listId ListIdParam) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "list_id", listId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/lists/%s/retry", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2392,13 +2755,31 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
+	// ListListsWithResponse The caller's lists, newest first
+	//
+	// Every list the caller (the API key's) sent, newest first, a page at
+	// a time, each as `GET /lists/{list_id}` shows it: for finding a list
+	// whose id was lost. Ask for the next page with the `next_cursor` of
+	// the last; a page without one is the last.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /lists (the `ListLists` operationId).
+	ListListsWithResponse(ctx context.Context, params *ListListsParams, reqEditors ...RequestEditorFn) (*ListListsResponse, error)
+
 	// CreateListWithBodyWithResponse Upload a list of domains (up to a million)
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2421,9 +2802,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// For bulk work, such as a CRM export: one upload of up to
 	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-	// 256 MiB, counted after decompression). The body is read as it
-	// arrives, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed.
+	// 256 MiB, counted after decompression). The body is read whole
+	// first, in one of three formats chosen by `Content-Type`, optionally
+	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// 20 s; 408 otherwise); its rows are stored once it is all in.
+	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+	// progress at once, dry runs included, and a process at most
+	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+	// is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2477,6 +2864,28 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
 	GetListResultsWithResponse(ctx context.Context, listId ListIdParam, params *GetListResultsParams, reqEditors ...RequestEditorFn) (*GetListResultsResponse, error)
+
+	// RetryListWithResponse Queue a list's failed rows again
+	//
+	// For a list that has ended COMPLETED with `FAILED` rows (a domain the
+	// model or the database failed for longer than its retries), or ended
+	// FAILED: its FAILED rows, and the rows it never answered, become
+	// `PENDING` again and are answered as for a new list (each domain the
+	// cheapest way: rows answered since from the cache). The list is
+	// RUNNING again (`completed_at` null) and ends, with its webhook, as
+	// any list does; `progress.done` and `progress.failed` go down by the
+	// rows queued again. It counts toward the caller's active lists.
+	//
+	// Safe to repeat: a list still running (a second retry while the first
+	// runs, included) or one with nothing failed is left as it is, and the
+	// answer is the same 200 with `requeued` 0. Retry a running list once
+	// it has ended. A cancelled list is not resumed (409): send its rows
+	// again as a new list.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /lists/{list_id}/retry (the `RetryList` operationId).
+	RetryListWithResponse(ctx context.Context, listId ListIdParam, reqEditors ...RequestEditorFn) (*RetryListResponse, error)
 
 	// MetricsWithResponse Prometheus metrics
 	//
@@ -2882,6 +3291,89 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// ListListsResponse401Headers the declared response headers of an HTTP 401 response for ListLists
+type ListListsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListListsResponse503Headers the declared response headers of an HTTP 503 response for ListLists
+type ListListsResponse503Headers struct {
+	RetryAfter string
+}
+
+type ListListsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListIndex
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListListsResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListListsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListListsResponse) GetJSON200() *ListIndex {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListListsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListListsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListListsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListListsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListListsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListListsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListListsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListListsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateListResponse202Headers the declared response headers of an HTTP 202 response for CreateList
 type CreateListResponse202Headers struct {
 	IdempotentReplayed *string
@@ -2914,6 +3406,8 @@ type CreateListResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *IdempotencyKeyInFlight
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -2956,6 +3450,11 @@ func (r CreateListResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateListResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreateListResponse) GetApplicationproblemJSON408() *Problem {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -3292,6 +3791,117 @@ func (r GetListResultsResponse) ContentType() string {
 	return ""
 }
 
+// RetryListResponse401Headers the declared response headers of an HTTP 401 response for RetryList
+type RetryListResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RetryListResponse429Headers the declared response headers of an HTTP 429 response for RetryList
+type RetryListResponse429Headers struct {
+	RetryAfter string
+}
+
+// RetryListResponse503Headers the declared response headers of an HTTP 503 response for RetryList
+type RetryListResponse503Headers struct {
+	RetryAfter string
+}
+
+type RetryListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListRetried
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidListId
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ListNotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryListResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetryListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetryListResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RetryListResponse) GetJSON200() *ListRetried {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON400() *InvalidListId {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON404() *ListNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RetryListResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3582,13 +4192,37 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
+// ListListsWithResponse The caller's lists, newest first
+//
+// Every list the caller (the API key's) sent, newest first, a page at
+// a time, each as `GET /lists/{list_id}` shows it: for finding a list
+// whose id was lost. Ask for the next page with the `next_cursor` of
+// the last; a page without one is the last.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /lists (the `ListLists` operationId).
+func (c *ClientWithResponses) ListListsWithResponse(ctx context.Context, params *ListListsParams, reqEditors ...RequestEditorFn) (*ListListsResponse, error) {
+	rsp, err := c.ListLists(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListListsResponse(rsp)
+}
+
 // CreateListWithBodyWithResponse Upload a list of domains (up to a million)
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -3617,9 +4251,15 @@ func (c *ClientWithResponses) CreateListWithBodyWithResponse(ctx context.Context
 //
 // For bulk work, such as a CRM export: one upload of up to
 // LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
-// 256 MiB, counted after decompression). The body is read as it
-// arrives, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed.
+// 256 MiB, counted after decompression). The body is read whole
+// first, in one of three formats chosen by `Content-Type`, optionally
+// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
+// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// 20 s; 408 otherwise); its rows are stored once it is all in.
+// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
+// progress at once, dry runs included, and a process at most
+// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
+// is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -3696,6 +4336,34 @@ func (c *ClientWithResponses) GetListResultsWithResponse(ctx context.Context, li
 		return nil, err
 	}
 	return ParseGetListResultsResponse(rsp)
+}
+
+// RetryListWithResponse Queue a list's failed rows again
+//
+// For a list that has ended COMPLETED with `FAILED` rows (a domain the
+// model or the database failed for longer than its retries), or ended
+// FAILED: its FAILED rows, and the rows it never answered, become
+// `PENDING` again and are answered as for a new list (each domain the
+// cheapest way: rows answered since from the cache). The list is
+// RUNNING again (`completed_at` null) and ends, with its webhook, as
+// any list does; `progress.done` and `progress.failed` go down by the
+// rows queued again. It counts toward the caller's active lists.
+//
+// Safe to repeat: a list still running (a second retry while the first
+// runs, included) or one with nothing failed is left as it is, and the
+// answer is the same 200 with `requeued` 0. Retry a running list once
+// it has ended. A cancelled list is not resumed (409): send its rows
+// again as a new list.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /lists/{list_id}/retry (the `RetryList` operationId).
+func (c *ClientWithResponses) RetryListWithResponse(ctx context.Context, listId ListIdParam, reqEditors ...RequestEditorFn) (*RetryListResponse, error) {
+	rsp, err := c.RetryList(ctx, listId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryListResponse(rsp)
 }
 
 // MetricsWithResponse Prometheus metrics
@@ -4086,6 +4754,83 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	return response, nil
 }
 
+// ParseListListsResponse parses an HTTP response from a ListListsWithResponse call
+func ParseListListsResponse(rsp *http.Response) (*ListListsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListListsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListIndex
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListListsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListListsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateListResponse parses an HTTP response from a CreateListWithResponse call
 func ParseCreateListResponse(rsp *http.Response) (*CreateListResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4127,6 +4872,13 @@ func ParseCreateListResponse(rsp *http.Response) (*CreateListResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest IdempotencyKeyInFlight
@@ -4471,6 +5223,114 @@ func ParseGetListResultsResponse(rsp *http.Response) (*GetListResultsResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetListResultsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryListResponse parses an HTTP response from a RetryListWithResponse call
+func ParseRetryListResponse(rsp *http.Response) (*RetryListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListRetried
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidListId
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ListNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RetryListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RetryListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetryListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // TestGenerated runs the pinned oapi-codegen (a tool of go.mod) as
@@ -29,7 +31,7 @@ func TestGenerated(t *testing.T) {
 	generate := func(t *testing.T, out string, flags ...string) {
 		t.Helper()
 		args := append(append([]string{"tool", "oapi-codegen"}, flags...), "-o", out, document)
-		b, err := exec.Command(gobin, args...).CombinedOutput()
+		b, err := dbtest.RunTool(exec.Command(gobin, args...), dbtest.BudgetTool)
 		require.NoError(t, err, "go %s\n%s", strings.Join(args, " "), b)
 	}
 
@@ -61,7 +63,7 @@ func TestGenerated(t *testing.T) {
 		require.NoError(t, err)
 		overlayFile := filepath.Join(t.TempDir(), "overlay.json")
 		require.NoError(t, os.WriteFile(overlayFile, overlay, 0o600))
-		b, err := exec.Command(gobin, "build", "-overlay", overlayFile, "./plain").CombinedOutput()
+		b, err := dbtest.RunTool(exec.Command(gobin, "build", "-overlay", overlayFile, "./plain"), dbtest.BudgetTool)
 		require.NoError(t, err, "the client of `oapi-codegen -generate types,client` compiles\n%s", b)
 	})
 }

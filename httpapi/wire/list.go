@@ -57,6 +57,20 @@ type ListEstimate struct {
 	Model            string                  `json:"model"`
 	Tier             string                  `json:"tier"`
 	Tiers            map[string]TierEstimate `json:"tiers"`
+	// Basis is what the standard tier's time was computed from.
+	Basis EstimateBasis `json:"basis"`
+}
+
+// EstimateBasis is what an estimate's time comes from: the model answers a
+// second the deployment gives (Measured: from its answers while lists ran
+// in the last minutes; else from the configured bounds of one worker
+// process), the rows a second its CPU allows, and the other lists not yet
+// ended that the capacity is shared with.
+type EstimateBasis struct {
+	ModelAnswersPerSecond float64 `json:"model_answers_per_second"`
+	Measured              bool    `json:"measured"`
+	RowsPerSecond         float64 `json:"rows_per_second"`
+	ListsSharing          int     `json:"lists_sharing"`
 }
 
 // TierEstimate is a list's estimate in one tier.
@@ -73,11 +87,14 @@ type ListStatus struct {
 	Status      classifier.Status `json:"status"`
 	CreatedAt   time.Time         `json:"created_at"`
 	CompletedAt *time.Time        `json:"completed_at"`
-	Rows        int               `json:"rows"`
-	Domains     int               `json:"domains"`
-	Progress    ListProgress      `json:"progress"`
-	ResultsURL  string            `json:"results_url"`
-	Error       string            `json:"error,omitempty"`
+	// ExpiresAt is when an ended list and its results are purged (at the
+	// earliest); null while it runs.
+	ExpiresAt  *time.Time   `json:"expires_at"`
+	Rows       int          `json:"rows"`
+	Domains    int          `json:"domains"`
+	Progress   ListProgress `json:"progress"`
+	ResultsURL string       `json:"results_url"`
+	Error      string       `json:"error,omitempty"`
 	// Tier is standard or economy; CostUSD what its model calls cost so
 	// far, from the price table.
 	Tier    string  `json:"tier"`
@@ -122,7 +139,7 @@ func NewListStatus(l *classifier.List) ListStatus {
 	}
 	id := l.ID.String()
 	return ListStatus{ListID: id, Classifier: l.Classifier, Status: l.Status, CreatedAt: l.CreatedAt.UTC(),
-		CompletedAt: utc(l.CompletedAt), Rows: l.Rows, Domains: l.Domains, Progress: p,
+		CompletedAt: utc(l.CompletedAt), ExpiresAt: utc(l.ExpiresAt()), Rows: l.Rows, Domains: l.Domains, Progress: p,
 		ResultsURL: ListResultsURL(id), Error: l.Error, Tier: cmp.Or(l.Tier, classifier.TierStandard),
 		CostUSD: math.Round(l.CostUSD*1e6) / 1e6}
 }

@@ -168,7 +168,19 @@ type WebhookPayload struct {
 	Type      string    `json:"type"`
 	Timestamp time.Time `json:"timestamp"`
 	JobReport
+	// Omitted says what was left out to keep the body under the bound of
+	// a delivery (OmittedEvidence, OmittedResults); "" when nothing was.
+	Omitted string `json:"omitted,omitempty"`
 }
+
+// What a delivery too large to send whole leaves out (WebhookPayload.Omitted).
+const (
+	// OmittedEvidence: every result's evidence.
+	OmittedEvidence = "evidence"
+	// OmittedResults: the results (the list is empty); progress and status
+	// remain.
+	OmittedResults = "results"
+)
 
 // Problem is an RFC 9457 problem details document, the body of every error
 // answer (Content-Type application/problem+json).

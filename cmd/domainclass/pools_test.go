@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/httpapi/wire"
+)
+
+// In `all` the API's requests never wait behind the workers' connections:
+// while list work holds every connection the workers may open, another
+// caller's accept and status poll, the list owner's status poll, /readyz
+// and River UI are answered, none with a 503.
+func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
+	t.Parallel()
+	const conns = 8
+	e := newE2E(t, nil, map[string]string{
+		"AUTH": "on", "DB_MAX_CONNS": fmt.Sprint(conns), "RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "secret",
+		// More model calls may start than there are connections, as with
+		// LLM_MAX_CONCURRENCY=32 and a fast model in issue 26.
+		"LLM_MAX_CONCURRENCY": "64",
+	})
+	m := e.start(RoleAll)
+	require.NotSame(t, m.DB.Pool, m.WorkerDB.Pool, "the API and the workers have a pool each")
+	owner, other := e.apiKey("team-a"), e.apiKey("app")
+	// A request that waits for a worker connection would wait as long as
+	// the gate is held (the whole test): the client gives up only after
+	// the tests' patience, so an answer at all is the proof.
+	api := &http.Client{Timeout: dbtest.Patience()}
+
+	var list wire.ListAccepted
+	status, body := call(t, api, http.MethodPost, e.api.APIURL()+"/lists", owner, "text/plain", domainsOf("big", 3000))
+	require.Equal(t, http.StatusAccepted, status, "%s", body)
+	requireJSON(t, body, &list)
+
+	// A cancel of the list that has taken its gate and not committed (by a
+	// caller who does not own it, so nothing changes when it ends): every
+	// model call of the list that starts now waits for the gate in a
+	// transaction, on a worker connection, until all of them do.
+	ctx := context.Background()
+	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	tx, err := d.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, _, err = db.ListCancel(ctx, tx, uuid.MustParse(list.ListID), "nobody")
+	require.NoError(t, err)
+	var gatePID int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&gatePID))
+	waiting := func() (n int) {
+		require.NoError(t, d.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
+			gatePID).Scan(&n))
+		return n
+	}
+	require.Eventually(t, func() bool { return waiting() >= conns }, dbtest.Patience(), 50*time.Millisecond,
+		"every worker connection waits at the list's gate")
+
+	// Another caller's first request (its key is looked up), its status
+	// poll, the owner's poll of the list, and readiness.
+	status, body = call(t, api, http.MethodPost, e.api.APIURL()+"/domains/classify", other, "application/json",
+		`{"domains": ["probe-a.com", "probe-b.com"]}`)
+	require.Equal(t, http.StatusAccepted, status, "an accept while list work holds the workers' connections: %s", body)
+	var job wire.Accepted
+	requireJSON(t, body, &job)
+	status, body = call(t, api, http.MethodGet, e.api.APIURL()+job.StatusURL, other, "", "")
+	require.Equal(t, http.StatusOK, status, "a job's status poll: %s", body)
+	status, body = call(t, api, http.MethodGet, e.api.APIURL()+list.StatusURL, owner, "", "")
+	require.Equal(t, http.StatusOK, status, "the list's status poll: %s", body)
+	status, body = call(t, api, http.MethodGet, e.api.APIURL()+"/readyz", "", "", "")
+	require.Equal(t, http.StatusOK, status, "readiness: %s", body)
+	status, body = call(t, api, http.MethodGet, e.api.APIURL()+"/riverui/api/health-checks/complete", "", "", "")
+	require.Equal(t, http.StatusOK, status, "River UI, which queries through the API's own River client: %s", body)
+
+	require.GreaterOrEqual(t, waiting(), conns, "the worker connections were held all along")
+	require.NoError(t, tx.Rollback(ctx))
+}
+
+// call sends one request with key (when set) and returns its status and body.
+func call(t *testing.T, c *http.Client, method, url, key, contentType, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err, "%s %s", method, url)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func requireJSON(t *testing.T, body string, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal([]byte(body), v), body)
+}
+
+// domainsOf is n distinct domains, one a line.
+func domainsOf(prefix string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%s-%d.com\n", prefix, i)
+	}
+	return b.String()
+}
+
+// Each role's pool has its own size in `all`; DB_MAX_CONNS sizes every pool
+// whose own size is not set.
+func TestConfig_PoolSizes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env         []string
+		api, worker int32
+	}{
+		{nil, DefaultAPIDBMaxConns, 10 + 16 + 10},
+		{[]string{"CLASSIFY_WORKERS=20", "LIST_WORKERS=4"}, DefaultAPIDBMaxConns, 20 + 4 + 10},
+		{[]string{"DB_MAX_CONNS=12"}, 12, 12},
+		{[]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5"}, 5, 12},
+		{[]string{"WORKER_DB_MAX_CONNS=50"}, DefaultAPIDBMaxConns, 50},
+	} {
+		cfg, err := LoadConfig(tc.env)
+		require.NoError(t, err)
+		require.Equal(t, []int32{tc.api, tc.worker}, []int32{cfg.apiDBMaxConns(), cfg.workerDBMaxConns()}, "%v", tc.env)
+	}
+	_, err := LoadConfig([]string{"API_DB_MAX_CONNS=-1"})
+	require.ErrorContains(t, err, "API_DB_MAX_CONNS")
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// progressLine shows how far some work is, on one line. On a terminal the
+// line is drawn again in place; elsewhere (a log, a pipe) a line is written
+// per change. The rate is measured over the last rateWindow of looks, never
+// from before the first one, so the first frame has none (a bar that
+// started counting from zero showed "1110667996 rows/s" for a list a third
+// done). Why the API is being retried shows on the same line, not as lines
+// of its own (159 "retrying in 2s" lines broke the bar); elsewhere, once
+// when it starts and then at most every noteEvery.
+type progressLine struct {
+	w    io.Writer
+	tty  bool
+	now  func() time.Time
+	unit string // what is counted: "rows", "domains"
+
+	mu     sync.Mutex
+	looks  []look // recent looks, oldest first, for the rate
+	shown  string // the counts last shown (done and extra)
+	drawn  string // the line as last written
+	note   string // why the API is being retried, "" when it answers
+	noteAt time.Time
+	noted  time.Time // when a note was last written (not a terminal)
+}
+
+type look struct {
+	at   time.Time
+	done int
+}
+
+const (
+	// rateWindow: the rate is of the last minute, so that it follows an
+	// outage and a recovery rather than averaging them away.
+	rateWindow = time.Minute
+	// noteEvery: an outage of an hour writes a line a minute, not one per
+	// retry.
+	noteEvery = time.Minute
+)
+
+func newProgressLine(w io.Writer, unit string) *progressLine {
+	return &progressLine{w: w, tty: isTerminal(w), now: time.Now, unit: unit}
+}
+
+// set shows done of total, with extra after the counts (", 3/4 jobs
+// finished"), and the rate and time left while done grows.
+func (p *progressLine) set(done, total int, extra string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.note = ""
+	p.looks = append(p.looks, look{now, done})
+	// Keep the newest look at least rateWindow old, as the rate's start.
+	for len(p.looks) > 2 && now.Sub(p.looks[1].at) >= rateWindow {
+		p.looks = p.looks[1:]
+	}
+	counts := fmt.Sprintf("progress: %d/%d %s done%s", done, total, p.unit, extra)
+	if counts == p.shown && !p.tty {
+		return
+	}
+	p.shown = counts
+	line := counts
+	first := p.looks[0]
+	if elapsed := now.Sub(first.at).Seconds(); elapsed > 0 && done > first.done {
+		rate := float64(done-first.done) / elapsed
+		switch {
+		case rate >= 10:
+			line += fmt.Sprintf(", %.0f %s/s", rate, p.unit)
+		case rate >= 1:
+			line += fmt.Sprintf(", %.1f %s/s", rate, p.unit)
+		default:
+			line += fmt.Sprintf(", %.2f %s/s", rate, p.unit)
+		}
+		if done < total {
+			line += ", " + about(time.Duration(float64(total-done)/rate*float64(time.Second))) + " left"
+		}
+	}
+	p.draw(line)
+}
+
+// retrying is the API client's OnRetry while the line is shown: the reason
+// joins the line.
+func (p *progressLine) retrying(reason string, _ time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if p.note == "" {
+		p.noteAt = now
+	}
+	p.note = reason
+	if p.tty {
+		base, _, _ := strings.Cut(p.drawn, " — ")
+		if base == "" {
+			base = "progress: waiting"
+		}
+		p.draw(fmt.Sprintf("%s — API not answering for %s, retrying: %s", base, roughly(now.Sub(p.noteAt)), reason))
+		return
+	}
+	if p.noted.IsZero() || now.Sub(p.noted) >= noteEvery {
+		p.noted = now
+		since := ""
+		if d := now.Sub(p.noteAt); d >= time.Second {
+			since = " (for " + roughly(d) + ")"
+		}
+		fmt.Fprintf(p.w, "retrying%s: %s\n", since, reason)
+	}
+}
+
+// draw writes line: in place on a terminal (carriage return, the line,
+// erase to its end), else as a line of its own.
+func (p *progressLine) draw(line string) {
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+	p.drawn = line
+}
+
+// finish ends the line on a terminal, so that what follows starts on a
+// line of its own.
+func (p *progressLine) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.drawn != "" {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,313 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
+)
+
+// How a list survives a bad hour (issue 27). A chunk that uses up its
+// attempts fails its own rows that are not final, each with its own reason,
+// and hands the list on (giveUp); the list ends when every row is final,
+// COMPLETED with those rows FAILED, and POST /lists/{id}/retry queues them
+// again. A list ends FAILED only when the service cannot go on with it at
+// all (cannotGoOn), with the reason. And since a chunk's job can end
+// without our code running (River's rescuer discards a job whose worker
+// died on its last attempt; an operator cancels or deletes one in River
+// UI), a periodic sweep finds lists left running with nothing queued.
+
+// retryOrGiveUp returns err so that River retries the chunk, and on its
+// last attempt first gives the chunk up (giveUp). failures are the
+// domains' own errors, by row.
+func (w *ClassifyListWorker) retryOrGiveUp(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
+	err error, failures map[int]error) error {
+	if job.Attempt < job.MaxAttempts {
+		return err
+	}
+	// The run's context may be done (it timed out): the end is written anyway.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if gerr := w.giveUp(gctx, log, job, id, err, failures); gerr != nil {
+		log.ErrorContext(ctx, "error giving the chunk up; the list sweep will", "error", gerr, "chunk_error", err)
+	}
+	return err
+}
+
+// giveUp fails the chunk's rows that are not final: each domain that
+// failed with its own error, the rest (never answered in the last run) with
+// the chunk's; then it queues the chunk after the window and ends the list
+// if every row is final: one transaction. River then discards the job.
+func (w *ClassifyListWorker) giveUp(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
+	err error, failures map[int]error) error {
+	client, tx, berr := w.begin(ctx)
+	if berr != nil {
+		return berr
+	}
+	defer db.Rollback(ctx, tx)
+	l, lerr := db.ListGet(ctx, tx, id)
+	if errors.Is(lerr, db.ErrNotFound) {
+		return nil
+	} else if lerr != nil {
+		return lerr
+	}
+	if l.Ended() {
+		return nil
+	}
+	from, to := l.ChunkRange(job.Args.Chunk)
+	var (
+		rows    []int
+		reasons []string
+	)
+	for _, row := range slices.Sorted(maps.Keys(failures)) {
+		if row >= from && row <= to {
+			rows = append(rows, row)
+			reasons = append(reasons, fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, failures[row]))
+		}
+	}
+	own, ferr := db.ListRowsFailEach(ctx, tx, id, rows, reasons)
+	if ferr != nil {
+		return ferr
+	}
+	rest, ferr := db.ListRowsFail(ctx, tx, id, from, to,
+		fmt.Sprintf("not answered: chunk %d gave up after %d attempts: %v", job.Args.Chunk, job.Attempt, err))
+	if ferr != nil {
+		return ferr
+	}
+	// The chunk's job still runs (River discards it once this returns):
+	// it counts itself in the window.
+	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
+	ended, cerr := completeListTx(ctx, tx, client, id, w.Settings)
+	if cerr != nil {
+		return cerr
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		return err
+	}
+	w.Lists.ListRows(classifier.StatusFailed, own+rest)
+	log.WarnContext(ctx, "chunk gave up; its rows not answered are FAILED, the list goes on",
+		"rows_failed", own+rest, "error", err)
+	if ended {
+		w.Lists.ListEnded(classifier.StatusCompleted)
+		log.InfoContext(ctx, "list completed")
+	}
+	return nil
+}
+
+// cannotGoOn ends list l FAILED with reason, the one way a list ends
+// FAILED: the service cannot go on with it at all (its classifier is gone
+// from the deployment). Its rows not final read FAILED with the reason; a
+// retry queues them again once the cause is fixed. The chunk is cancelled.
+func (w *ClassifyListWorker) cannotGoOn(ctx context.Context, log *slog.Logger, l *classifier.List, reason string) error {
+	client, tx, err := w.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	ended, err := failListTx(ctx, tx, client, l.ID, reason, w.Settings)
+	if err != nil {
+		return err
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		return err
+	}
+	if ended {
+		w.Lists.ListEnded(classifier.StatusFailed)
+		log.ErrorContext(ctx, "list failed: the service cannot go on with it", "reason", reason)
+	}
+	return river.JobCancel(fmt.Errorf("list %s: %s", l.ID, reason))
+}
+
+// failListTx gives list id up with reason in tx, and queues its
+// list.completed webhook; it reports whether the list ended.
+func failListTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID, reason string, s Settings) (bool, error) {
+	end, ended, err := db.ListFail(ctx, tx, id, reason)
+	if err != nil || !ended {
+		return false, err
+	}
+	return true, enqueueListWebhookTx(ctx, tx, client, id, end, s)
+}
+
+// ListSweepArgs is the periodic look for stalled lists (ListSweepWorker).
+type ListSweepArgs struct{}
+
+// Kind is the River job kind.
+func (ListSweepArgs) Kind() string { return "list_sweep" }
+
+// InsertOpts keeps at most one sweep waiting or running: a sweep that
+// finds work takes a while, and the next period's would only repeat it.
+func (ListSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
+		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
+}
+
+// ListSweepPeriodicJob runs the sweep every interval, and as the leader
+// starts.
+func ListSweepPeriodicJob(interval time.Duration) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) { return ListSweepArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true})
+}
+
+// listJobKinds are the River jobs that work a list: its chunks, and its
+// provider batches (economy).
+var listJobKinds = []string{ClassifyListArgs{}.Kind(), BatchArgs{}.Kind()}
+
+// ListSweepOutput is recorded on a sweep's River job.
+type ListSweepOutput struct {
+	Stalled    int `json:"stalled"`
+	RowsFailed int `json:"rows_failed"`
+	Fed        int `json:"chunks_queued"`
+	Completed  int `json:"lists_completed"`
+	Failed     int `json:"lists_failed"`
+}
+
+// ListSweepWorker works ListSweepArgs: for each list PENDING or RUNNING
+// with no job left to run, it fails the rows of its chunks that were lost
+// (each row says which chunk and why: the River job's end and last error),
+// queues the chunks after them, and ends the list if every row is final.
+// A list it can do neither for (no row left that a chunk would answer, and
+// rows not final) is given up, FAILED, with the reason: it would otherwise
+// stay RUNNING forever.
+type ListSweepWorker struct {
+	river.WorkerDefaults[ListSweepArgs]
+	DB       db.Executor
+	Settings Settings
+	Logger   *slog.Logger
+	Lists    *ListMetrics // nil: no metrics
+}
+
+// Work sweeps every stalled list, each in a transaction of its own.
+func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[ListSweepArgs]) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	ids, err := db.ListsStalled(ctx, w.DB, listJobKinds)
+	if err != nil {
+		return fmt.Errorf("error looking for stalled lists: %w", err)
+	}
+	var (
+		out      ListSweepOutput
+		firstErr error
+	)
+	for _, id := range ids {
+		if err := w.sweep(ctx, client, id, &out); err != nil {
+			w.Logger.ErrorContext(ctx, "error sweeping a stalled list", "list_id", id.String(), "error", err)
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if out.Stalled > 0 {
+		w.Logger.InfoContext(ctx, "swept stalled lists", "lists", out.Stalled, "rows_failed", out.RowsFailed,
+			"chunks_queued", out.Fed, "lists_completed", out.Completed, "lists_failed", out.Failed)
+	}
+	if err := river.RecordOutput(ctx, out); err != nil {
+		return err
+	}
+	return firstErr
+}
+
+// sweep handles one list, if it is still stalled once locked: a chunk
+// that commits its hand-on first makes it not stalled.
+func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUID, out *ListSweepOutput) error {
+	tx, err := db.Begin(ctx, w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	l, err := db.ListLock(ctx, tx, id)
+	if err != nil || l.Ended() {
+		return ignoreNotFound(err)
+	}
+	if live, err := db.ListHasLiveJobs(ctx, tx, id, listJobKinds); err != nil || live {
+		return err
+	}
+	log := w.Logger.With("list_id", id.String())
+	failed, err := w.failOrphans(ctx, tx, l)
+	if err != nil {
+		return err
+	}
+	fed, err := FeedChunks(ctx, client, tx, id, w.Settings.ListChunksInFlight)
+	if err != nil {
+		return err
+	}
+	ended, err := completeListTx(ctx, tx, client, id, w.Settings)
+	if err != nil {
+		return err
+	}
+	gaveUp := false
+	if !ended && fed == 0 {
+		reason := "the list has rows not answered and no chunk left to answer them; retry it"
+		if gaveUp, err = failListTx(ctx, tx, client, id, reason, w.Settings); err != nil {
+			return err
+		}
+	}
+	if err := db.Commit(ctx, tx); err != nil {
+		return err
+	}
+	out.Stalled++
+	out.RowsFailed += failed
+	out.Fed += fed
+	w.Lists.ListRows(classifier.StatusFailed, failed)
+	switch {
+	case ended:
+		out.Completed++
+		w.Lists.ListEnded(classifier.StatusCompleted)
+	case gaveUp:
+		out.Failed++
+		w.Lists.ListEnded(classifier.StatusFailed)
+	}
+	log.WarnContext(ctx, "list was running with nothing queued; swept", "rows_failed", failed, "chunks_queued", fed,
+		"completed", ended, "failed", gaveUp)
+	return nil
+}
+
+// failOrphans fails the rows of l's chunks that were queued and lost, with
+// how their chunk's River job ended, and returns how many rows it failed.
+func (w *ListSweepWorker) failOrphans(ctx context.Context, tx pgx.Tx, l *classifier.List) (int, error) {
+	chunks, err := db.ListOrphanChunks(ctx, tx, l.ID)
+	if err != nil {
+		return 0, err
+	}
+	kind := ClassifyListArgs{}.Kind()
+	n := 0
+	for _, c := range chunks {
+		end, found, err := db.ListChunkJobEnd(ctx, tx, kind, l.ID, c)
+		if err != nil {
+			return n, err
+		}
+		reason := fmt.Sprintf("not answered: chunk %d's job is gone from River", c)
+		switch {
+		case found && end.State == "completed":
+			// An economy chunk hands its fresh domains to a batch job.
+			reason = fmt.Sprintf("not answered: chunk %d handed its rows to a provider batch whose job is gone", c)
+		case found && end.Attempt == 0:
+			reason = fmt.Sprintf("not answered: chunk %d's job was %s before it ran", c, end.State)
+		case found:
+			reason = fmt.Sprintf("not answered: chunk %d's job was %s after %d of %d attempts", c, end.State, end.Attempt, end.MaxAttempts)
+			if end.Error != "" {
+				reason += ": " + end.Error
+			}
+		}
+		from, to := l.ChunkRange(c)
+		m, err := db.ListRowsFail(ctx, tx, l.ID, from, to, reason)
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
