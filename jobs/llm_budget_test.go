@@ -175,7 +175,7 @@ func TestBudget_CallsInFlightForTheDeployment(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.calls(context.Background(), "a", 10, 10) })
 	wg.Go(func() { b.calls(context.Background(), "b", 10, 10) })
-	require.Eventually(t, func() bool { return fake.InFlight() == 3 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return fake.InFlight() == 3 }, dbtest.Patience(), 5*time.Millisecond)
 	close(release)
 	wg.Wait()
 	require.Equal(t, 20, fake.Total())
@@ -190,12 +190,12 @@ func TestBudget_KilledProcessesShareComesBack(t *testing.T) {
 	s := newBudgetSetup(t, fake, llm.BudgetConfig{RequestsPerMinute: 600})
 	s.release = false
 	a := s.start("a", 20, 600)
-	require.Eventually(t, func() bool { return a.budget.Share() > 0.99 }, 5*time.Second, 10*time.Millisecond, "alone, a holds it all")
+	require.Eventually(t, func() bool { return a.budget.Share() > 0.99 }, dbtest.Patience(), 10*time.Millisecond, "alone, a holds it all")
 	b := s.start("b", 20, 600)
-	require.Eventually(t, func() bool { return b.budget.Share() > 0.4 }, 5*time.Second, 10*time.Millisecond, "idle, they share evenly")
+	require.Eventually(t, func() bool { return b.budget.Share() > 0.4 }, dbtest.Patience(), 10*time.Millisecond, "idle, they share evenly")
 	a.stop() // its lease stays, as a killed process's does
 	killed := time.Now()
-	require.Eventually(t, func() bool { return b.budget.Share() > 0.99 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return b.budget.Share() > 0.99 }, dbtest.Patience(), 10*time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(killed), 500*time.Millisecond, "a's lease was live for a while (TTL 1 s)")
 }
 
@@ -227,7 +227,7 @@ func TestBudget_A429SlowsTheWholeDeployment(t *testing.T) {
 			_, _ = b.lim.Complete(ctx, completion(fmt.Sprintf("second%d.com", i)))
 		}
 	})
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(arrivals) > 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(arrivals) > 0 }, dbtest.Patience(), time.Millisecond)
 	errs := a.calls(context.Background(), "first", 1, 1)
 	require.Len(t, errs, 1)
 	_, throttled := classifier.RetryAfter(errs[0])
