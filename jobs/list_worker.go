@@ -78,6 +78,7 @@ type ClassifyListWorker struct {
 	Metrics  *Metrics     // nil: no metrics
 	Lists    *ListMetrics // nil: no metrics
 	Price    Pricer       // nil: unpriced
+	Spend    *Spenders    // nil: no budgets
 }
 
 // Middleware cancels chunks whose args can never work.
@@ -127,6 +128,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	if err != nil {
 		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
 	}
+	ctx = classifier.WithSpender(ctx, w.Spend.For(l.Caller))
 	a := w.answerer(ctx, log, job, l)
 	from, to := l.ChunkRange(job.Args.Chunk)
 	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
