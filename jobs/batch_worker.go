@@ -103,126 +103,133 @@ func (w *BatchWorker) Timeout(*river.Job[BatchArgs]) time.Duration { return w.Se
 // Work moves the batch one step. On the last attempt an error gives the
 // batch's rows up (FAILED), so that the list still ends.
 func (w *BatchWorker) Work(ctx context.Context, job *river.Job[BatchArgs]) error {
-	err := w.step(ctx, job)
-	var (
-		snooze *rivertype.JobSnoozeError
-		cancel *rivertype.JobCancelError
-	)
-	if err == nil || errors.As(err, &snooze) || errors.As(err, &cancel) || job.Attempt < job.MaxAttempts {
-		return err
-	}
-	fctx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer done()
-	if ferr := w.giveUp(fctx, uuid.MustParse(job.Args.BatchID), fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)); ferr != nil {
-		w.Logger.ErrorContext(ctx, "error giving a batch up", "batch", job.Args.BatchID, "error", ferr)
-	}
-	return err
+	id := uuid.MustParse(job.Args.BatchID) // checked by Middleware
+	return onLastAttempt(ctx, job, w.step(ctx, id), func(ctx context.Context, err error) {
+		if gerr := w.giveUp(ctx, id, fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)); gerr != nil {
+			w.Logger.ErrorContext(ctx, "error giving a batch up", "batch", job.Args.BatchID, "error", gerr)
+		}
+	})
 }
 
-func (w *BatchWorker) giveUp(ctx context.Context, id uuid.UUID, reason string) error {
-	b, err := db.BatchGet(ctx, w.DB, id)
-	if err != nil {
-		return err
-	}
-	l, err := db.ListGet(ctx, w.DB, b.ListID)
-	if err != nil {
-		return err
-	}
-	if _, err := w.failRows(ctx, l, b, batchOwner(b.ID), reason); err != nil {
-		return err
-	}
-	return w.end(ctx, w.Logger, b, l.ID, reason)
-}
-
-func (w *BatchWorker) step(ctx context.Context, job *river.Job[BatchArgs]) error {
-	id := uuid.MustParse(job.Args.BatchID)
+// step moves batch id from the state it is in:
+//
+//	staging   → nothing (no chunk has handed it over yet)
+//	ready     → submitted (submit), or ended: its requests asked as calls
+//	            (a file over the provider's limit) or FAILED (refused)
+//	submitted → submitted (poll: the provider runs it; a snooze), ready again
+//	            (failed whole, attempts left), or ended (its answers stored)
+//	ended     → nothing
+//
+// Whatever the state, a batch whose list has ended is abandoned, and one
+// with no model to ask has its rows FAILED.
+func (w *BatchWorker) step(ctx context.Context, id uuid.UUID) error {
 	b, err := db.BatchGet(ctx, w.DB, id)
 	if errors.Is(err, db.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("batch %s does not exist", id))
 	} else if err != nil {
 		return err
 	}
-	log := w.Logger.With("batch", id.String(), "list_id", b.ListID.String(), "provider_batch_id", b.ProviderBatchID)
-	if b.Status == db.BatchEnded || b.Status == db.BatchStaging {
+	if b.Status == db.BatchStaging || b.Status == db.BatchEnded {
 		return nil
 	}
-	l, err := db.ListGet(ctx, w.DB, b.ListID)
+	r, err := w.newRun(ctx, b)
 	if err != nil {
 		return err
 	}
-	owner := batchOwner(b.ID)
-	if l.Ended() {
-		return w.abandon(ctx, log, b, owner, "the list is "+string(l.Status))
+	if r.l.Ended() {
+		return r.abandon(ctx, "the list is "+string(r.l.Status))
 	}
-	c, err := w.Registry.Get(l.Classifier)
-	if err != nil {
+	if r.c, err = w.Registry.Get(r.l.Classifier); err != nil {
 		return river.JobCancel(err)
 	}
-
 	if w.Batcher == nil {
-		if _, err := w.failRows(ctx, l, b, owner, classifier.ErrNoLLM); err != nil {
-			return err
-		}
-		return w.end(ctx, log, b, l.ID, classifier.ErrNoLLM)
+		return r.failAll(ctx, classifier.ErrNoLLM, classifier.ErrNoLLM)
 	}
-	if b.Status == db.BatchReady {
-		err := w.submit(ctx, log, b)
-		if errors.Is(err, errBatchTooLarge) {
-			log.ErrorContext(ctx, "batch not sent; its requests are asked as calls (lower BATCH_MAX_REQUESTS)", "error", err)
-			out := BatchOutput{ListID: l.ID.String()}
-			if err := w.store(ctx, log, c, l, b, llm.BatchStatus{}, owner, &out); err != nil {
-				return err
-			}
-			_ = river.RecordOutput(ctx, out)
-			return w.end(ctx, log, b, l.ID, err.Error())
-		}
-		var rejected *llm.RejectedError
-		if errors.As(err, &rejected) { // the provider will not take this file
-			if _, err := w.failRows(ctx, l, b, owner, "the provider refused the batch: "+err.Error()); err != nil {
-				return err
-			}
-			return w.end(ctx, log, b, l.ID, err.Error())
-		}
-		return err
+	switch b.Status {
+	case db.BatchReady:
+		return r.submit(ctx)
+	case db.BatchSubmitted:
+		return r.poll(ctx)
 	}
-	st, err := w.Batcher.BatchGet(ctx, b.ProviderBatchID)
-	if err != nil {
-		return w.providerErr(err)
-	}
-	if err := db.BatchProviderStatus(ctx, w.DB, b.ID, st.Status); err != nil {
-		return err
-	}
-	out := BatchOutput{ListID: l.ID.String(), ProviderBatchID: st.ID, ProviderStatus: st.Status}
-	if st.Running() {
-		_ = river.RecordOutput(ctx, out)
-		return river.JobSnooze(w.Settings.BatchPollInterval)
-	}
-	if st.Status == "failed" {
-		if b.Attempts < w.Settings.BatchMaxAttempts {
-			log.WarnContext(ctx, "provider failed the batch; submitting it again", "reason", st.Error, "attempt", b.Attempts)
-			if err := db.BatchResubmit(ctx, w.DB, b.ID, st.Error); err != nil {
-				return err
-			}
-			return river.JobSnooze(w.Settings.BatchPollInterval)
-		}
-		out.Failed, err = w.failRows(ctx, l, b, owner, fmt.Sprintf("the provider failed the batch %d times: %s", b.Attempts, st.Error))
-		if err != nil {
-			return err
-		}
-		_ = river.RecordOutput(ctx, out)
-		return w.end(ctx, log, b, l.ID, st.Error)
-	}
+	return river.JobCancel(fmt.Errorf("batch %s is in an unknown state %q", id, b.Status))
+}
 
-	// completed, expired or cancelled: store what it answered; ask again,
-	// one call each, what it did not.
-	if err := w.store(ctx, log, c, l, b, st, owner, &out); err != nil {
+// giveUp fails the rows of batch id not final yet with reason, and ends it.
+func (w *BatchWorker) giveUp(ctx context.Context, id uuid.UUID, reason string) error {
+	b, err := db.BatchGet(ctx, w.DB, id)
+	if err != nil {
 		return err
 	}
-	_ = river.RecordOutput(ctx, out)
-	return w.end(ctx, log, b, l.ID, "")
+	r, err := w.newRun(ctx, b)
+	if err != nil {
+		return err
+	}
+	return r.failAll(ctx, reason, reason)
+}
+
+// batchRun is one run of a batch's job: the batch, its list and
+// classifier, its staged requests (read at most once per run), and what the
+// run did (recorded on the job).
+type batchRun struct {
+	w     *BatchWorker
+	log   *slog.Logger
+	b     *db.Batch
+	l     *classifier.List
+	c     *classifier.Classifier
+	owner string // the batch's claim on its domains
+	// items are the batch's requests not answered yet, in row order,
+	// without their prompts; nil until read. byDomain finds them by the
+	// request's custom_id.
+	items    []*batchItem
+	byDomain map[string]*batchItem
+	out      BatchOutput
+}
+
+// batchItem is a staged request as its answer needs it: its list row and
+// what Verdict reads (model, prompt version, evidence), not its prompt.
+type batchItem struct {
+	db.BatchItem
+	prepared classifier.Prepared
+	answered bool
+}
+
+func (w *BatchWorker) newRun(ctx context.Context, b *db.Batch) (*batchRun, error) {
+	l, err := db.ListGet(ctx, w.DB, b.ListID)
+	if err != nil {
+		return nil, err
+	}
+	return &batchRun{w: w, b: b, l: l, owner: batchOwner(b.ID), out: BatchOutput{ListID: l.ID.String()},
+		log: w.Logger.With("batch", b.ID.String(), "list_id", b.ListID.String(), "provider_batch_id", b.ProviderBatchID)}, nil
 }
 
 func batchOwner(id uuid.UUID) string { return "batch:" + id.String() }
+
+// readItems reads the batch's requests not answered yet, once: each is
+// passed whole (prompt included) to each, when set, and kept without its
+// prompt (2 to 6 kB each, read again only for the fallbacks).
+func (r *batchRun) readItems(ctx context.Context, each func(db.BatchItem, classifier.CompletionRequest) error) error {
+	r.items, r.byDomain = []*batchItem{}, map[string]*batchItem{}
+	return db.BatchItems(ctx, r.w.DB, r.b.ID, func(it db.BatchItem) error {
+		var req classifier.CompletionRequest
+		if each == nil { // the model alone: the prompt is not decoded
+			var head struct{ Model string }
+			if err := json.Unmarshal(it.Body, &head); err != nil {
+				return fmt.Errorf("staged request of %s: %w", it.Domain, err)
+			}
+			req.Model = head.Model
+		} else if err := json.Unmarshal(it.Body, &req); err != nil {
+			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
+		} else if err := each(it, req); err != nil {
+			return err
+		}
+		it.Body = nil
+		bi := &batchItem{BatchItem: it, prepared: classifier.Prepared{Domain: it.Domain,
+			Request: classifier.CompletionRequest{Model: req.Model}, PromptVersion: it.PromptVersion,
+			Search: it.Search, Sources: it.Evidence}}
+		r.items, r.byDomain[it.Domain] = append(r.items, bi), bi
+		return nil
+	})
+}
 
 // MaxBatchFileBytes is the provider's limit on a batch input file (OpenAI:
 // 200 MB).
@@ -232,204 +239,150 @@ const MaxBatchFileBytes = 200 << 20
 // requests are asked as calls instead.
 var errBatchTooLarge = errors.New("the batch file is over the provider's limit")
 
-// submit uploads the batch's requests and starts the provider's batch.
-// The provider's batch carries our id and attempt, so that a run that died
+// submit sends a ready batch to the provider, then waits for it (a
+// snooze). A file over the provider's limit is not sent: its requests are
+// asked as calls. A file the provider refuses fails the batch's rows at
+// once, with its reason: no retry would change it.
+func (r *batchRun) submit(ctx context.Context) error {
+	err := r.send(ctx)
+	var rejected *llm.RejectedError
+	switch {
+	case errors.Is(err, errBatchTooLarge):
+		r.log.ErrorContext(ctx, "batch not sent; its requests are asked as calls (lower BATCH_MAX_REQUESTS)", "error", err)
+		return r.storeAndEnd(ctx, llm.BatchStatus{}, err.Error())
+	case errors.As(err, &rejected):
+		return r.failAll(ctx, "the provider refused the batch: "+err.Error(), err.Error())
+	}
+	return err
+}
+
+// send uploads the batch's requests and starts the provider's batch. The
+// provider's batch carries our id and attempt, so that a run that died
 // after creating it finds it instead of paying for a second.
-func (w *BatchWorker) submit(ctx context.Context, log *slog.Logger, b *db.Batch) error {
-	key := b.ID.String() + "/" + strconv.Itoa(b.Attempts+1)
+func (r *batchRun) send(ctx context.Context) error {
+	w := r.w
+	key := r.b.ID.String() + "/" + strconv.Itoa(r.b.Attempts+1)
 	st, found, err := w.Batcher.BatchFind(ctx, key)
 	if err != nil {
 		return w.providerErr(err)
 	}
 	if !found {
 		var input bytes.Buffer
-		n := 0
-		err := db.BatchItems(ctx, w.DB, b.ID, func(it db.BatchItem) error {
-			var req classifier.CompletionRequest
-			if err := json.Unmarshal(it.Body, &req); err != nil {
-				return fmt.Errorf("staged request of %s: %w", it.Domain, err)
-			}
+		err := r.readItems(ctx, func(it db.BatchItem, req classifier.CompletionRequest) error {
 			line, err := w.Batcher.BatchLine(it.Domain, req)
 			if err != nil {
 				return err
 			}
 			input.Write(line)
 			input.WriteByte('\n')
-			n++
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if n == 0 { // every row was answered meanwhile (a cancel, a redelivery)
-			return w.end(ctx, log, b, b.ListID, "")
+		if len(r.items) == 0 { // every row was answered meanwhile (a cancel, a redelivery)
+			return r.end(ctx, "")
 		}
 		if input.Len() > cmp.Or(w.MaxFileBytes, MaxBatchFileBytes) {
-			return fmt.Errorf("%w: %d requests make %d MB", errBatchTooLarge, n, input.Len()>>20)
+			return fmt.Errorf("%w: %d requests make %d MB", errBatchTooLarge, len(r.items), input.Len()>>20)
 		}
 		if st, err = w.Batcher.BatchSubmit(ctx, &input, key); err != nil {
 			return w.providerErr(err)
 		}
-		log.InfoContext(ctx, "batch submitted", "requests", n, "provider_batch_id", st.ID)
+		r.log.InfoContext(ctx, "batch submitted", "requests", len(r.items), "provider_batch_id", st.ID)
 	}
-	if err := db.BatchSubmit(ctx, w.DB, b.ID, st.ID, st.Status); err != nil {
+	if err := db.BatchSubmit(ctx, w.DB, r.b.ID, st.ID, st.Status); err != nil {
 		return err
 	}
 	return river.JobSnooze(w.Settings.BatchPollInterval)
 }
 
-// store reads an ended provider batch: each answer is stored as a call's
-// would be (source llm, the batch named); each request it did not answer
-// is asked again as a call, once.
-func (w *BatchWorker) store(ctx context.Context, log *slog.Logger, c *classifier.Classifier, l *classifier.List,
-	b *db.Batch, st llm.BatchStatus, owner string, out *BatchOutput) error {
-	// What Verdict needs of each request (its model, prompt version and
-	// evidence); the prompts themselves (2 to 6 kB each) are read again
-	// only for the fallbacks.
-	items := map[string]db.BatchItem{}
-	reqs := map[string]classifier.Prepared{}
-	err := db.BatchItems(ctx, w.DB, b.ID, func(it db.BatchItem) error {
-		var req struct{ Model string }
-		if err := json.Unmarshal(it.Body, &req); err != nil {
-			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
-		}
-		it.Body = nil
-		items[it.Domain] = it
-		reqs[it.Domain] = classifier.Prepared{Domain: it.Domain, Request: classifier.CompletionRequest{Model: req.Model},
-			PromptVersion: it.PromptVersion, Search: it.Search, Sources: it.Evidence}
-		return nil
-	})
+// poll looks at a submitted batch: while the provider runs it, the job
+// snoozes (no worker slot and no model slot held in between); once it has
+// ended its answers are stored, and what it did not answer is asked as
+// calls; a batch failed whole is submitted again, or its rows fail.
+func (r *batchRun) poll(ctx context.Context) error {
+	st, err := r.w.Batcher.BatchGet(ctx, r.b.ProviderBatchID)
 	if err != nil {
+		return r.w.providerErr(err)
+	}
+	if err := db.BatchProviderStatus(ctx, r.w.DB, r.b.ID, st.Status); err != nil {
 		return err
 	}
-	answered := map[string]bool{}
-	err = w.Batcher.BatchResults(ctx, st, func(res llm.BatchResult) error {
-		it, ok := items[res.CustomID]
-		if !ok || answered[res.CustomID] {
-			return nil // not ours, or already final
-		}
-		if res.Err != nil {
-			log.DebugContext(ctx, "batch did not answer a request; it will be asked as a call", "domain", it.Domain, "reason", res.Err)
-			return nil
-		}
-		r := w.Pipeline.Verdict(c, reqs[it.Domain], res.Response)
-		r.BatchID = st.ID
-		if w.Price != nil {
-			r.Usage.CostUSD = w.Price(r.Model, r.Usage, true)
-		}
-		w.Metrics.BatchTokens(r.Usage)
-		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
+	r.out.ProviderBatchID, r.out.ProviderStatus = st.ID, st.Status
+	switch {
+	case st.Running():
+		_ = river.RecordOutput(ctx, r.out)
+		return river.JobSnooze(r.w.Settings.BatchPollInterval)
+	case st.Status == "failed":
+		return r.failed(ctx, st)
+	}
+	// completed, expired or cancelled: store what it answered; ask again,
+	// one call each, what it did not.
+	return r.storeAndEnd(ctx, st, "")
+}
+
+// failed submits a batch the provider failed as a whole again, up to
+// BatchMaxAttempts times; then its rows fail with the provider's reason.
+func (r *batchRun) failed(ctx context.Context, st llm.BatchStatus) error {
+	if r.b.Attempts < r.w.Settings.BatchMaxAttempts {
+		r.log.WarnContext(ctx, "provider failed the batch; submitting it again", "reason", st.Error, "attempt", r.b.Attempts)
+		if err := db.BatchResubmit(ctx, r.w.DB, r.b.ID, st.Error); err != nil {
 			return err
 		}
-		answered[res.CustomID] = true
-		out.Answered++
-		return nil
-	})
-	if err != nil {
-		return w.providerErr(err)
+		return river.JobSnooze(r.w.Settings.BatchPollInterval)
 	}
+	err := r.failAll(ctx, fmt.Sprintf("the provider failed the batch %d times: %s", r.b.Attempts, st.Error), st.Error)
+	_ = river.RecordOutput(ctx, r.out)
+	return err
+}
 
-	// The fallbacks, in the list's turn (fair share): the requests still
-	// pending, read whole this time.
-	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: l.ID.String()})
-	var fallbacks []classifier.Prepared
-	err = db.BatchItems(ctx, w.DB, b.ID, func(it db.BatchItem) error {
-		pr := reqs[it.Domain]
-		if err := json.Unmarshal(it.Body, &pr.Request); err != nil {
-			return fmt.Errorf("staged request of %s: %w", it.Domain, err)
-		}
-		fallbacks = append(fallbacks, pr)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, pr := range fallbacks {
-		it := items[pr.Domain]
-		r, err := w.fallback(ctx, c, pr)
-		if err != nil {
-			return err // River retries; the answered ones are final and skipped
-		}
-		if w.Price != nil && r.Usage != nil {
-			r.Usage.CostUSD = w.Price(r.Model, r.Usage, false)
-		}
-		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierStandard); err != nil {
+// failAll fails every row of the batch not final yet with rowReason, and
+// ends the batch with reason.
+func (r *batchRun) failAll(ctx context.Context, rowReason, reason string) error {
+	if r.items == nil {
+		if err := r.readItems(ctx, nil); err != nil {
 			return err
 		}
-		out.Fallbacks++
 	}
-	if out.Fallbacks > 0 {
-		log.InfoContext(ctx, "batch requests answered by calls instead", "fallbacks", out.Fallbacks, "provider_status", st.Status)
-	}
-	return nil
-}
-
-// fallback answers a request the batch did not: by the domain's override
-// when one was set while the batch ran, else by a call.
-func (w *BatchWorker) fallback(ctx context.Context, c *classifier.Classifier, pr classifier.Prepared) (classifier.Result, error) {
-	if r, err := w.Pipeline.Override(ctx, c, pr.Domain); err != nil {
-		return classifier.Result{}, err
-	} else if r != nil {
-		return *r, nil
-	}
-	return w.Pipeline.Ask(ctx, c, pr)
-}
-
-// storeAnswer stores one answer of the list (and its duplicates) and releases
-// the batch's claim on its domain.
-func (w *BatchWorker) storeAnswer(ctx context.Context, l *classifier.List, it db.BatchItem, r classifier.Result, owner, tier string) error {
-	n, err := db.ListRowFinish(ctx, w.DB, l.ID, it.Row, r, owner)
-	if err != nil {
-		return err
-	}
-	w.Lists.ListRows(r.Status, n)
-	w.Metrics.DomainResult(r)
-	w.Metrics.LLMCost(tier, r.Usage.Cost())
-	return nil
-}
-
-// failRows fails every row of the batch not final yet, with reason.
-func (w *BatchWorker) failRows(ctx context.Context, l *classifier.List, b *db.Batch, owner, reason string) (int, error) {
-	var its []db.BatchItem
-	if err := db.BatchItems(ctx, w.DB, b.ID, func(it db.BatchItem) error { its = append(its, it); return nil }); err != nil {
-		return 0, err
-	}
-	for _, it := range its {
-		r := classifier.Result{Domain: it.Domain, Classifier: l.Classifier, Status: classifier.StatusFailed,
-			Source: classifier.SourceLLM, Error: reason, ClassifiedAt: time.Now().UTC()}
-		if err := w.storeAnswer(ctx, l, it, r, owner, classifier.TierEconomy); err != nil {
-			return 0, err
+	for _, it := range r.items {
+		res := classifier.Result{Domain: it.Domain, Classifier: r.l.Classifier, Status: classifier.StatusFailed,
+			Source: classifier.SourceLLM, Error: rowReason, ClassifiedAt: time.Now().UTC()}
+		if err := r.storeAnswer(ctx, it, res, classifier.TierEconomy); err != nil {
+			return err
 		}
+		r.out.Failed++
 	}
-	return len(its), nil
+	return r.end(ctx, reason)
 }
 
 // abandon ends a batch whose list has ended: the provider's batch is
 // cancelled (what it has answered is not stored: the list's rows are
 // CANCELLED) and the claims are given up.
-func (w *BatchWorker) abandon(ctx context.Context, log *slog.Logger, b *db.Batch, owner, reason string) error {
-	if b.Status == db.BatchSubmitted {
-		st, err := w.Batcher.BatchCancel(ctx, b.ProviderBatchID)
+func (r *batchRun) abandon(ctx context.Context, reason string) error {
+	if r.b.Status == db.BatchSubmitted {
+		st, err := r.w.Batcher.BatchCancel(ctx, r.b.ProviderBatchID)
 		var rejected *llm.RejectedError
 		switch {
 		case errors.As(err, &rejected):
-			log.InfoContext(ctx, "provider batch had ended already", "reason", err)
+			r.log.InfoContext(ctx, "provider batch had ended already", "reason", err)
 		case err != nil:
-			return w.providerErr(err)
+			return r.w.providerErr(err)
 		default:
-			log.InfoContext(ctx, "provider batch cancelled", "provider_status", st.Status)
+			r.log.InfoContext(ctx, "provider batch cancelled", "provider_status", st.Status)
 		}
 	}
-	if err := db.ClaimsRelease(ctx, w.DB, owner); err != nil {
+	if err := db.ClaimsRelease(ctx, r.w.DB, r.owner); err != nil {
 		return err
 	}
-	return db.BatchEnd(ctx, w.DB, b.ID, reason)
+	return db.BatchEnd(ctx, r.w.DB, r.b.ID, reason)
 }
 
 // end marks the batch ended, gives up its claims that remain, and ends the
 // list when this was its last work.
-func (w *BatchWorker) end(ctx context.Context, log *slog.Logger, b *db.Batch, listID uuid.UUID, reason string) error {
-	if err := db.ClaimsRelease(ctx, w.DB, batchOwner(b.ID)); err != nil {
+func (r *batchRun) end(ctx context.Context, reason string) error {
+	w := r.w
+	if err := db.ClaimsRelease(ctx, w.DB, r.owner); err != nil {
 		return err
 	}
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
@@ -441,10 +394,10 @@ func (w *BatchWorker) end(ctx context.Context, log *slog.Logger, b *db.Batch, li
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	if err := db.BatchEnd(ctx, tx, b.ID, reason); err != nil {
+	if err := db.BatchEnd(ctx, tx, r.b.ID, reason); err != nil {
 		return err
 	}
-	ended, err := completeListTx(ctx, tx, client, listID, w.Settings)
+	ended, err := completeListTx(ctx, tx, client, r.l.ID, w.Settings)
 	if err != nil {
 		return err
 	}
@@ -453,14 +406,14 @@ func (w *BatchWorker) end(ctx context.Context, log *slog.Logger, b *db.Batch, li
 	}
 	if ended {
 		w.Lists.ListEnded(classifier.StatusCompleted)
-		log.InfoContext(ctx, "list completed")
+		r.log.InfoContext(ctx, "list completed")
 	}
 	return nil
 }
 
 // providerErr snoozes a throttled batch API call and returns any other
 // error as it is: River retries the run, and on its last attempt Work fails
-// the batch's rows (a refused submission is handled in step, at once).
+// the batch's rows (a refused submission is handled in submit, at once).
 func (w *BatchWorker) providerErr(err error) error {
 	if ra, ok := classifier.RetryAfter(err); ok {
 		return river.JobSnooze(min(max(ra, time.Second), w.Settings.MaxSnooze))

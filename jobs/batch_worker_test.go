@@ -30,6 +30,9 @@ type economyBundle struct {
 	s      jobs.Settings
 	chunks *rivertest.Worker[jobs.ClassifyListArgs, pgx.Tx]
 	batch  *rivertest.Worker[jobs.BatchArgs, pgx.Tx]
+	// batchWith makes a batch worker like batch that asks another Batch
+	// API (nil: none).
+	batchWith func(jobs.Batcher) *rivertest.Worker[jobs.BatchArgs, pgx.Tx]
 }
 
 // testPrice: $1 per million prompt tokens and $2 per million completion
@@ -59,12 +62,16 @@ func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, 
 	client, err := llm.New(llm.Config{BaseURL: b.llm.BaseURL(), APIKey: "sk-test", Timeout: dbtest.Patience()})
 	require.NoError(t, err)
 	cfg := &river.Config{Logger: logger}
+	batchWith := func(batcher jobs.Batcher) *rivertest.Worker[jobs.BatchArgs, pgx.Tx] {
+		return rivertest.NewWorker(t, riverpgxv5.New(nil), cfg, &jobs.BatchWorker{
+			DB: b.tx, Batcher: batcher, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s,
+			Logger: logger, Price: testPrice, MaxFileBytes: maxFile})
+	}
 	return &economyBundle{txBundle: b, s: s,
 		chunks: rivertest.NewWorker(t, riverpgxv5.New(nil), cfg, &jobs.ClassifyListWorker{
 			DB: b.tx, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger, Price: testPrice}),
-		batch: rivertest.NewWorker(t, riverpgxv5.New(nil), cfg, &jobs.BatchWorker{
-			DB: b.tx, Batcher: client, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s,
-			Logger: logger, Price: testPrice, MaxFileBytes: maxFile}),
+		batch:     batchWith(client),
+		batchWith: batchWith,
 	}
 }
 

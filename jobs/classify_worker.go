@@ -198,20 +198,14 @@ func (w *ClassifyWorker) complete(ctx context.Context, job *river.Job[ClassifyAr
 // one transaction (River then discards the job, and an operator can retry
 // it from River UI or the CLI).
 func (w *ClassifyWorker) retryOrFail(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyArgs], id uuid.UUID, err error) error {
-	if job.Attempt < job.MaxAttempts {
-		return err
-	}
-	reason := fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)
-	// The job's context may be done (it timed out): the end is written anyway.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if ferr := w.fail(fctx, id, reason); ferr != nil {
-		log.ErrorContext(ctx, "error marking job failed", "error", ferr)
-	} else {
+	return onLastAttempt(ctx, job, err, func(ctx context.Context, err error) {
+		if ferr := w.fail(ctx, id, fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)); ferr != nil {
+			log.ErrorContext(ctx, "error marking job failed", "error", ferr)
+			return
+		}
 		w.Metrics.JobEnded(classifier.StatusFailed)
 		log.ErrorContext(ctx, "classify job failed; attempts exhausted", "error", err)
-	}
-	return err
+	})
 }
 
 func (w *ClassifyWorker) fail(ctx context.Context, id uuid.UUID, reason string) error {

@@ -34,16 +34,11 @@ import (
 // domains' own errors, by row.
 func (w *ClassifyListWorker) retryOrGiveUp(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
 	err error, failures map[int]error) error {
-	if job.Attempt < job.MaxAttempts {
-		return err
-	}
-	// The run's context may be done (it timed out): the end is written anyway.
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if gerr := w.giveUp(gctx, log, job, id, err, failures); gerr != nil {
-		log.ErrorContext(ctx, "error giving the chunk up; the list sweep will", "error", gerr, "chunk_error", err)
-	}
-	return err
+	return onLastAttempt(ctx, job, err, func(ctx context.Context, err error) {
+		if gerr := w.giveUp(ctx, log, job, id, err, failures); gerr != nil {
+			log.ErrorContext(ctx, "error giving the chunk up; the list sweep will", "error", gerr, "chunk_error", err)
+		}
+	})
 }
 
 // giveUp fails the chunk's rows that are not final: each domain that

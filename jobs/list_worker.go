@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -130,9 +129,10 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
 	}
 	ctx = classifier.WithSpender(ctx, w.Spend.For(l.Caller))
+	a := w.answerer(ctx, log, job, l)
 	from, to := l.ChunkRange(job.Args.Chunk)
 	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
-		return w.stage(ctx, log, job, l, c, from, to)
+		return w.stage(ctx, log, job, l, c, a, from, to)
 	}
 	rows, err := db.ListPending(ctx, w.DB, id, from, to)
 	if err != nil {
@@ -140,7 +140,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	}
 
 	// 2. Answer each domain the cheapest way.
-	o, pending := w.answerRows(ctx, log, job, l, c, rows)
+	o, pending := w.answerRows(ctx, log, job, l, c, a, rows)
 	o.summary(ctx, log, "list chunk run", pending)
 	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
 	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
@@ -168,39 +168,53 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	return nil
 }
 
-// answerRows answers the chunk's rows, storing each answer with its
+// answerer is the chunk's answerer, the one a run of it uses whether it
+// answers its domains or stages them for a batch: the list's concurrency,
+// domain retries and run budget (ListRunBudget, from the run's start), and,
+// once all its domains have started, the feed of the chunk after the
+// window (this one still counted in it).
+func (w *ClassifyListWorker) answerer(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], l *classifier.List) answerer {
+	inFlight := w.Settings.ListChunksInFlight
+	return answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
+		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()),
+		allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
+}
+
+// storeRow stores an answer of list l's row (and its duplicates), and
+// counts the rows it made final.
+func (w *ClassifyListWorker) storeRow(l *classifier.List) func(context.Context, pendingDomain, classifier.Result, string) error {
+	return func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
+		n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
+		w.Lists.ListRows(r.Status, n)
+		return err
+	}
+}
+
+// answerRows answers the chunk's rows with a, storing each answer with its
 // duplicates as it comes, and returns the outcome and how many domains it
 // had to answer. A model call starts only through the list's gate, which a
 // cancel closes, and in its list's turn: behind interactive jobs, beside
 // other callers' lists (llm.Share).
 func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
-	l *classifier.List, c *classifier.Classifier, rows []classifier.ListRow) (outcome, int) {
+	l *classifier.List, c *classifier.Classifier, a answerer, rows []classifier.ListRow) (outcome, int) {
 	pending := make([]pendingDomain, len(rows))
 	for i, r := range rows {
 		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
 	}
-	inFlight := w.Settings.ListChunksInFlight
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()), cost: w.cost(false),
-		want: l.Want, allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
+	a.cost, a.want = w.cost(false), l.Want
 	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: l.ID.String()})
-	o := a.answer(llm.WithGate(ctx, w.gate(l.ID)), log, c, fmt.Sprintf("river:%d", job.ID), pending,
-		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
-			n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
-			w.Lists.ListRows(r.Status, n)
-			return err
-		})
+	o := a.answer(llm.WithGate(ctx, w.gate(l.ID)), log, c, fmt.Sprintf("river:%d", job.ID), pending, w.storeRow(l))
 	return o, len(pending)
 }
 
-// stage works a chunk of an economy list: overridden and cached domains are
-// answered now; each fresh one is claimed (for the batch's whole window:
-// no other job pays for it meanwhile), searched, and its request staged in
-// the chunk's batch. When every row of the chunk is answered or staged,
-// the batch goes to its own job (BatchWorker), in the transaction that
-// completes this one.
+// stage works a chunk of an economy list with a: overridden and cached
+// domains are answered now; each fresh one is claimed (for the batch's
+// whole window: no other job pays for it meanwhile), searched, and its
+// request staged in the chunk's batch. When every row of the chunk is
+// answered or staged, the batch goes to its own job (BatchWorker), in the
+// transaction that completes this one.
 func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
-	l *classifier.List, c *classifier.Classifier, from, to int) error {
+	l *classifier.List, c *classifier.Classifier, a answerer, from, to int) error {
 	b, err := db.BatchOfChunk(ctx, w.DB, l.ID, job.Args.Chunk)
 	if err != nil {
 		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error making the chunk's batch: %w", err), nil)
@@ -214,29 +228,8 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		for i := range nums {
 			pending[i] = pendingDomain{Key: nums[i], Domain: domains[i]}
 		}
-		a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-			retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()),
-			classify: func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-				r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want)
-				if err != nil || pr == nil {
-					return r, err
-				}
-				body, err := json.Marshal(pr.Request)
-				if err == nil {
-					err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
-						PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources})
-				}
-				return r, err
-			},
-			allStarted: func() {
-				w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
-			}}
-		o := a.answer(ctx, log, c, batchOwner(b.ID), pending,
-			func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
-				n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
-				w.Lists.ListRows(r.Status, n)
-				return err
-			})
+		a.classify = w.stageInto(b, l)
+		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, w.storeRow(l))
 		o.summary(ctx, log, "list chunk staged", len(pending))
 		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
 		if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
@@ -250,6 +243,24 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error handing the batch over: %w", err), nil)
 	}
 	return nil
+}
+
+// stageInto answers a domain of list l the way a batch will: by override or
+// cache now, else claimed and searched, its request staged in batch b (a
+// PENDING result, stored when the batch answers).
+func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
+	return func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
+		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want)
+		if err != nil || pr == nil {
+			return r, err
+		}
+		body, err := json.Marshal(pr.Request)
+		if err == nil {
+			err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
+				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources})
+		}
+		return r, err
+	}
 }
 
 // handOver queues the batch's job (when it holds requests), ends the list
@@ -277,96 +288,6 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 		return nil
 	}
 	return func(model string, u *classifier.Usage) float64 { return w.Price(model, u, batch) }
-}
-
-// feedOrLog queues the list's next chunk if it is at most upTo (see
-// feed), in a transaction of its own. A chunk feeds as it starts and once
-// all its domains have started, while it holds its River slot, so that
-// the worker processes race for the new job evenly. A failure is logged
-// and costs the chunk nothing: finish feeds again, and the list sweep
-// refills a list left with nothing queued.
-func (w *ClassifyListWorker) feedOrLog(ctx context.Context, log *slog.Logger, id uuid.UUID, upTo, maxLive int) {
-	err := func() error {
-		client, tx, err := w.begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer db.Rollback(ctx, tx)
-		if _, err := feed(ctx, client, tx, id, upTo, maxLive); err != nil {
-			return err
-		}
-		return db.Commit(ctx, tx)
-	}()
-	if err != nil && ctx.Err() == nil {
-		log.WarnContext(ctx, "error queueing the next chunk; the chunk goes on, and queues it again as it ends", "error", err)
-	}
-}
-
-// Inserter inserts River jobs in a transaction: *Client, or the API's
-// insert-only client.
-type Inserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-}
-
-// FeedChunks queues list id's next chunks that have rows to answer, in
-// tx, until n of its chunks are queued or running, and returns how many it
-// queued: what a retry and the list sweep queue (the chunks then queue the
-// ones after them as they run).
-func FeedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n int) (int, error) {
-	fed := 0
-	for range n {
-		ok, err := feed(ctx, ins, tx, id, math.MaxInt32, n)
-		if err != nil || !ok {
-			return fed, err
-		}
-		fed++
-	}
-	return fed, nil
-}
-
-// feed queues the list's next chunk with rows to answer, in tx, if the
-// list's next chunk is at most upTo (and the list has one and is running)
-// and fewer than maxLive of its chunks are queued, running or waiting to
-// be retried. It reports whether it queued one.
-//
-// The second bound is the window: chunks that fail and wait for River's
-// retry hold their place in it, so a list whose chunks keep failing (the
-// provider or the database down) slows down instead of queueing chunk
-// after chunk to fail in turn (issue 27: 530 chunk jobs unfinished, most of
-// them retrying).
-func feed(ctx context.Context, client Inserter, tx pgx.Tx, id uuid.UUID, upTo, maxLive int) (bool, error) {
-	if _, err := db.ListLock(ctx, tx, id); err != nil {
-		return false, ignoreNotFound(err)
-	}
-	live, err := db.ListLiveChunks(ctx, tx, ClassifyListArgs{}.Kind(), QueueList, id)
-	if err != nil || live >= maxLive {
-		return false, err
-	}
-	next, ok, err := db.ListNextChunk(ctx, tx, id, upTo)
-	if err != nil || !ok {
-		return false, err
-	}
-	if _, err := client.InsertTx(ctx, tx, ClassifyListArgs{ListID: id.String(), Chunk: next.Chunk, Pass: next.Pass}, nil); err != nil {
-		return false, fmt.Errorf("error queueing chunk %d: %w", next.Chunk, err)
-	}
-	return true, nil
-}
-
-// feedSafely is feed inside a savepoint of tx: a failure to queue the next
-// chunk is rolled back alone, logged, and does not undo the rest of tx
-// (a chunk's end); the list sweep refills the list if nothing else does.
-func feedSafely(ctx context.Context, log *slog.Logger, client *Client, tx pgx.Tx, id uuid.UUID, upTo, maxLive int) {
-	sp, err := tx.Begin(ctx)
-	if err == nil {
-		if _, err = feed(ctx, client, sp, id, upTo, maxLive); err == nil {
-			err = sp.Commit(ctx)
-		} else {
-			_ = sp.Rollback(ctx)
-		}
-	}
-	if err != nil {
-		log.WarnContext(ctx, "error queueing the next chunk; the list sweep will", "error", err)
-	}
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
