@@ -14,6 +14,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
@@ -154,6 +155,8 @@ func TestCallerBudget(t *testing.T) {
 		require.Equal(t, 0, *me.Remaining.ModelCalls)
 		require.Equal(t, 150, *me.Budget.ModelCalls)
 		require.Nil(t, me.Budget.SpendUSD)
+		require.Equal(t, httpapi.DefaultCallerMaxStoredRows, me.Limits.MaxStoredRows, "the caller's limits are all shown")
+		require.Equal(t, httpapi.DefaultCallerMaxUploads, me.Limits.MaxUploads)
 
 		r := b.job(`{"domains": ["other1.com", "other2.com"]}`)
 		require.Equal(t, "COMPLETED", string(r.Results[0].Status), "team-b has no budget: its calls go on")
