@@ -110,7 +110,7 @@ func waitForLock(t *testing.T, d *db.DB, pid uint32, done *atomic.Bool) {
 		require.NoError(t, d.Pool.QueryRow(context.Background(),
 			`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting))
 		return waiting || done.Load()
-	}, 10*time.Second, 5*time.Millisecond, "backend %d waits for a lock", pid)
+	}, dbtest.Patience(), 5*time.Millisecond, "backend %d waits for a lock", pid)
 }
 
 // dangling counts answer rows that point at a provenance row that does not

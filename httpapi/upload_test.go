@@ -185,7 +185,7 @@ func TestHostileUploads(t *testing.T) {
 		}
 		reading := 0
 		for _, tr := range ts {
-			if tr.reading(5 * time.Second) {
+			if tr.reading(dbtest.Patience()) {
 				reading++
 			}
 		}
@@ -203,7 +203,7 @@ func TestHostileUploads(t *testing.T) {
 		require.Eventually(t, func() bool {
 			j, err := rc.JobGet(context.Background(), job.Job.ID)
 			return err == nil && j.State == rivertype.JobStateCompleted
-		}, 20*time.Second, 20*time.Millisecond, "River completes a job while the uploads trickle")
+		}, dbtest.Patience(), 20*time.Millisecond, "River completes a job while the uploads trickle")
 		require.Equal(t, trickles, reading, "every upload is read at once: none waits for a connection")
 		for _, tr := range ts {
 			require.Nil(t, tr.answered(0), "the trickles were still being read")
@@ -217,13 +217,13 @@ func TestHostileUploads(t *testing.T) {
 		b := setup(t, setupOpts{lists: bounds})
 		a1 := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", time.Second)
 		a2 := startTrickle(t, b.url, b.keyA, "/lists?dry_run=true", "text/plain", time.Second)
-		require.True(t, a1.reading(5*time.Second))
-		require.True(t, a2.reading(5*time.Second))
+		require.True(t, a1.reading(dbtest.Patience()))
+		require.True(t, a2.reading(dbtest.Patience()))
 
 		// A's third, a dry run or not, is refused before its body is read.
 		for _, path := range []string{"/lists", "/lists?dry_run=true"} {
 			third := startTrickle(t, b.url, b.keyA, path, "text/plain", time.Second)
-			r := third.answered(5 * time.Second)
+			r := third.answered(dbtest.Patience())
 			require.NotNil(t, r, "%s: A's third upload at once is answered without reading its body", path)
 			requireProblem(t, *r, http.StatusTooManyRequests, "too-many-uploads")
 			require.Equal(t, "10", r.header.Get("Retry-After"), path)
@@ -232,9 +232,9 @@ func TestHostileUploads(t *testing.T) {
 
 		// B has its own share, within the process's three.
 		b1 := startTrickle(t, b.url, b.keyB, "/lists", "text/plain", time.Second)
-		require.True(t, b1.reading(5*time.Second))
+		require.True(t, b1.reading(dbtest.Patience()))
 		b2 := startTrickle(t, b.url, b.keyB, "/lists", "text/plain", time.Second)
-		r := b2.answered(5 * time.Second)
+		r := b2.answered(dbtest.Patience())
 		require.NotNil(t, r, "the process's fourth upload is answered at once")
 		requireProblem(t, *r, http.StatusTooManyRequests, "too-many-uploads")
 
@@ -243,7 +243,7 @@ func TestHostileUploads(t *testing.T) {
 		require.Eventually(t, func() bool {
 			r, _ := b.upload(t, "text/plain", "acme.com\n", "Authorization", "Bearer "+b.keyB)
 			return r.status == http.StatusAccepted
-		}, 10*time.Second, 50*time.Millisecond)
+		}, dbtest.Patience(), 50*time.Millisecond)
 		require.Equal(t, 1, b.listCounts(t)["list"])
 	})
 
@@ -252,8 +252,8 @@ func TestHostileUploads(t *testing.T) {
 		b := setup(t, setupOpts{lists: httpapi.ListConfig{UploadMinRate: 100, UploadRateWindow: time.Second}})
 		for _, every := range []time.Duration{100 * time.Millisecond, time.Hour} { // a byte at a time; nothing at all
 			tr := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", every)
-			require.True(t, tr.reading(5*time.Second))
-			r := tr.answered(15 * time.Second)
+			require.True(t, tr.reading(dbtest.Patience()))
+			r := tr.answered(dbtest.Patience())
 			require.NotNil(t, r, "a trickle (a byte every %s) is ended", every)
 			p := requireProblem(t, *r, http.StatusRequestTimeout, "upload-too-slow")
 			require.Regexp(t, `^The upload is too slow: \d+ bytes in the last 1s; the minimum is 100 bytes a second`, p.Detail)
@@ -271,7 +271,7 @@ func TestHostileUploads(t *testing.T) {
 		l.SpoolDir, l.MaxBytes = dir, 1<<20
 		b := setup(t, setupOpts{lists: l})
 		tr := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", 10*time.Millisecond)
-		require.True(t, tr.reading(5*time.Second))
+		require.True(t, tr.reading(dbtest.Patience()))
 		require.Eventually(t, func() bool { return len(openSpools(t, dir)) == 1 }, dbtest.Patience(), 10*time.Millisecond,
 			"an upload being read is spooled into LIST_SPOOL_DIR")
 		require.Equal(t, []string{}, dirEntries(t, dir), "a spool file has no name: nothing is left behind, even after a crash")

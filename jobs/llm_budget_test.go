@@ -239,7 +239,7 @@ func TestBudget_A429SlowsTheWholeDeployment(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return arrivals[len(arrivals)-1].After(t0.Add(2 * time.Second))
-	}, 10*time.Second, 5*time.Millisecond, "b calls again once the wait is over")
+	}, dbtest.Patience(), 5*time.Millisecond, "b calls again once the wait is over")
 	cancel()
 	wg.Wait()
 	mu.Lock()

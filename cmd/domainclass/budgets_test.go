@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
 )
@@ -62,7 +64,7 @@ func (a as) waitList(id string) wire.ListStatus {
 		require.Equal(a.e.t, http.StatusOK, status, "%s", b)
 		require.NoError(a.e.t, json.Unmarshal(b, &s))
 		return s.Status == "COMPLETED"
-	}, 60*time.Second, 25*time.Millisecond, "list %s did not complete: %+v", id, s)
+	}, dbtest.Patience(), 25*time.Millisecond, "list %s did not complete: %+v", id, s)
 	return s
 }
 
@@ -77,7 +79,7 @@ func (a as) job(body string) wire.JobReport {
 		_, b := a.do(http.MethodGet, "/domains/classify/"+acc.JobID, "", "")
 		require.NoError(a.e.t, json.Unmarshal(b, &r))
 		return r.Status == "COMPLETED"
-	}, 60*time.Second, 25*time.Millisecond)
+	}, dbtest.Patience(), 25*time.Millisecond)
 	return r
 }
 
@@ -126,7 +128,7 @@ func TestCallerBudget(t *testing.T) {
 			status, b := a.do(http.MethodPost, "/lists?max_age=1s&dry_run=true", "text/plain", strings.Join(domains, "\n"))
 			var est wire.ListEstimate
 			return status == http.StatusOK && json.Unmarshal(b, &est) == nil && est.ModelCalls == 100
-		}, 10*time.Second, 50*time.Millisecond)
+		}, dbtest.Patience(), 50*time.Millisecond)
 		for _, q := range []string{"refresh=true", "refresh=true", "max_age=1s"} {
 			status, _, p = a.list(q, domains)
 			require.Equal(t, http.StatusTooManyRequests, status, "%s: the list needs 100 calls, 50 are left", q)
@@ -153,6 +155,8 @@ func TestCallerBudget(t *testing.T) {
 		require.Equal(t, 0, *me.Remaining.ModelCalls)
 		require.Equal(t, 150, *me.Budget.ModelCalls)
 		require.Nil(t, me.Budget.SpendUSD)
+		require.Equal(t, httpapi.DefaultCallerMaxStoredRows, me.Limits.MaxStoredRows, "the caller's limits are all shown")
+		require.Equal(t, httpapi.DefaultCallerMaxUploads, me.Limits.MaxUploads)
 
 		r := b.job(`{"domains": ["other1.com", "other2.com"]}`)
 		require.Equal(t, "COMPLETED", string(r.Results[0].Status), "team-b has no budget: its calls go on")
@@ -166,7 +170,7 @@ func TestCallerBudget(t *testing.T) {
 			return metric(t, page, `domainclass_caller_model_calls_today{caller="team-a"}`) == 150 &&
 				metric(t, page, `domainclass_caller_model_calls_today{caller="team-b"}`) == 2 &&
 				strings.Contains(page, `domainclass_caller_spend_usd_today{caller="(others)"} 0`)
-		}, 10*time.Second, 50*time.Millisecond)
+		}, dbtest.Patience(), 50*time.Millisecond)
 	})
 
 	// A list sent with ?budget=partial runs until the budget is spent; its

@@ -378,6 +378,12 @@ type CallerLimits struct {
 	// MaxQueuedDomains Domains of jobs accepted and not yet ended.
 	MaxQueuedDomains int `json:"max_queued_domains"`
 
+	// MaxStoredRows Rows of lists not yet purged (LIST_RETENTION).
+	MaxStoredRows int `json:"max_stored_rows"`
+
+	// MaxUploads List uploads, dry runs included, one API process reads at once for the caller.
+	MaxUploads int `json:"max_uploads"`
+
 	// RatePerMinute Jobs accepted a minute.
 	RatePerMinute int `json:"rate_per_minute"`
 }

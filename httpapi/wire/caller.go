@@ -34,4 +34,7 @@ type CallerLimits struct {
 	RatePerMinute    int `json:"rate_per_minute"`
 	MaxQueuedDomains int `json:"max_queued_domains"`
 	MaxActiveLists   int `json:"max_active_lists"`
+	MaxStoredRows    int `json:"max_stored_rows"`
+	// MaxUploads is per API process: uploads read at once.
+	MaxUploads int `json:"max_uploads"`
 }
