@@ -56,9 +56,19 @@ func TestTracing(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &job))
 	var got []hookDelivery
 	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, dbtest.Patience(), 10*time.Millisecond)
-	require.NoError(t, tp.ForceFlush(t.Context()))
-
-	spans := rec.Ended()
+	// The receiver has its request before the job's work returns: wait
+	// for the spans of both jobs' work to end.
+	var spans []sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool {
+		require.NoError(t, tp.ForceFlush(t.Context()))
+		spans = rec.Ended()
+		var classify, webhook bool
+		for _, s := range spans {
+			classify = classify || strings.HasPrefix(s.Name(), "river.work/classify")
+			webhook = webhook || strings.HasPrefix(s.Name(), "river.work/webhook")
+		}
+		return classify && webhook
+	}, dbtest.Patience(), 10*time.Millisecond, "the jobs' work spans end")
 	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	for _, s := range spans {
 		byID[s.SpanContext().SpanID()] = s
