@@ -50,7 +50,8 @@ type PromptData struct {
 }
 
 // Prompt returns the prompt of the given version, or the current one for "".
-// It returns an EINVALID *Error for an unknown version.
+// For an unknown version it returns an error that names the versions the
+// classifier has.
 func (c *Classifier) Prompt(version string) (*Prompt, error) {
 	if version == "" {
 		version = c.CurrentPrompt
