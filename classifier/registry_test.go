@@ -41,12 +41,26 @@ func TestNewRegistry_RejectsBadDefinitions(t *testing.T) {
 	t.Parallel()
 	for name, body := range map[string]string{
 		"missing answer field": "name: x\nprompts: [{version: v1, system: s, user: u}]\ncurrent_prompt: v1\n",
-		"no prompts":           "name: x\nanswer_field: a\ncurrent_prompt: v1\n",
-		"bad template":         "name: x\nanswer_field: a\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: '{{.Nope'}]\n",
-		"unknown current":      "name: x\nanswer_field: a\ncurrent_prompt: v2\nprompts: [{version: v1, system: s, user: u}]\n",
-		"unknown key":          "name: x\nanswer_field: a\ncurrent_prompt: v1\ntypo: 1\nprompts: [{version: v1, system: s, user: u}]\n",
+		"no prompts":           "name: x\nanswer_field: is_x\ncurrent_prompt: v1\n",
+		"bad template":         "name: x\nanswer_field: is_x\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: '{{.Nope'}]\n",
+		"unknown current":      "name: x\nanswer_field: is_x\ncurrent_prompt: v2\nprompts: [{version: v1, system: s, user: u}]\n",
+		"unknown key":          "name: x\nanswer_field: is_x\ncurrent_prompt: v1\ntypo: 1\nprompts: [{version: v1, system: s, user: u}]\n",
+		// The answer field is a JSON key and a CSV column beside the
+		// result's own: a yes/no named is_..., never one of theirs.
+		"answer field is a result key": "name: x\nanswer_field: confidence\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: u}]\n",
+		"answer field is answer":       "name: x\nanswer_field: answer\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: u}]\n",
+		"answer field needs escaping":  "name: x\nanswer_field: 'is_\"x'\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: u}]\n",
 	} {
 		_, err := NewRegistry(fstest.MapFS{"x.yaml": {Data: []byte(body)}})
 		require.Error(t, err, name)
 	}
+}
+
+func TestRegistry_AnswerField(t *testing.T) {
+	t.Parallel()
+	r, err := NewRegistry(fstest.MapFS{"x.yaml": {Data: []byte(
+		"name: x\nanswer_field: is_x\ncurrent_prompt: v1\nprompts: [{version: v1, system: s, user: u}]\n")}})
+	require.NoError(t, err)
+	require.Equal(t, "is_x", r.AnswerField("x"))
+	require.Empty(t, r.AnswerField("gone"), "a classifier no longer defined has no field of its own")
 }

@@ -512,12 +512,13 @@ func (s *Server) listResults(c *gin.Context) {
 	c.Status(http.StatusOK)
 	out := bufio.NewWriterSize(c.Writer, 64<<10)
 	var write func(*classifier.ListRow) error
+	answerField := s.cfg.Registry.AnswerField(l.Classifier)
 	if format == formatCSV {
 		cw := csv.NewWriter(out)
-		_ = cw.Write(wire.ListRowColumns)
+		_ = cw.Write(wire.ListRowColumns(answerField))
 		var fields []string
 		write = func(r *classifier.ListRow) error {
-			row := wire.NewListRow(r)
+			row := wire.NewListRow(r, answerField)
 			fields = row.CSV(fields[:0])
 			if escape {
 				csvcell.EscapeAll(fields)
@@ -528,7 +529,7 @@ func (s *Server) listResults(c *gin.Context) {
 	} else {
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
-		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
+		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r, answerField)) }
 	}
 	err = db.ListResults(ctx, conn, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
 		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)

@@ -386,14 +386,14 @@ func TestListReadAndCancel(t *testing.T) {
 		records, err := csv.NewReader(bytes.NewReader(r.body)).ReadAll()
 		require.NoError(t, err)
 		require.Equal(t, [][]string{
-			wire.ListRowColumns,
+			wire.ListRowColumns("is_cpg"),
 			{"1", "acme.com", "r1", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", "",
-				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
-			{"2", "bad.com", "r2", "bad.com", "FAILED", "", "", "", "", "2026-11-30T12:00:00Z", "no LLM configured", "", "", ""},
-			{"3", "localhost", "r3", "", "REJECTED", "", "", "", "", "", classifier.ReasonLocalhost, "", "", ""},
-			{"4", "slow.com", "r4", "slow.com", "PENDING", "", "", "", "", "", "", "", "", ""},
+				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme", "true"},
+			{"2", "bad.com", "r2", "bad.com", "FAILED", "", "", "", "", "2026-11-30T12:00:00Z", "no LLM configured", "", "", "", ""},
+			{"3", "localhost", "r3", "", "REJECTED", "", "", "", "", "", classifier.ReasonLocalhost, "", "", "", ""},
+			{"4", "slow.com", "r4", "slow.com", "PENDING", "", "", "", "", "", "", "", "", "", ""},
 			{"5", "www.acme.com", "r5", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", "",
-				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
+				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme", "true"},
 		}, records)
 
 		r = b.do(t, "GET", "/lists/"+id+"/results?status=completed,REJECTED&after=1", "", "Accept", "application/x-ndjson")
@@ -403,7 +403,7 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Len(t, lines, 2)
 		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
 		require.JSONEq(t, `{"row": 5, "input": "www.acme.com", "ref": "r5", "domain": "acme.com", "status": "COMPLETED",
-			"is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
+			"answer": true, "is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
 			"model": "gpt-5.4-mini", "prompt_version": "v1", "search": "brave", "evidence": [
 				{"url": "https://acme.com/", "title": "Acme Snacks", "snippet": "Acme makes chips."},
 				{"url": "https://en.wikipedia.org/wiki/Acme", "title": "Acme - Wikipedia", "snippet": "Acme is a snack company."}]}`,
@@ -416,7 +416,7 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Contains(t, p.Detail, "from 0 to 2147483647", "not an int4: refused before SQL, not a stream cut off")
 		r = b.do(t, "GET", "/lists/"+id+"/results?after=2147483647", "")
 		require.Equal(t, http.StatusOK, r.status)
-		require.Equal(t, strings.Join(wire.ListRowColumns, ",")+"\n", string(r.body), "past the last row: the header alone")
+		require.Equal(t, strings.Join(wire.ListRowColumns("is_cpg"), ",")+"\n", string(r.body), "past the last row: the header alone")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Authorization", "Bearer "+b.keyB), 404, "not-found")
 	})
 

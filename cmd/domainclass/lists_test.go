@@ -208,11 +208,11 @@ func TestSubmitList(t *testing.T) {
 		records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 		require.NoError(t, err)
 		require.Len(t, records, 3, out)
-		require.Equal(t, wire.ListRowColumns, records[0])
+		require.Equal(t, wire.ListRowColumns("is_cpg"), records[0])
 		require.Equal(t, []string{"1", "acme.com", "", "acme.com", "COMPLETED", "true", "5", "Soap.", "cache"}, records[1][:9])
-		require.Equal(t, []string{"test-model", e.currentPrompt(), ""}, records[1][11:],
+		require.Equal(t, []string{"test-model", e.currentPrompt(), "", "true"}, records[1][11:],
 			"a cached answer's provenance: its model and prompt, no evidence (SEARCH_PROVIDER=none)")
-		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain", "", "", ""}, records[2])
+		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain", "", "", "", ""}, records[2])
 		require.Zero(t, e.count("classify_job"), "--list sends no job")
 		require.Equal(t, 1, e.llm.Total(), "the second list came from the cache")
 	})

@@ -145,7 +145,7 @@ func TestOverride_AnswersJobs(t *testing.T) {
 		require.Equal(t, classifier.SourceOverride, r.Source, r.Domain)
 		require.Empty(t, r.Model, r.Domain)
 		require.Nil(t, r.Evidence, "%s: no model, no evidence", r.Domain)
-		got[r.Domain] = []any{*r.IsCPG, *r.Confidence, r.Reasoning, r.SetBy, r.Note}
+		got[r.Domain] = []any{*r.Answer, *r.Confidence, r.Reasoning, r.SetBy, r.Note}
 	}
 	require.Equal(t, map[string][]any{
 		"unilever.com": {true, 5, "Set by known import: Listed as a known CPG company (Unilever).", "known import",
