@@ -10,7 +10,7 @@ import (
 func TestDefaultRegistry(t *testing.T) {
 	t.Parallel()
 	r := DefaultRegistry()
-	require.Equal(t, []string{"cpg"}, r.Names())
+	require.Equal(t, []string{"b2b_software", "cpg"}, r.Names())
 
 	c, err := r.Get("cpg")
 	require.NoError(t, err)
@@ -28,11 +28,17 @@ func TestDefaultRegistry(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, without, "No web evidence is available")
 
+	b2b, err := r.Get("b2b_software")
+	require.NoError(t, err, "the second classifier is a YAML file alone")
+	require.Equal(t, "is_b2b_software", b2b.AnswerField)
+	require.Equal(t, "is_b2b_software", r.AnswerField("b2b_software"))
+	require.Contains(t, b2b.ResponseSchema()["required"], "is_b2b_software")
+
 	_, err = r.Get("b2b")
 	var unknown *UnknownClassifierError
 	require.ErrorAs(t, err, &unknown)
-	require.Equal(t, []string{"cpg"}, unknown.Valid)
-	require.Equal(t, `unknown classifier "b2b"; valid classifiers: cpg`, err.Error())
+	require.Equal(t, []string{"b2b_software", "cpg"}, unknown.Valid)
+	require.Equal(t, `unknown classifier "b2b"; valid classifiers: b2b_software, cpg`, err.Error())
 	_, err = c.Prompt("v999")
 	require.ErrorContains(t, err, `classifier "cpg" has no prompt version "v999" (have v1, v2, v3)`)
 }
