@@ -109,7 +109,7 @@ func TestOverride(t *testing.T) {
 		{[]string{"override", "delete"}, "domainclass override delete takes 1 domain, got 0"},
 		{[]string{"override", "list", "--classifier", "b2b"}, `unknown classifier "b2b"`},
 		{[]string{"override", "export", "--csv=false"}, "override export writes CSV only"},
-		{[]string{"override"}, `"override" needs a subcommand: delete, export, list, set`},
+		{[]string{"override"}, `"override" needs a subcommand: delete, export, import, list, set`},
 	} {
 		code, _, errOut := run(tc.args...)
 		require.Equal(t, 2, code, tc.args)

@@ -77,7 +77,7 @@ func (c *cli) submitCommand() *cobra.Command {
 	f.StringVar(&o.domainColumn, "domain-column", "", "the column of a CSV --file that holds the domains (any case; default \"domain\"); the file goes as a list")
 	f.StringVar(&o.refColumn, "ref-column", "", "the column of a CSV --file kept as each row's ref, your id to join back (default \"ref\" when there is one)")
 	f.StringVar(&o.tier, "tier", classifier.TierStandard, "a list's tier: standard (one model call at a time, minutes) or economy (the provider's Batch API: about half the cost, within 24 hours)")
-	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains known, cached, fresh; model calls, cost, time)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains overridden, cached, fresh; model calls, cost, time)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the jobs or the list to finish, showing progress, then print the results")
 	f.StringVar(&o.out, "out", "", "with --wait: write the results to FILE instead of stdout (a list's: CSV)")
 	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the jobs' results as one JSON document (for a list, a deprecated name of --ndjson); with --dry-run: the estimate")

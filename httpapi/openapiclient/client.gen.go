@@ -521,14 +521,18 @@ type ListEstimate struct {
 	// Fresh Domains that need a search and a model call.
 	Fresh int `json:"fresh"`
 
-	// Known Domains an override answers (overrides replaced the known-company list; the field keeps its name).
+	// Known Deprecated: `overridden` under its first name, the same value, kept for the callers that read it. Read `overridden`; `known` is otherwise the source of answers from the known-company list of old.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Known int `json:"known"`
 
 	// Model The model the estimate is for.
 	Model      string `json:"model"`
 	ModelCalls int    `json:"model_calls"`
-	Rejected   int    `json:"rejected"`
-	Rows       int    `json:"rows"`
+
+	// Overridden Domains an override answers.
+	Overridden int `json:"overridden"`
+	Rejected   int `json:"rejected"`
+	Rows       int `json:"rows"`
 
 	// Tier How a list's fresh domains are asked: standard, one model call at a
 	// time; economy, through the provider's Batch API at about half the

@@ -43,9 +43,13 @@ type ListEstimate struct {
 	Domains    int `json:"domains"`
 	Duplicates int `json:"duplicates"`
 	Rejected   int `json:"rejected"`
-	// Known (those an override answers: the name is the contract's) and
-	// Cached domains are answered without the model; Fresh ones need one
-	// model call each.
+	// Overridden domains (those an override answers) and Cached ones are
+	// answered without the model; Fresh ones need one model call each.
+	Overridden int `json:"overridden"`
+	// Known is Overridden under its first name, kept for its callers.
+	//
+	// Deprecated: read Overridden; "known" is the source of answers from
+	// the known-companies list of old, not a count of overrides.
 	Known      int `json:"known"`
 	Cached     int `json:"cached"`
 	Fresh      int `json:"fresh"`
@@ -108,7 +112,7 @@ func (s *ListStatus) Ended() bool {
 
 // ListProgress counts a list's rows: Done of Total are final, by outcome,
 // and the completed ones by where their answer came from (Known: from the
-// known list, in lists answered before overrides replaced it).
+// known-companies list, in lists answered before overrides replaced it).
 type ListProgress struct {
 	Done      int `json:"done"`
 	Total     int `json:"total"`
