@@ -154,6 +154,9 @@ func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 // and other errors for transient failures (retry later). Permanent provider
 // errors and unreadable output come back as a FAILED Result, not an error.
 func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
+	if err := p.stopping(); err != nil {
+		return Result{}, err
+	}
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), err
 	}
@@ -163,6 +166,23 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
 	}
+	// The caller's budget first: a caller at its budget asks no search
+	// and no model, and its domain ends FAILED with the reason.
+	spend, err := reserve(ctx, p.cfg.Model)
+	if reason, spent := BudgetSpent(err); spent {
+		return failed(c, domain, reason, p.cfg.Now()), nil
+	} else if err != nil {
+		return Result{}, fmt.Errorf("error counting a model call of %s: %w", domain, err)
+	}
+	r, err := p.claimAndDecide(ctx, c, domain, owner, want)
+	called := err == nil && r.Source == SourceLLM && r.Usage != nil
+	spend.Settle(r.Usage, r.Model, called)
+	return r, err
+}
+
+// claimAndDecide claims the domain and asks the model, unless another
+// owner's answer (or an override) comes meanwhile.
+func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
 	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, want); err != nil || r != nil {
 		return deref(r), err
 	}
@@ -178,6 +198,21 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 		return Result{}, err
 	}
 	return r, nil
+}
+
+// A Stopper is a Completer whose process is stopping: it refuses calls
+// (an error that wraps ErrBusy), and the pipeline gives each domain back
+// before its look-ups and search, so that the domain's job snoozes and
+// another process answers it.
+type Stopper interface {
+	Stopping() error
+}
+
+func (p *Pipeline) stopping() error {
+	if s, ok := p.cfg.LLM.(Stopper); ok {
+		return s.Stopping()
+	}
+	return nil
 }
 
 // cheap answers a domain from its override or the cache, or returns nil.
@@ -372,12 +407,29 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 // (the batch's whole window) and comes back as the request to batch, with
 // a PENDING Result. The claim stays held until the answer is stored.
 func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
+	if err := p.stopping(); err != nil {
+		return Result{}, nil, err
+	}
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil, nil
 	}
+	// A batched call counts against the caller's budget when it is staged,
+	// at its estimate.
+	spend, err := reserve(ctx, p.cfg.Model)
+	if reason, spent := BudgetSpent(err); spent {
+		return failed(c, domain, reason, p.cfg.Now()), nil, nil
+	} else if err != nil {
+		return Result{}, nil, fmt.Errorf("error counting a model call of %s: %w", domain, err)
+	}
+	r, pr, err := p.stage(ctx, c, domain, owner, ttl, want)
+	spend.Settle(nil, p.cfg.Model, pr != nil && err == nil)
+	return r, pr, err
+}
+
+func (p *Pipeline) stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
 	if r, err := p.claim(ctx, c, domain, owner, ttl, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}

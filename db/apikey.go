@@ -92,3 +92,14 @@ func rowsAffected(n int64, err error) error {
 	}
 	return nil
 }
+
+// APIKeyGetByName returns the key named name, revoked or not, or
+// ErrNotFound.
+func APIKeyGetByName(ctx context.Context, exec DBTX, name string) (*APIKey, error) {
+	rows, err := exec.Query(ctx, apiKeySelect+` WHERE name = $1`, name)
+	if err != nil {
+		return nil, translate(err)
+	}
+	k, err := pgx.CollectExactlyOneRow(rows, scanAPIKey)
+	return k, translate(err)
+}

@@ -32,6 +32,10 @@ var (
 		// the api cannot lift a revocation, a limit or change a hash (the
 		// CLI does those, as the owner).
 		"api_key": "SELECT, UPDATE (last_used_at)",
+		// A caller's model budget and what it spent today: GET /callers/me,
+		// a list's check against what is left, metrics. The workers count.
+		"caller_budget": "SELECT",
+		"caller_spend":  "SELECT",
 		// River: inserting jobs; River UI reads them and cancels or retries
 		// them, and pauses queues. Not DELETE: a job is never deleted from
 		// the web.
@@ -59,6 +63,12 @@ var (
 		"provenance_candidate": "SELECT, INSERT, DELETE", // INSERT: also by the trigger of a result's upsert
 		"domain_claim":         "SELECT, INSERT, UPDATE, DELETE",
 		"override":             "SELECT",
+		// The deployment's model budget (leases, the provider's throttles)
+		// and the callers' budgets, which only the operators set (CLI).
+		"llm_account":   "SELECT, INSERT, UPDATE",
+		"llm_lease":     "SELECT, INSERT, UPDATE, DELETE",
+		"caller_budget": "SELECT",
+		"caller_spend":  "SELECT, INSERT, UPDATE",
 		// River's client: fetching, completing, rescuing, cleaning,
 		// electing a leader.
 		"river_job":          "SELECT, INSERT, UPDATE, DELETE",

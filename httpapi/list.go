@@ -47,6 +47,9 @@ type listRequest struct {
 	columns     csvColumns
 	idemKey     string
 	callbackURL string
+	// partial: run up to the caller's daily model budget rather than be
+	// refused when the estimate is over it (?budget=partial).
+	partial bool
 }
 
 // listRequestOf reads a POST /lists's query and headers, or returns the
@@ -69,6 +72,9 @@ func (s *Server) listRequestOf(c *gin.Context) (req listRequest, err error) {
 		return req, err
 	}
 	req.want = want(req.maxAge, req.refresh)
+	if req.partial, err = budgetParam(q); err != nil {
+		return req, err
+	}
 	if req.format, err = listFormatOf(c.GetHeader("Content-Type")); err != nil {
 		return req, err
 	}
@@ -232,6 +238,10 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
 	}
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
+	if err := s.listBudget(ctx, tx, l, req.partial); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
 		s.writeError(c, err)
 		return
@@ -348,6 +358,9 @@ func listFingerprint(req listRequest, bodyHash hash.Hash) []byte {
 	}
 	if domain, ref := req.columns.key(); domain != "" || ref != "" {
 		fields = append(fields, "columns", domain, ref)
+	}
+	if req.partial {
+		fields = append(fields, "budget", "partial")
 	}
 	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)

@@ -416,6 +416,14 @@ func TestOpenAPI(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
 		call(b.url, "GET", path, "")
 	}
+	// The caller: without a budget, with one (and a list over it), and
+	// without a key.
+	call(b.url, "GET", "/callers/me", "", "Authorization", auth)
+	require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-b", db.CallerBudget{ModelCallsPerDay: 1, SpendPerDayUSD: 2.5}))
+	call(b.url, "GET", "/callers/me", "", "Authorization", "Bearer "+b.keyB)
+	require.Equal(t, 429, call(b.url, "POST", "/lists", "a.com\nb.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
+	require.Equal(t, 400, call(b.url, "POST", "/lists?budget=some", "a.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
+	call(b.url, "GET", "/callers/me", "")
 
 	// A request still in flight with the same key: 409.
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -438,6 +446,9 @@ func TestOpenAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 500, call(broken.url, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+broken.keyA).StatusCode)
 	require.Equal(t, 500, call(broken.url, "GET", "/domains/classify/"+uuid.NewString(), "", "Authorization", "Bearer "+broken.keyA).StatusCode)
+	_, err = broken.db.Pool.Exec(ctx, "DROP TABLE caller_spend")
+	require.NoError(t, err)
+	require.Equal(t, 500, call(broken.url, "GET", "/callers/me", "", "Authorization", "Bearer "+broken.keyA).StatusCode)
 	// ... and the lists' table too: every list route.
 	_, err = broken.db.Pool.Exec(ctx, "DROP TABLE list CASCADE")
 	require.NoError(t, err)
@@ -453,6 +464,7 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/domains/classify", `{"domains": ["a.com"]}`},
 		{"GET", "/domains/classify/" + uuid.NewString(), ""},
 		{"GET", "/readyz", ""},
+		{"GET", "/callers/me", ""},
 	} {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, "Authorization", "Bearer "+unavailable.keyA).StatusCode)
 	}

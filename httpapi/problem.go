@@ -48,6 +48,7 @@ var problemTypes = map[string]string{
 	"invalid-query":             "Invalid query parameter",
 	"no-valid-rows":             "No valid rows",
 	"too-many-lists":            "Too many active lists",
+	"budget-exceeded":           "Daily model budget exceeded",
 	"too-many-stored-rows":      "Too many list rows stored",
 	"list-cancelled":            "List was cancelled",
 	"invalid-list-id":           "Invalid list id",

@@ -187,6 +187,9 @@ func New(cfg Config) *Server {
 	lists.GET("/:list_id/results", s.listResults)
 	lists.DELETE("/:list_id", s.listCancel)
 
+	callers := r.Group("/callers", s.requireCaller)
+	callers.GET("/me", s.callerMe)
+
 	if cfg.MetricsHandler != nil {
 		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
@@ -271,7 +272,7 @@ func TestHostileUploads(t *testing.T) {
 		b := setup(t, setupOpts{lists: l})
 		tr := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", 10*time.Millisecond)
 		require.True(t, tr.reading(5*time.Second))
-		require.Eventually(t, func() bool { return len(openSpools(t, dir)) == 1 }, 5*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return len(openSpools(t, dir)) == 1 }, dbtest.Patience(), 10*time.Millisecond,
 			"an upload being read is spooled into LIST_SPOOL_DIR")
 		require.Equal(t, []string{}, dirEntries(t, dir), "a spool file has no name: nothing is left behind, even after a crash")
 		tr.close()
@@ -285,7 +286,7 @@ func TestHostileUploads(t *testing.T) {
 		} {
 			_ = b.do(t, http.MethodPost, "/lists"+req.query, req.body, "Content-Type", "text/plain")
 		}
-		require.Eventually(t, func() bool { return len(openSpools(t, dir)) == 0 }, 5*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return len(openSpools(t, dir)) == 0 }, dbtest.Patience(), 10*time.Millisecond,
 			"every spool is closed when its request ends, whatever the answer: %v", openSpools(t, dir))
 		require.Equal(t, []string{}, dirEntries(t, dir))
 	})

@@ -55,6 +55,9 @@ type ClassifyWorker struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics // nil: no metrics
 	Price    Pricer   // nil: unpriced
+	// Spend counts the caller's model calls against its budget (nil: no
+	// budgets).
+	Spend *Spenders
 }
 
 // Middleware cancels jobs whose args can never work (not JSON, or no valid
@@ -119,6 +122,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("job %s: %w", id, err))
 	}
+	ctx = classifier.WithSpender(ctx, w.Spend.For(j.Caller))
 
 	// 2. Answer every domain not final yet, storing each as it comes.
 	var pending []pendingDomain

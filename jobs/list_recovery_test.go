@@ -22,6 +22,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -61,7 +62,7 @@ func submitRecoveryList(t *testing.T, b *testBundle, inputs ...string) *classifi
 func waitListStatus(t *testing.T, b *testBundle, id uuid.UUID, status classifier.Status) *classifier.List {
 	t.Helper()
 	var l *classifier.List
-	ok := assertEventually(30*time.Second, func() bool {
+	ok := assertEventually(dbtest.Patience(), func() bool {
 		var err error
 		l, err = db.ListGet(context.Background(), b.db.Pool, id)
 		require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestListWindow(t *testing.T) {
 		require.NoError(t, err)
 		return res.Jobs
 	}
-	require.True(t, assertEventually(30*time.Second, func() bool {
+	require.True(t, assertEventually(dbtest.Patience(), func() bool {
 		for _, j := range chunks(rivertype.JobStateAvailable, rivertype.JobStateRunning, rivertype.JobStateRetryable,
 			rivertype.JobStateScheduled) {
 			var a jobs.ClassifyListArgs
@@ -219,7 +220,7 @@ func sweep(t *testing.T, b *testBundle) jobs.ListSweepOutput {
 	res, err := b.client.Insert(ctx, jobs.ListSweepArgs{}, nil)
 	require.NoError(t, err)
 	var row *rivertype.JobRow
-	require.True(t, assertEventually(30*time.Second, func() bool {
+	require.True(t, assertEventually(dbtest.Patience(), func() bool {
 		row, err = b.client.JobGet(ctx, res.Job.ID)
 		require.NoError(t, err)
 		return row.State == rivertype.JobStateCompleted
@@ -240,13 +241,13 @@ func TestListSweep(t *testing.T) {
 		// all its domains have, and as it ends. Chunk 0 still ends.
 		injectFault(t, b, "river_job", `NEW.kind = 'classify_list' AND NEW.args->>'chunk' = '1'`, 3)
 		l := submitRecoveryList(t, b, "a.com", "b.com", "c.com", "d.com", "e.com", "f.com")
-		require.True(t, assertEventually(30*time.Second, func() bool {
+		require.True(t, assertEventually(dbtest.Patience(), func() bool {
 			now, err := db.ListGet(ctx, b.db.Pool, l.ID)
 			require.NoError(t, err)
 			return now.Completed == 4
 		}), "chunk 0 did not finish its rows")
 		// Chunk 0's job completes after its rows are stored: wait for it.
-		require.True(t, assertEventually(30*time.Second, func() bool {
+		require.True(t, assertEventually(dbtest.Patience(), func() bool {
 			res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(jobs.ClassifyListArgs{}.Kind()).
 				States(rivertype.JobStateCompleted))
 			require.NoError(t, err)

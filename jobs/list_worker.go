@@ -79,6 +79,7 @@ type ClassifyListWorker struct {
 	Metrics  *Metrics     // nil: no metrics
 	Lists    *ListMetrics // nil: no metrics
 	Price    Pricer       // nil: unpriced
+	Spend    *Spenders    // nil: no budgets
 }
 
 // Middleware cancels chunks whose args can never work.
@@ -128,6 +129,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	if err != nil {
 		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
 	}
+	ctx = classifier.WithSpender(ctx, w.Spend.For(l.Caller))
 	from, to := l.ChunkRange(job.Args.Chunk)
 	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
 		return w.stage(ctx, log, job, l, c, from, to)

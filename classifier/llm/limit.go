@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/domainclass/domainclass/classifier"
 )
 
@@ -31,24 +29,51 @@ const (
 // Limited bounds the calls of a Completer for the whole process: at most
 // concurrency in flight, started no faster than perMinute, and shared
 // between interactive jobs and lists as the scheduler says (share.go).
+// Governed by a Budget, those are this process's caps, and the deployment's
+// budget bounds it further (budget.go).
 type Limited struct {
-	next  classifier.Completer
-	slots *scheduler
+	next   classifier.Completer
+	slots  *scheduler
+	tokens *tokenEstimator
+	// The process's own caps.
+	concurrency int
+	perMinute   int
 }
 
 // Limit wraps next in the process-wide bounds; obs, if not nil, is told
 // how the slots are used.
 func Limit(next classifier.Completer, concurrency, perMinute int, obs SlotObserver) *Limited {
-	// Burst 1 spaces calls evenly: the rate is never exceeded, even in the
-	// first second of a burst of jobs.
-	lim := rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), 1)
-	return &Limited{next: next, slots: newScheduler(concurrency, lim, obs)}
+	// A bucket of one spaces calls evenly: the rate is never exceeded, even
+	// in the first second of a burst of jobs.
+	requests := newBucket(float64(perMinute)/60, 1, time.Now())
+	return &Limited{next: next, slots: newScheduler(concurrency, requests, obs), tokens: newTokenEstimator(),
+		concurrency: concurrency, perMinute: perMinute}
 }
 
-// Complete waits for a slot and for the rate, in ctx's Share's turn, asks
-// ctx's Gate, if any, and then calls the model.
+// Stop makes every call that has not started, and every call asked from
+// now on, fail with ErrStopping; the calls in flight go on. A worker
+// process calls it as it begins to stop.
+func (l *Limited) Stop() { l.slots.stop() }
+
+// Stopping returns ErrStopping once Stop was called, else nil: the
+// pipeline asks before a domain's look-ups and search, so that a stopping
+// process gives the rest of its domains back at once.
+func (l *Limited) Stopping() error {
+	l.slots.mu.Lock()
+	defer l.slots.mu.Unlock()
+	if l.slots.stopping {
+		return ErrStopping
+	}
+	return nil
+}
+
+// Complete waits for a slot, the rate and the tokens, in ctx's Share's
+// turn, asks ctx's Gate, if any, and then calls the model. The call's
+// tokens are estimated from its prompt before it starts and corrected from
+// its usage once it ends (given back when no answer came).
 func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
-	release, err := l.slots.acquire(ctx, ShareOf(ctx))
+	estimate := l.tokens.estimate(req)
+	release, err := l.slots.acquire(ctx, ShareOf(ctx), estimate)
 	if err != nil {
 		return classifier.CompletionResponse{}, err
 	}
@@ -56,6 +81,7 @@ func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest
 	if gate, ok := ctx.Value(gateKey{}).(Gate); ok {
 		release, err := gate(ctx)
 		if err != nil {
+			l.slots.correct(-estimate)
 			return classifier.CompletionResponse{}, fmt.Errorf("model call refused: %w", err)
 		}
 		var once sync.Once
@@ -65,7 +91,17 @@ func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest
 			WroteRequest: func(httptrace.WroteRequestInfo) { done() },
 		})
 	}
-	return l.next.Complete(ctx, req)
+	start := time.Now()
+	resp, err := l.next.Complete(ctx, req)
+	if err != nil {
+		l.slots.correct(-estimate) // no answer: the provider counted nothing we know of
+		return resp, err
+	}
+	l.tokens.learn(req, resp, time.Since(start))
+	if used := resp.PromptTokens + resp.CompletionTokens; used > 0 {
+		l.slots.correct(float64(used) - estimate)
+	}
+	return resp, nil
 }
 
 // A Gate is asked right before a model call starts (its slot and the rate

@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/netguard"
 )
 
 // Response formats, strictest first. "auto" starts with json_schema and
@@ -61,6 +60,9 @@ type Config struct {
 	// MaxCompletionTokens is sent as max_completion_tokens; 0 is
 	// DefaultMaxCompletionTokens.
 	MaxCompletionTokens int
+	// Feedback, when set, is told what each response said of the
+	// account's rate limits.
+	Feedback Feedback
 }
 
 // DefaultMaxCompletionTokens bounds one answer: the verdict is about 60
@@ -152,10 +154,14 @@ func (c *Client) complete(ctx context.Context, req classifier.CompletionRequest)
 	format := c.formatFor(req.Model)
 	for {
 		start := time.Now()
-		resp, err := c.sdk.Chat.Completions.New(ctx, c.params(req, format))
+		var httpResp *http.Response
+		resp, err := c.sdk.Chat.Completions.New(ctx, c.params(req, format), option.WithResponseInto(&httpResp))
 		latency := time.Since(start)
 		if err == nil {
 			c.observe("200", latency, int(resp.Usage.PromptTokens), int(resp.Usage.CompletionTokens))
+			if httpResp != nil {
+				c.tell(readRateLimits(httpResp.Header))
+			}
 			return toResponse(resp, latency)
 		}
 
@@ -165,9 +171,17 @@ func (c *Client) complete(ctx context.Context, req classifier.CompletionRequest)
 			return classifier.CompletionResponse{}, fmt.Errorf("LLM request failed: %w", err)
 		}
 		c.observe(strconv.Itoa(apiErr.StatusCode), latency, 0, 0)
+		limits := RateLimits{RemainingRequests: -1, RemainingTokens: -1}
+		if apiErr.Response != nil {
+			limits = readRateLimits(apiErr.Response.Header)
+		}
+		if apiErr.StatusCode == http.StatusTooManyRequests && apiErr.Code != "insufficient_quota" {
+			limits.Throttled, limits.RetryAfter = true, c.retryAfter(apiErr.Response, apiErr.Type, limits)
+		}
+		c.tell(limits)
 		switch status := apiErr.StatusCode; {
-		case status == http.StatusTooManyRequests && apiErr.Code != "insufficient_quota":
-			return classifier.CompletionResponse{}, &RateLimitError{After: c.retryAfter(apiErr.Response), Err: apiErr}
+		case limits.Throttled:
+			return classifier.CompletionResponse{}, &RateLimitError{After: limits.RetryAfter, Err: apiErr}
 		case status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500:
 			return classifier.CompletionResponse{}, fmt.Errorf("LLM request failed: %w", apiErr)
 		case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && next(format) != "" && c.cfg.ResponseFormat == FormatAuto:
@@ -252,15 +266,19 @@ func toResponse(resp *openai.ChatCompletion, latency time.Duration) (classifier.
 	}, nil
 }
 
-// retryAfter reads Retry-After-Ms or Retry-After (seconds or an HTTP date).
-func (c *Client) retryAfter(resp *http.Response) time.Duration {
+// retryAfter is how long a 429 of kind asks to wait (throttleWait).
+func (c *Client) retryAfter(resp *http.Response, kind string, limits RateLimits) time.Duration {
 	if resp == nil {
 		return c.cfg.DefaultRetryAfter
 	}
-	if d, ok := netguard.ParseRetryAfter(resp.Header, time.Now()); ok {
-		return d
+	return throttleWait(resp.Header, kind, limits, c.cfg.DefaultRetryAfter)
+}
+
+// tell passes what a response said of the rate limits to the feedback.
+func (c *Client) tell(r RateLimits) {
+	if c.cfg.Feedback != nil && r.Stated() {
+		c.cfg.Feedback.ProviderSaid(r)
 	}
-	return c.cfg.DefaultRetryAfter
 }
 
 // RateLimitError is a 429 from the provider: not a failure of the domain.

@@ -241,3 +241,68 @@ type completerFunc func(context.Context, classifier.CompletionRequest) (classifi
 func (f completerFunc) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
 	return f(ctx, req)
 }
+
+// saidRecorder keeps what the client was told of the rate limits.
+type saidRecorder struct {
+	mu   sync.Mutex
+	said []llm.RateLimits
+}
+
+func (r *saidRecorder) ProviderSaid(l llm.RateLimits) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.said = append(r.said, l)
+}
+
+func TestClient_RateLimitHeaders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// OpenAI answers a 429 with its x-ratelimit headers and no Retry-After:
+	// the wait is the time until the account has room for one request, not
+	// a default of seconds, nor the time until the limit is whole.
+	t.Run("A429WithoutRetryAfterWaitsForOneRequestsRoom", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") })
+		srv.SetAccount(llmtest.Account{RPM: 60, Window: 3 * time.Second}) // holds 3, one more a second
+		c := newClient(t, srv, "")
+		var err error
+		for range 4 {
+			if _, err = c.Complete(ctx, request("a.com")); err != nil {
+				break
+			}
+		}
+		after, ok := classifier.RetryAfter(err)
+		require.True(t, ok, "want a rate-limit error, got %v", err)
+		require.Greater(t, after, 900*time.Millisecond)
+		require.LessOrEqual(t, after, time.Second, "the limit is whole again in about 3 s; one request fits in 1 s")
+	})
+
+	t.Run("TellsTheFeedbackWhatEachResponseSaid", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, llmtest.Sized(func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") }))
+		srv.SetAccount(llmtest.Account{RPM: 600, TPM: 120_000, Window: 100 * time.Millisecond}) // holds 1 request
+		rec := &saidRecorder{}
+		c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Feedback: rec})
+		require.NoError(t, err)
+		_, err = c.Complete(ctx, request("a.com"))
+		require.NoError(t, err)
+		_, err = c.Complete(ctx, request("b.com"))
+		_, throttled := classifier.RetryAfter(err)
+		require.True(t, throttled, "the second request in 100 ms is over the account's limit: %v", err)
+
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Len(t, rec.said, 2)
+		ok, refused := rec.said[0], rec.said[1]
+		require.Equal(t, 600, ok.LimitRequests)
+		require.Equal(t, 120_000, ok.LimitTokens)
+		require.Equal(t, 0, ok.RemainingRequests)
+		require.Greater(t, ok.RemainingTokens, 0)
+		require.Greater(t, ok.ResetRequests, time.Duration(0))
+		require.False(t, ok.Throttled)
+		require.True(t, refused.Throttled)
+		require.Positive(t, refused.RetryAfter)
+		require.LessOrEqual(t, refused.RetryAfter, 100*time.Millisecond, "one request's room at 10 a second, at most")
+	})
+}

@@ -2,10 +2,12 @@ package llm
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // Class is who a model call serves, for the order in which calls get a
@@ -53,38 +55,64 @@ type SlotObserver interface {
 	ObserveSlotWait(c Class, d time.Duration)
 }
 
-// scheduler hands out a process's model slots and its rate, a slot at a
-// time as one frees, in this order:
+// scheduler hands out a process's model slots, its rate and its tokens, a
+// slot at a time as one frees, in this order:
 //
 //  1. interactive calls, first come first served;
-//  2. list calls: to the caller holding the fewest slots among those
-//     waiting, and within that caller to its list holding the fewest.
+//  2. list calls: to the caller holding the fewest slots for its weight
+//     among those waiting, and within that caller to its list holding the
+//     fewest.
 //
 // So lists take every slot no interactive call wants, an interactive call
 // waits only for the next slot to free (never behind a list's queue), and
-// callers' lists hold equal shares of the rest whatever their sizes: a
-// caller's second list splits that caller's share instead of adding one.
-// Nothing is preempted: a call keeps its slot until it returns.
+// callers' lists hold shares of the rest in proportion to their weights
+// (equal, unless the deployment's budget says otherwise: a caller whose
+// lists also run on other processes weighs less here), whatever their
+// sizes: a caller's second list splits that caller's share instead of
+// adding one. Nothing is preempted: a call keeps its slot until it returns.
+//
+// Its bounds move while it runs (setLimits): the slots, requests and tokens
+// the deployment's budget leases to this process, and a cool-down before
+// which no call starts.
 type scheduler struct {
-	rate *rate.Limiter
-	obs  SlotObserver
+	obs SlotObserver
+	// poke, when set, is called (without blocking) when demand of a new
+	// kind arrives: the first interactive call, or a new caller's list.
+	poke func()
 
 	mu          sync.Mutex
-	free        int
+	slots       int
+	busy        int
+	requests    *bucket // nil: no rate
+	tokens      *bucket // nil: no tokens limit
+	cooldown    time.Time
+	weights     map[string]float64
 	inUse       map[Class]int
 	interactive []*waiter
 	callers     map[string]*callerShare
-	timer       *time.Timer // set while waiting for the rate
+	timer       *time.Timer // set while waiting for the rate, the tokens or a cool-down
+	timerAt     time.Time
+	stopping    bool
 }
 
 type waiter struct {
 	share   Share
+	tokens  float64
 	since   time.Time
-	ready   chan struct{} // closed when granted
+	ready   chan struct{} // closed when granted, or refused
 	granted bool
+	refused bool
 }
 
+// ErrStopping refuses a call that had not started when its process began
+// to stop: the domain is given back (classifier.ErrBusy: its job snoozes,
+// no attempt used) and another process asks the model, while the calls in
+// flight finish within the soft stop instead of being cancelled and asked
+// again.
+var ErrStopping = fmt.Errorf("the worker process is stopping: %w", classifier.ErrBusy)
+
 type callerShare struct {
+	name  string
 	inUse int
 	lists map[string]*listShare
 }
@@ -94,25 +122,107 @@ type listShare struct {
 	waiting []*waiter
 }
 
-func newScheduler(slots int, lim *rate.Limiter, obs SlotObserver) *scheduler {
-	return &scheduler{rate: lim, obs: obs, free: slots, inUse: map[Class]int{}, callers: map[string]*callerShare{}}
+// newScheduler returns a scheduler of slots calls in flight, started no
+// faster than requests allows (nil: no rate).
+func newScheduler(slots int, requests *bucket, obs SlotObserver) *scheduler {
+	return &scheduler{requests: requests, obs: obs, slots: slots, inUse: map[Class]int{}, callers: map[string]*callerShare{}}
 }
 
-// acquire waits for a slot and a rate token for a call of share s, and
-// returns the slot's release.
-func (s *scheduler) acquire(ctx context.Context, sh Share) (release func(), err error) {
-	w := &waiter{share: sh, since: time.Now(), ready: make(chan struct{})}
+// limits are a scheduler's bounds: slots in flight, requests and tokens a
+// second (+Inf: none), a cool-down, and the weights of list callers.
+type limits struct {
+	slots          int
+	requestsPerSec float64
+	tokensPerSec   float64
+	tokensBurst    float64
+	cooldown       time.Time
+	weights        map[string]float64
+}
+
+// setLimits changes the bounds; calls already granted keep their slots.
+// A bucket it makes starts empty: a process that joins the deployment, or
+// gets a limit it had not, fills its share at the share's pace instead of
+// sending a burst into an account the others keep busy.
+func (s *scheduler) setLimits(l limits) {
+	now := time.Now()
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slots, s.cooldown, s.weights = l.slots, l.cooldown, l.weights
+	switch {
+	case math.IsInf(l.requestsPerSec, 1):
+		s.requests = nil
+	case s.requests == nil:
+		s.requests = newBucket(l.requestsPerSec, 1, now)
+		s.requests.level = 0
+	default:
+		s.requests.set(l.requestsPerSec, 1, now)
+	}
+	switch {
+	case math.IsInf(l.tokensPerSec, 1):
+		s.tokens = nil
+	case s.tokens == nil:
+		s.tokens = newBucket(l.tokensPerSec, l.tokensBurst, now)
+		s.tokens.level = 0
+	default:
+		s.tokens.set(l.tokensPerSec, l.tokensBurst, now)
+	}
+	s.dispatch()
+}
+
+// correct charges a call's tokens once its usage is known: delta more than
+// was estimated (less, when negative, gives them back).
+func (s *scheduler) correct(delta float64) {
+	if delta == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens == nil {
+		return
+	}
+	s.tokens.refill(time.Now())
+	s.tokens.level = math.Min(s.tokens.capacity, s.tokens.level-delta)
+	s.dispatch()
+}
+
+// demand is what the process's calls ask for now: calls in flight and
+// waiting, interactive and by list caller.
+func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lists = map[string]float64{}
+	for name, c := range s.callers {
+		n := c.inUse
+		for _, l := range c.lists {
+			n += len(l.waiting)
+		}
+		lists[name] = float64(n)
+	}
+	return float64(s.inUse[ClassInteractive] + len(s.interactive)), lists
+}
+
+// acquire waits for a slot, a rate token and tokens for a call of share s,
+// and returns the slot's release.
+func (s *scheduler) acquire(ctx context.Context, sh Share, tokens float64) (release func(), err error) {
+	w := &waiter{share: sh, tokens: tokens, since: time.Now(), ready: make(chan struct{})}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return nil, ErrStopping
+	}
 	s.enqueue(w)
 	s.dispatch()
 	s.mu.Unlock()
 
 	select {
 	case <-w.ready:
+		if w.refused {
+			return nil, ErrStopping
+		}
 	case <-ctx.Done():
 		s.mu.Lock()
 		granted := w.granted
-		if !granted {
+		if !granted && !w.refused {
 			s.dequeue(w)
 		}
 		s.mu.Unlock()
@@ -128,10 +238,24 @@ func (s *scheduler) acquire(ctx context.Context, sh Share) (release func(), err 
 	return func() { once.Do(func() { s.release(sh) }) }, nil
 }
 
+// stop refuses every call waiting and every call asked from now on.
+func (s *scheduler) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	for w := s.next(true); w != nil; w = s.next(true) {
+		if w.share.Class == ClassList {
+			s.forget(w.share)
+		}
+		w.refused = true
+		close(w.ready)
+	}
+}
+
 func (s *scheduler) release(sh Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.free++
+	s.busy--
 	s.inUse[sh.Class]--
 	if sh.Class == ClassList {
 		c := s.callers[sh.Caller]
@@ -146,12 +270,16 @@ func (s *scheduler) release(sh Share) {
 func (s *scheduler) enqueue(w *waiter) {
 	if w.share.Class != ClassList {
 		s.interactive = append(s.interactive, w)
+		if len(s.interactive) == 1 && s.inUse[ClassInteractive] == 0 {
+			s.wakeBudget()
+		}
 		return
 	}
 	c := s.callers[w.share.Caller]
 	if c == nil {
-		c = &callerShare{lists: map[string]*listShare{}}
+		c = &callerShare{name: w.share.Caller, lists: map[string]*listShare{}}
 		s.callers[w.share.Caller] = c
+		s.wakeBudget()
 	}
 	l := c.lists[w.share.List]
 	if l == nil {
@@ -159,6 +287,12 @@ func (s *scheduler) enqueue(w *waiter) {
 		c.lists[w.share.List] = l
 	}
 	l.waiting = append(l.waiting, w)
+}
+
+func (s *scheduler) wakeBudget() {
+	if s.poke != nil {
+		s.poke()
+	}
 }
 
 // dequeue removes w, which gave up before it was granted.
@@ -184,20 +318,30 @@ func (s *scheduler) forget(sh Share) {
 	}
 }
 
-// dispatch grants free slots to waiting calls while the rate allows; when
-// it does not, a timer calls dispatch again once it will.
+// dispatch grants free slots to waiting calls while the cool-down, the
+// rate and the tokens allow; when they do not, a timer calls dispatch
+// again once they will.
 func (s *scheduler) dispatch() {
-	for s.free > 0 {
+	for s.busy < s.slots {
 		w := s.next(false)
 		if w == nil {
 			return
 		}
-		if !s.rate.Allow() {
-			s.waitForRate()
+		now := time.Now()
+		if now.Before(s.cooldown) {
+			s.wakeIn(s.cooldown.Sub(now))
+			return
+		}
+		s.requests.refill(now)
+		s.tokens.refill(now)
+		if wait := max(s.requests.wait(1), s.tokens.wait(w.tokens)); wait > 0 {
+			s.wakeIn(wait)
 			return
 		}
 		s.next(true)
-		s.free--
+		s.requests.take(1)
+		s.tokens.take(w.tokens)
+		s.busy++
 		s.inUse[w.share.Class]++
 		if w.share.Class == ClassList {
 			c := s.callers[w.share.Caller]
@@ -210,12 +354,21 @@ func (s *scheduler) dispatch() {
 	}
 }
 
-func (s *scheduler) waitForRate() {
-	if s.timer != nil {
+// wakeIn makes dispatch run again in d, unless a timer runs it sooner.
+func (s *scheduler) wakeIn(d time.Duration) {
+	at := time.Now().Add(d)
+	if s.timer != nil && !s.timerAt.After(at) {
 		return
 	}
-	wait := time.Duration((1 - s.rate.Tokens()) / float64(s.rate.Limit()) * float64(time.Second))
-	s.timer = time.AfterFunc(wait, func() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if d > time.Hour {
+		s.timer = nil // a rate of 0: setLimits dispatches when it changes
+		return
+	}
+	s.timerAt = at
+	s.timer = time.AfterFunc(d, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.timer = nil
@@ -242,7 +395,7 @@ func (s *scheduler) next(take bool) *waiter {
 			if len(l.waiting) == 0 {
 				continue
 			}
-			if best == nil || before(c, l, bestC, best) {
+			if best == nil || s.before(c, l, bestC, best) {
 				best, bestC = l, c
 			}
 		}
@@ -258,16 +411,28 @@ func (s *scheduler) next(take bool) *waiter {
 }
 
 // before reports whether list l of caller c is served before list bl of
-// caller bc: the caller holding fewer slots first, then, within a caller
-// or between equals, the list holding fewer, then the one waiting longer.
-func before(c *callerShare, l *listShare, bc *callerShare, bl *listShare) bool {
-	if c.inUse != bc.inUse {
-		return c.inUse < bc.inUse
+// caller bc: the caller holding fewer slots for its weight first, then,
+// within a caller or between equals, the list holding fewer, then the one
+// waiting longer.
+func (s *scheduler) before(c *callerShare, l *listShare, bc *callerShare, bl *listShare) bool {
+	if c != bc {
+		if a, b := float64(c.inUse)/s.weight(c.name), float64(bc.inUse)/s.weight(bc.name); a != b {
+			return a < b
+		}
 	}
 	if l.inUse != bl.inUse {
 		return l.inUse < bl.inUse
 	}
 	return l.waiting[0].since.Before(bl.waiting[0].since)
+}
+
+// weight is a caller's weight: the budget's, or 1 (the weights are
+// normalised to a mean of 1) for a caller it does not know yet.
+func (s *scheduler) weight(caller string) float64 {
+	if w, ok := s.weights[caller]; ok && w > 0 {
+		return w
+	}
+	return 1
 }
 
 func (s *scheduler) observe(c Class) {

@@ -2,12 +2,14 @@ package llm
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // queue adds a waiting call of share sh, as acquire does, and returns it.
@@ -30,7 +32,7 @@ func granted(w *waiter) bool {
 }
 
 func unlimited(slots int) *scheduler {
-	return newScheduler(slots, rate.NewLimiter(rate.Inf, 1), nil)
+	return newScheduler(slots, nil, nil)
 }
 
 func TestScheduler_InteractiveFirst(t *testing.T) {
@@ -112,12 +114,12 @@ func TestScheduler_CallersShareEvenly(t *testing.T) {
 func TestScheduler_GivingUpFreesNothingAndLeaksNothing(t *testing.T) {
 	s := unlimited(1)
 	a := Share{Class: ClassList, Caller: "a", List: "a1"}
-	release, err := s.acquire(context.Background(), a)
+	release, err := s.acquire(context.Background(), a, 0)
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = s.acquire(ctx, Share{Class: ClassList, Caller: "b", List: "b1"})
+	_, err = s.acquire(ctx, Share{Class: ClassList, Caller: "b", List: "b1"}, 0)
 	require.ErrorIs(t, err, context.Canceled)
 	s.mu.Lock()
 	require.NotContains(t, s.callers, "b", "the caller that gave up is forgotten")
@@ -126,13 +128,13 @@ func TestScheduler_GivingUpFreesNothingAndLeaksNothing(t *testing.T) {
 	release()
 	release() // twice is once
 	for i := 0; i < 3; i++ {
-		r, err := s.acquire(context.Background(), a)
+		r, err := s.acquire(context.Background(), a, 0)
 		require.NoError(t, err, "call %d", i)
 		r()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	require.Equal(t, 1, s.free)
+	require.Equal(t, 0, s.busy)
 	require.Empty(t, s.callers)
 	require.Zero(t, s.inUse[ClassList])
 }
@@ -158,21 +160,21 @@ func (r *recorder) ObserveSlotWait(Class, time.Duration) {}
 // they wait goes first.
 func TestScheduler_RateInTurn(t *testing.T) {
 	rec := &recorder{inUse: map[Class]int{}}
-	s := newScheduler(10, rate.NewLimiter(rate.Every(time.Hour), 1), rec)
+	s := newScheduler(10, newBucket(1.0/3600, 1, time.Now()), rec)
 	ctx := context.Background()
 	list := Share{Class: ClassList, Caller: "a", List: "a1"}
-	release, err := s.acquire(ctx, list) // the bucket's one token
+	release, err := s.acquire(ctx, list, 0) // the bucket's one token
 	require.NoError(t, err)
 	defer release()
 
 	done := make(chan Class, 2)
-	go func() { r, _ := s.acquire(ctx, list); r(); done <- ClassList }()
+	go func() { r, _ := s.acquire(ctx, list, 0); r(); done <- ClassList }()
 	waitQueued(t, s, 1)
-	go func() { r, _ := s.acquire(ctx, Share{Class: ClassInteractive}); r(); done <- ClassInteractive }()
+	go func() { r, _ := s.acquire(ctx, Share{Class: ClassInteractive}, 0); r(); done <- ClassInteractive }()
 	waitQueued(t, s, 2)
 	s.mu.Lock()
-	require.Equal(t, 9, s.free, "calls waiting for the rate hold no slot")
-	s.rate.SetLimit(rate.Inf) // the next tokens are due now
+	require.Equal(t, 1, s.busy, "calls waiting for the rate hold no slot")
+	s.requests = nil // the next tokens are due now
 	s.dispatch()
 	s.mu.Unlock()
 	<-done
@@ -198,4 +200,89 @@ func waitQueued(t *testing.T, s *scheduler, n int) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// The deployment's budget weighs callers whose lists also run elsewhere
+// less: slots go in proportion to the weights.
+func TestScheduler_WeightsSplitCallersSlots(t *testing.T) {
+	s := unlimited(0)
+	x := Share{Class: ClassList, Caller: "x", List: "x1"}
+	y := Share{Class: ClassList, Caller: "y", List: "y1"}
+	var xs, ys []*waiter
+	for range 6 {
+		xs, ys = append(xs, queue(s, x)), append(ys, queue(s, y))
+	}
+	s.setLimits(limits{slots: 6, requestsPerSec: math.Inf(1), tokensPerSec: math.Inf(1), weights: map[string]float64{"x": 0.5, "y": 1.5}})
+	count := func(ws []*waiter) (n int) {
+		for _, w := range ws {
+			if granted(w) {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2, count(xs))
+	require.Equal(t, 4, count(ys), "y weighs three times x")
+}
+
+// A call's tokens are taken before it starts, and its usage corrects them
+// after: a call that used less gives the rest back to the next.
+func TestScheduler_TokensBindAndAreCorrected(t *testing.T) {
+	s := unlimited(0)
+	s.setLimits(limits{slots: 10, requestsPerSec: math.Inf(1), tokensPerSec: 1e-9, tokensBurst: 1000})
+	require.Zero(t, s.tokens.level, "a budget's new bucket starts empty")
+	s.mu.Lock()
+	s.tokens.level = 1000 // as if it had filled
+	s.mu.Unlock()
+	a := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
+	b := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
+	c := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
+	for _, w := range []*waiter{a, b, c} {
+		s.mu.Lock()
+		s.enqueue(w)
+		s.dispatch()
+		s.mu.Unlock()
+	}
+	require.True(t, granted(a) && granted(b))
+	require.False(t, granted(c), "1,000 tokens hold two calls of 400")
+	s.correct(-300) // a used 100
+	require.True(t, granted(c))
+}
+
+// No call starts before a cool-down ends, and the first waiting starts
+// once it does.
+func TestScheduler_NothingStartsBeforeACooldown(t *testing.T) {
+	s := unlimited(4)
+	until := time.Now().Add(100 * time.Millisecond)
+	s.setLimits(limits{slots: 4, requestsPerSec: math.Inf(1), tokensPerSec: math.Inf(1), cooldown: until})
+	w := queue(s, Share{Class: ClassInteractive})
+	require.False(t, granted(w))
+	<-w.ready
+	require.False(t, time.Now().Before(until))
+}
+
+// A process that stops refuses the calls still waiting (their domains go
+// back, ErrBusy) and every call asked after, while those in flight go on.
+func TestScheduler_StopRefusesWhatHasNotStarted(t *testing.T) {
+	s := unlimited(1)
+	ctx := context.Background()
+	inFlight, err := s.acquire(ctx, Share{Class: ClassInteractive}, 0)
+	require.NoError(t, err)
+	errs := make(chan error, 2)
+	go func() { _, err := s.acquire(ctx, Share{Class: ClassList, Caller: "a", List: "a1"}, 0); errs <- err }()
+	go func() { _, err := s.acquire(ctx, Share{Class: ClassInteractive}, 0); errs <- err }()
+	waitQueued(t, s, 2)
+	s.stop()
+	for range 2 {
+		err := <-errs
+		require.ErrorIs(t, err, ErrStopping)
+		require.ErrorIs(t, err, classifier.ErrBusy, "the domain is given back, the job snoozes")
+	}
+	_, err = s.acquire(ctx, Share{Class: ClassInteractive}, 0)
+	require.ErrorIs(t, err, ErrStopping)
+	inFlight()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Zero(t, s.busy)
+	require.Empty(t, s.callers)
 }

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -49,6 +51,9 @@ type Main struct {
 	// webhooks) even when the configuration exports no traces: the caller
 	// has installed a tracer provider of its own (a test's).
 	Traced bool
+	// QueryTracer, when set, sees every query of the process's pool (the
+	// capacity bench counts statements with it).
+	QueryTracer pgx.QueryTracer
 
 	// DB and River are the API's (api, all): its pool, and an insert-only
 	// River client on it (the handlers' inserts run in their own
@@ -75,7 +80,13 @@ type Main struct {
 	workerLn     net.Listener
 	riverCancel  context.CancelFunc
 	uiCancel     context.CancelFunc
-	stopTracing  func(context.Context) error
+	// budget is the worker's part of the deployment's model budget, renewed
+	// until budgetStop.
+	budget     *llm.Budget
+	budgetStop func()
+	// limited bounds the worker's model calls; Close stops it first.
+	limited     *llm.Limited
+	stopTracing func(context.Context) error
 }
 
 // NewMain returns a Main for role with cfg.
@@ -107,6 +118,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if traced {
 		pgTracer, riverMW = pgxTracer(), riverMiddleware()
 	}
+	if m.QueryTracer != nil {
+		pgTracer = m.QueryTracer
+	}
 	if err := m.openPools(ctx, pgTracer); err != nil {
 		return err
 	}
@@ -116,6 +130,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
 		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
+	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
 	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
@@ -155,6 +170,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// runBudget renews the model budget's lease until the returned stop, which
+// gives the lease up and returns once it has.
+func (m *Main) runBudget(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.budget.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// holderName names this process's lease: host, pid and a random suffix
+// (a pid is reused across restarts and containers).
+func holderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+}
+
 // APIURL is the base URL the API serves on.
 func (m *Main) APIURL() string { return "http://" + m.apiLn.Addr().String() }
 
@@ -176,6 +210,9 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	// soft stop, so a signal never cancels running jobs at once.
 	riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.riverCancel = cancel
+	if m.budget != nil {
+		m.budgetStop = m.runBudget(riverCtx)
+	}
 	if err := m.WorkerRiver.Start(riverCtx); err != nil {
 		return fmt.Errorf("error starting River: %w", err)
 	}
@@ -189,11 +226,20 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		batcher   jobs.Batcher
 	)
 	if cfg.OpenAIAPIKey != "" {
-		c, err := cfg.newLLMClient(m.jobMetrics)
+		// The process's bounds are caps; the deployment's budget (one
+		// provider account, every worker process) bounds them further.
+		id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
+		m.budget = llm.NewBudget(llm.BudgetConfig{
+			RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
+			Holder: holderName(), Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
+		}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
+		c, err := cfg.newLLMClient(m.jobMetrics, m.budget)
 		if err != nil {
 			return nil, err
 		}
-		completer = llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
+		limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
+		m.budget.Govern(limited)
+		completer, m.limited = limited, limited
 		batcher = c // a batch's requests are the provider's to pace, not our model slots
 	} else {
 		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
@@ -209,15 +255,16 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	})
 	workers := river.NewWorkers()
 	price := pricer(evals.DefaultPrices())
+	spend := &jobs.Spenders{DB: m.WorkerDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Price: price,
+		Metrics: m.jobMetrics, Price: price, Spend: spend,
 	}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
 		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
+		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: spend,
 	}); err != nil {
 		return nil, err
 	}
@@ -389,6 +436,11 @@ func (m *Main) Close(ctx context.Context) error {
 			}
 		}
 	}
+	if m.limited != nil {
+		// Calls waiting for the model give their domains back (the jobs
+		// snooze); those in flight finish within the soft stop.
+		m.limited.Stop()
+	}
 	if m.WorkerRiver != nil && m.riverCancel != nil {
 		start := time.Now()
 		if err := m.WorkerRiver.Stop(ctx); err != nil {
@@ -396,6 +448,9 @@ func (m *Main) Close(ctx context.Context) error {
 		}
 		m.riverCancel()
 		m.Logger.Info("River stopped", "duration", time.Since(start).String())
+	}
+	if m.budgetStop != nil {
+		m.budgetStop() // after River: its last calls ran within the lease
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()

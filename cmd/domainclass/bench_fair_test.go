@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -22,8 +23,14 @@ import (
 	"github.com/domainclass/domainclass/httpapi/wire"
 )
 
-// The fair-share bars, with one worker process and then two: interactive
-// jobs beside a big list, and the lists of two callers. Knobs:
+// The fair-share bars, with one worker process, then two, then four, all
+// sharing one provider account whose limit binds (LLM_ACCOUNT_RPM, below
+// what even one process could send): interactive jobs beside a big list,
+// and the lists of two callers, for the deployment. With four processes each
+// runs fewer lists at once (LIST_WORKERS ÷ LIST_CHUNKS_IN_FLIGHT = 2) than
+// the three lists of the two-caller steps, so no process sees every list.
+// Knobs: BENCH_FAIR_WORKERS (the runs, default 1,2,4),
+// BENCH_FAIR_ACCOUNT_RPM (default 3600),
 // BENCH_FAIR_SECONDS (interactive load per step, default 60),
 // BENCH_FAIR_WINDOW (rate windows of the two-caller step, default 20s),
 // BENCH_FAIR_STAGGER (how long caller A's list runs before B's, default 30s),
@@ -42,7 +49,7 @@ type fairBench struct {
 
 func benchFair(t *testing.T) []benchRow {
 	var rows []benchRow
-	for _, workers := range []int{1, 2} {
+	for _, workers := range envInts("BENCH_FAIR_WORKERS", []int{1, 2, 4}) {
 		rows = append(rows, fairRun(t, workers)...)
 	}
 	rows = append(rows, fairAllRun(t)...)
@@ -57,10 +64,15 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	window := envDuration("BENCH_FAIR_WINDOW", 20*time.Second)
 	stagger := envDuration("BENCH_FAIR_STAGGER", 30*time.Second)
 	ideal := float64(c) / latency.Seconds()
+	account := envInt("BENCH_FAIR_ACCOUNT_RPM", 3600)
 	env := map[string]string{
 		"AUTH": "on", "LOG_LEVEL": "error",
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(int(ideal*60) * 10),
+		"LLM_ACCOUNT_RPM":        strconv.Itoa(account),
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
+	}
+	if workers == 4 {
+		env["LIST_WORKERS"], env["LIST_CHUNKS_IN_FLIGHT"] = "4", "2"
 	}
 	for _, k := range []string{"LIST_DOMAIN_CONCURRENCY", "LIST_CHUNKS_IN_FLIGHT", "LIST_WORKERS"} {
 		if v := os.Getenv("BENCH_" + k); v != "" {
@@ -72,7 +84,7 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	for range workers {
 		e.start(RoleWorker)
 	}
-	f := &fairBench{t: t, e: e, workers: workers, ideal: ideal * float64(workers),
+	f := &fairBench{t: t, e: e, workers: workers, ideal: math.Min(ideal*float64(workers), float64(account)/60),
 		app:   client.New(api.APIURL(), e.apiKey("app")),
 		teamA: client.New(api.APIURL(), e.apiKey("team-a")),
 		teamB: client.New(api.APIURL(), e.apiKey("team-b")),
@@ -81,7 +93,10 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	if workers > 1 {
 		procs += "s"
 	}
-	setting := fmt.Sprintf("%s, C=%d, L=%s each", procs, c, latency)
+	setting := fmt.Sprintf("%s, C=%d, L=%s each, account %d/min", procs, c, latency, account)
+	if workers == 4 {
+		setting += ", 2 lists a process"
+	}
 
 	// Interactive jobs, idle and beside a 100k-domain list.
 	idle := f.interactive(seconds)
@@ -124,7 +139,7 @@ func fairRun(t *testing.T, workers int) []benchRow {
 			fmt.Sprintf("%.2f", ratio2), fmt.Sprintf("B %.1f/s, A %.1f/s in all", rB2, rA2), "0.8–1.25", verdict(ratio2 >= 0.8 && ratio2 <= 1.25)},
 		{section, "  domains/s in all, slowest of the three steps (jobs + list, two lists, three)",
 			fmt.Sprintf("%.1f/s", min(busy, both, three)),
-			fmt.Sprintf("min(C/L, rate) = %.1f/s (%.0f%%); steps %.1f, %.1f, %.1f", f.ideal, 100*drain, busy, both, three),
+			fmt.Sprintf("min(C/L, account) = %.1f/s (%.0f%%); steps %.1f, %.1f, %.1f", f.ideal, 100*drain, busy, both, three),
 			"≥ 95%", verdict(drain >= 0.95)},
 	}
 }
@@ -240,6 +255,19 @@ func (f *fairBench) cancel(c *client.Client, id string) {
 	f.t.Helper()
 	_, err := c.CancelList(context.Background(), id)
 	require.NoError(f.t, err)
+}
+
+// envInts reads a comma-separated list of numbers, def when unset or bad.
+func envInts(name string, def []int) []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv(name), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return def
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // fairAllRun is issue 26's deployment: `all` (the API and the workers in

@@ -59,20 +59,6 @@ func verdict(ok bool) string {
 	return "MISSES"
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func TestBench(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	start := time.Now()
@@ -89,7 +75,8 @@ func TestBench(t *testing.T) {
 		name string
 		run  func(*testing.T) []benchRow
 	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists},
-		{"fair", benchFair}, {"economy", benchEconomy}, {"webhooks", benchWebhooks}, {"tracing", benchTracing}} {
+		{"fair", benchFair}, {"economy", benchEconomy}, {"webhooks", benchWebhooks}, {"tracing", benchTracing},
+		{"capacity", benchCapacity}} {
 		if only == "" || only == part.name {
 			// A subtest each, so that a section's processes and their
 			// connections are gone before the next section starts.

@@ -47,7 +47,13 @@ type Config struct {
 	LLMResponseFormat string
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
-	LLMTimeout        time.Duration
+	// The provider account's limits for the whole deployment (every worker
+	// process); 0 is none. With them set, LLM_MAX_CONCURRENCY and
+	// LLM_RATE_PER_MINUTE are one process's caps, and default to them.
+	LLMAccountRPM         int
+	LLMAccountTPM         int
+	LLMAccountConcurrency int
+	LLMTimeout            time.Duration
 	// LLMMaxCompletionTokens bounds one answer's tokens (max_completion_tokens).
 	LLMMaxCompletionTokens int
 	// EvidenceMaxChars bounds the web text one prompt carries.
@@ -149,6 +155,9 @@ func (c *Config) environment() []envVar {
 		{"LLM_RESPONSE_FORMAT", &c.LLMResponseFormat, ""},
 		{"LLM_MAX_CONCURRENCY", &c.LLMMaxConcurrency, ""},
 		{"LLM_RATE_PER_MINUTE", &c.LLMRatePerMinute, ""},
+		{"LLM_ACCOUNT_RPM", &c.LLMAccountRPM, ""},
+		{"LLM_ACCOUNT_TPM", &c.LLMAccountTPM, ""},
+		{"LLM_ACCOUNT_CONCURRENCY", &c.LLMAccountConcurrency, ""},
 		{"LLM_TIMEOUT", &c.LLMTimeout, ""},
 		{"LLM_MAX_COMPLETION_TOKENS", &c.LLMMaxCompletionTokens, ""},
 		{"EVIDENCE_MAX_CHARS", &c.EvidenceMaxChars, ""},
@@ -241,6 +250,14 @@ func LoadConfig(environ []string) (Config, error) {
 	if len(errs) > 0 {
 		return cfg, errors.New(strings.Join(errs, "; "))
 	}
+	// With the account's limits set, a process's own bounds default to
+	// them: one process alone may use the whole account.
+	if _, set := env["LLM_RATE_PER_MINUTE"]; !set && cfg.LLMAccountRPM > 0 {
+		cfg.LLMRatePerMinute = cfg.LLMAccountRPM
+	}
+	if _, set := env["LLM_MAX_CONCURRENCY"]; !set && cfg.LLMAccountConcurrency > 0 {
+		cfg.LLMMaxConcurrency = cfg.LLMAccountConcurrency
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -301,6 +318,8 @@ func (c Config) Validate() error {
 		return errors.New("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
 	case c.LLMMaxConcurrency < 1 || c.LLMRatePerMinute < 1:
 		return errors.New("LLM_MAX_CONCURRENCY and LLM_RATE_PER_MINUTE must be at least 1")
+	case c.LLMAccountRPM < 0 || c.LLMAccountTPM < 0 || c.LLMAccountConcurrency < 0:
+		return errors.New("LLM_ACCOUNT_RPM, LLM_ACCOUNT_TPM and LLM_ACCOUNT_CONCURRENCY must not be negative (0: no limit)")
 	case c.TracesExporter != "" && c.TracesExporter != "otlp" && c.TracesExporter != "none":
 		return fmt.Errorf("OTEL_TRACES_EXPORTER must be otlp or none, got %q", c.TracesExporter)
 	case c.LLMMaxCompletionTokens < 16:

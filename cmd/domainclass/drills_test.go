@@ -60,6 +60,10 @@ var drills = []struct {
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
 	{"ListBadHour", drillListBadHour},
 	{"TrickledUploads", drillTrickledUploads},
+	{"ScaleRequests", drillScaleRequests},
+	{"ScaleTokens", drillScaleTokens},
+	{"BudgetWorkerKilled", drillBudgetWorkerKilled},
+	{"CallerAtBudget", drillCallerAtBudget},
 }
 
 func TestDrills(t *testing.T) {

@@ -116,7 +116,7 @@ func (c *cli) eval(ctx context.Context, o evalOptions) error {
 		}
 	}
 	concurrency, rate := cmp.Or(o.concurrency, cfg.LLMMaxConcurrency), cmp.Or(o.rate, cfg.LLMRatePerMinute)
-	client, err := cfg.newLLMClient(nil)
+	client, err := cfg.newLLMClient(nil, nil)
 	if err != nil {
 		return err
 	}

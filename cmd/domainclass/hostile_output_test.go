@@ -17,6 +17,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
 )
@@ -118,7 +119,7 @@ func TestHostileSearchResults(t *testing.T) {
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
 	var got []hookDelivery
-	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { got = rc.forJob(job.JobID); return len(got) == 1 }, dbtest.Patience(), 10*time.Millisecond)
 	require.Less(t, len(got[0].body), 4<<10, "the webhook is small: %d bytes", len(got[0].body))
 	var payload struct {
 		Results []struct {

@@ -164,7 +164,7 @@ func (e *e2e) startProcess(role string) *process {
 	select {
 	case url := <-serving:
 		return &process{Cmd: cmd, URL: url}
-	case <-time.After(30 * time.Second):
+	case <-time.After(dbtest.Patience()):
 		e.t.Fatalf("domainclass %s did not start serving", role)
 		return nil
 	}

@@ -9,11 +9,13 @@ import (
 // The model and the search providers, built the same way for the workers
 // and for eval.
 
-// newLLMClient returns the OPENAI_* model client, without bounds.
-func (c Config) newLLMClient(observer llm.Observer) (*llm.Client, error) {
+// newLLMClient returns the OPENAI_* model client, without bounds; feedback,
+// when set, hears what the provider says of the account's limits.
+func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm.Client, error) {
 	return llm.New(llm.Config{
 		BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Timeout: c.LLMTimeout,
 		ResponseFormat: c.LLMResponseFormat, Observer: observer, MaxCompletionTokens: c.LLMMaxCompletionTokens,
+		Feedback: feedback,
 	})
 }
 

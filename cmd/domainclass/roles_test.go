@@ -161,4 +161,11 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	_, err = conn.Exec(ctx, `UPDATE api_key SET last_used_at = now() WHERE name = 'nobody'`)
 	require.NoError(t, err, "what authentication writes")
 	refused(workerRole, `INSERT INTO classify_job (id, caller, classifier, inputs, domains) VALUES (gen_random_uuid(), 'x', 'cpg', '{}', '{}')`)
+	// Budgets are the operators' (the CLI); the api reads what was spent.
+	refused(workerRole, `UPDATE caller_budget SET model_calls_per_day = 1000000`)
+	refused(apiRole, `UPDATE caller_spend SET model_calls = 0`)
+	refused(apiRole, `DELETE FROM llm_lease`)
+	var leases int
+	require.NoError(t, owner.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.llm_lease`, pgx.Identifier{e.schema}.Sanitize())).Scan(&leases))
+	require.Positive(t, leases, "the worker renews its lease on the model budget as its own role")
 }

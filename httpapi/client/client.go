@@ -228,6 +228,9 @@ func (c *Client) once(ctx context.Context, x *exchange) (wait time.Duration, rea
 		return 0, fmt.Sprintf("error reading the answer from %s (%v)", c.BaseURL, err), nil
 	}
 	perr := problemError(resp, b)
+	if perr.Problem.Type == "/problems/budget-exceeded" {
+		return 0, "", perr // waiting until the budget refills is the caller's choice, not a retry's
+	}
 	for _, code := range x.retryOn {
 		if resp.StatusCode == code {
 			return perr.RetryAfter, perr.Error(), nil

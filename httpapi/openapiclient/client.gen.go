@@ -35,6 +35,24 @@ func (e AcceptedStatus) Valid() bool {
 	}
 }
 
+// Defines values for BudgetMode.
+const (
+	Partial BudgetMode = "partial"
+	Whole   BudgetMode = "whole"
+)
+
+// Valid indicates whether the value is a known member of the BudgetMode enum.
+func (e BudgetMode) Valid() bool {
+	switch e {
+	case Partial:
+		return true
+	case Whole:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -347,6 +365,46 @@ type Accepted struct {
 
 // AcceptedStatus defines model for Accepted.Status.
 type AcceptedStatus string
+
+// BudgetMode whole: a list over the caller's daily model budget is refused;
+// partial: it runs until the budget is spent.
+type BudgetMode string
+
+// CallerLimits The caller's request limits (docs/api.md, "Limits").
+type CallerLimits struct {
+	// MaxActiveLists Lists not yet ended.
+	MaxActiveLists int `json:"max_active_lists"`
+
+	// MaxQueuedDomains Domains of jobs accepted and not yet ended.
+	MaxQueuedDomains int `json:"max_queued_domains"`
+
+	// RatePerMinute Jobs accepted a minute.
+	RatePerMinute int `json:"rate_per_minute"`
+}
+
+// CallerReport defines model for CallerReport.
+type CallerReport struct {
+	// Budget A daily model budget, or what is left of it today; null is no limit of that kind.
+	Budget ModelBudget `json:"budget"`
+
+	// Caller The API key's name.
+	Caller string `json:"caller"`
+
+	// Day Today (UTC): the day the usage counts.
+	Day openapi_types.Date `json:"day"`
+
+	// Limits The caller's request limits (docs/api.md, "Limits").
+	Limits CallerLimits `json:"limits"`
+
+	// Remaining A daily model budget, or what is left of it today; null is no limit of that kind.
+	Remaining ModelBudget `json:"remaining"`
+
+	// ResetsAt When the day ends and the budget refills (00:00 UTC).
+	ResetsAt time.Time `json:"resets_at"`
+
+	// Usage What the caller's jobs and lists asked of the model today.
+	Usage ModelUsage `json:"usage"`
+}
 
 // ClassifyRequest defines model for ClassifyRequest.
 type ClassifyRequest struct {
@@ -801,6 +859,21 @@ type ListWebhookPayloadType string
 // Examples: 720h
 type MaxAge = string
 
+// ModelBudget A daily model budget, or what is left of it today; null is no limit of that kind.
+type ModelBudget struct {
+	ModelCalls *int     `json:"model_calls"`
+	SpendUsd   *float64 `json:"spend_usd"`
+}
+
+// ModelUsage What the caller's jobs and lists asked of the model today.
+type ModelUsage struct {
+	// ModelCalls Model calls (a call in flight counts; one that got no answer is taken back).
+	ModelCalls int `json:"model_calls"`
+
+	// SpendUsd Their price from the price table, in US dollars ($0 for a model the table does not list).
+	SpendUsd float64 `json:"spend_usd"`
+}
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -1044,6 +1117,15 @@ type CreateListParams struct {
 	// and cached domains are answered at once in both. docs/api.md, "Tiers".
 	Tier *Tier `form:"tier,omitempty" json:"tier,omitempty"`
 
+	// Budget What to do when the list's estimated model calls, or their price,
+	// are more than the caller's daily model budget has left (`GET
+	// /callers/me`): whole (the default) refuses the list with 429
+	// `budget-exceeded`; partial accepts it, and it runs until the
+	// budget is spent, its rows left ending FAILED with the reason
+	// (`POST /lists/{list_id}/retry` resumes them once the budget
+	// refills). A caller without a budget is not affected.
+	Budget *BudgetMode `form:"budget,omitempty" json:"budget,omitempty"`
+
 	// DomainColumn text/csv only: the header name (any case) of the column that holds
 	// each row's domain; default `domain`. Columns other than this one
 	// and `ref_column` are dropped.
@@ -1221,6 +1303,19 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// GetCallerMe The caller, its limits and its daily model budget
+	//
+	// Who the API key is, its request limits, and its daily model budget
+	// (`domainclass apikey limits`) with what its jobs and lists used of
+	// it today (UTC): model calls, refreshes and economy batches included,
+	// and their price from the price table the dry run uses. A call is
+	// counted as it starts; a caller at its budget makes no more, and its
+	// domains that need the model end FAILED with the reason until the
+	// budget refills at `resets_at`.
+	//
+	// Corresponds with GET /callers/me (the `GetCallerMe` operationId).
+	GetCallerMe(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Docs This document as a page
 	//
@@ -1425,6 +1520,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetCallerMe The caller, its limits and its daily model budget
+//
+// Who the API key is, its request limits, and its daily model budget
+// (`domainclass apikey limits`) with what its jobs and lists used of
+// it today (UTC): model calls, refreshes and economy batches included,
+// and their price from the price table the dry run uses. A call is
+// counted as it starts; a caller at its budget makes no more, and its
+// domains that need the model end FAILED with the reason until the
+// budget refills at `resets_at`.
+//
+// Corresponds with GET /callers/me (the `GetCallerMe` operationId).
+func (c *Client) GetCallerMe(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCallerMeRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // Docs This document as a page
@@ -1791,6 +1909,33 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// NewGetCallerMeRequest constructs an http.Request for the GetCallerMe method
+func NewGetCallerMeRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/callers/me")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDocsRequest constructs an http.Request for the Docs method
 func NewDocsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2101,6 +2246,18 @@ func NewCreateListRequestWithBody(server string, params *CreateListParams, conte
 		if params.Tier != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tier", *params.Tier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Budget != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "budget", *params.Budget, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2533,6 +2690,21 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetCallerMeWithResponse The caller, its limits and its daily model budget
+	//
+	// Who the API key is, its request limits, and its daily model budget
+	// (`domainclass apikey limits`) with what its jobs and lists used of
+	// it today (UTC): model calls, refreshes and economy batches included,
+	// and their price from the price table the dry run uses. A call is
+	// counted as it starts; a caller at its budget makes no more, and its
+	// domains that need the model end FAILED with the reason until the
+	// budget refills at `resets_at`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /callers/me (the `GetCallerMe` operationId).
+	GetCallerMeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerMeResponse, error)
+
 	// DocsWithResponse This document as a page
 	//
 	// An API reference rendered in the browser from `/openapi.yaml` by
@@ -2760,6 +2932,82 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+// GetCallerMeResponse401Headers the declared response headers of an HTTP 401 response for GetCallerMe
+type GetCallerMeResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetCallerMeResponse503Headers the declared response headers of an HTTP 503 response for GetCallerMe
+type GetCallerMeResponse503Headers struct {
+	RetryAfter string
+}
+
+type GetCallerMeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CallerReport
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetCallerMeResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetCallerMeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCallerMeResponse) GetJSON200() *CallerReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetCallerMeResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetCallerMeResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetCallerMeResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCallerMeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCallerMeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCallerMeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCallerMeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type DocsResponse struct {
@@ -3843,6 +4091,27 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// GetCallerMeWithResponse The caller, its limits and its daily model budget
+//
+// Who the API key is, its request limits, and its daily model budget
+// (`domainclass apikey limits`) with what its jobs and lists used of
+// it today (UTC): model calls, refreshes and economy batches included,
+// and their price from the price table the dry run uses. A call is
+// counted as it starts; a caller at its budget makes no more, and its
+// domains that need the model end FAILED with the reason until the
+// budget refills at `resets_at`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /callers/me (the `GetCallerMe` operationId).
+func (c *ClientWithResponses) GetCallerMeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerMeResponse, error) {
+	rsp, err := c.GetCallerMe(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCallerMeResponse(rsp)
+}
+
 // DocsWithResponse This document as a page
 //
 // An API reference rendered in the browser from `/openapi.yaml` by
@@ -4165,6 +4434,76 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ParseGetCallerMeResponse parses an HTTP response from a GetCallerMeWithResponse call
+func ParseGetCallerMeResponse(rsp *http.Response) (*GetCallerMeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCallerMeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CallerReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetCallerMeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetCallerMeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseDocsResponse parses an HTTP response from a DocsWithResponse call

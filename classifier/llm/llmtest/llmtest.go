@@ -5,6 +5,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -47,6 +48,10 @@ type Reply struct {
 	ErrorCode string
 	// PromptTokens and CompletionTokens are reported in usage.
 	PromptTokens, CompletionTokens int
+
+	// errorType and message replace an error body's type and message (a
+	// rate limit's).
+	errorType, message string
 }
 
 // Answer is a well-formed verdict of the cpg classifier.
@@ -94,13 +99,23 @@ type Server struct {
 	Batch   BatchConfig
 	files   map[string][]byte
 	batches []*batch
+
+	// The account's limits (account.go), and what they did.
+	account         Account
+	requestsBucket  *bucket
+	tokensBucket    *bucket
+	throttled       int
+	answered        map[string]int
+	answeredAt      []time.Time
+	answeredTokens  []int
+	answeredDomains []string
 }
 
 var domainLine = regexp.MustCompile(`(?m)^Domain: (\S+)`)
 
 // New starts a server that answers with handle; it stops when the test ends.
 func New(tb testing.TB, handle func(Request) Reply) *Server {
-	s := &Server{Handle: handle, calls: map[string]int{}, files: map[string][]byte{}}
+	s := &Server{Handle: handle, calls: map[string]int{}, files: map[string][]byte{}, answered: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.Close)
 	return s
@@ -198,7 +213,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 
-	reply := handle(req)
+	reply := s.limit(w.Header(), req, handle(req))
 	if reply.Delay > 0 {
 		select {
 		case <-time.After(reply.Delay):
@@ -222,11 +237,32 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(max(reply.Status, http.StatusOK))
 		_, _ = w.Write([]byte(reply.Raw))
 	case reply.Status != 0 && reply.Status != http.StatusOK:
-		writeError(w, reply.Status, reply.ErrorCode, http.StatusText(reply.Status))
+		writeError(w, reply.Status, reply.ErrorCode, cmp.Or(reply.message, http.StatusText(reply.Status)), reply.errorType)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(completion(req, reply))
 	}
+}
+
+// limit applies the account's limits to a request the handler answers
+// with reply: a 200 the buckets cannot take becomes a 429, and is not
+// counted as answered.
+func (s *Server) limit(h http.Header, req Request, reply Reply) Reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := reply.Status == 0 || reply.Status == http.StatusOK
+	if ok && (s.requestsBucket != nil || s.tokensBucket != nil) {
+		if refused := s.admit(h, req.Model, reply.PromptTokens+reply.CompletionTokens); refused != nil {
+			return *refused
+		}
+	}
+	if ok && reply.Raw == "" {
+		s.answered[req.Domain]++
+		s.answeredAt = append(s.answeredAt, time.Now())
+		s.answeredTokens = append(s.answeredTokens, reply.PromptTokens+reply.CompletionTokens)
+		s.answeredDomains = append(s.answeredDomains, req.Domain)
+	}
+	return reply
 }
 
 // record counts one completion request (in flight until the caller says
@@ -276,8 +312,9 @@ func completion(req Request, reply Reply) map[string]any {
 	}
 }
 
-// writeError writes an error in OpenAI's shape.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+// writeError writes an error in OpenAI's shape; typ is its type
+// (invalid_request_error when "").
+func writeError(w http.ResponseWriter, status int, code, msg string, typ ...string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	var c any
@@ -285,6 +322,6 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 		c = code
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": c},
+		"error": map[string]any{"message": msg, "type": cmp.Or(append(typ, "invalid_request_error")...), "param": nil, "code": c},
 	})
 }

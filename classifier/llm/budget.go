@@ -1,0 +1,417 @@
+package llm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"math"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The reviewed settings of the deployment's budget. Each is a decision
+// with a reason; change one in a reviewed commit.
+const (
+	// DefaultLeaseRenew: a process renews its lease four times a second, so
+	// that a share moves to where the calls wait within about half a
+	// second (the one that gives it up renews, then the one that takes
+	// it): an interactive job waits that long at most for the share its
+	// calls need. 4 small transactions a second per process.
+	DefaultLeaseRenew = 250 * time.Millisecond
+	// DefaultLeaseTTL: a lease not renewed for 3 s (twelve renewals
+	// missed: the process was killed, or cannot reach Postgres) expires,
+	// and its share goes back to the others at their next renewal, well
+	// within 10 s.
+	DefaultLeaseTTL = 3 * time.Second
+	// unlimitedRenew: with no limit known for the account, a lease only
+	// carries the provider's throttles to the others; once a second is
+	// soon enough for that, and costs the database less.
+	unlimitedRenew = time.Second
+	// renewGap is the least time between two renewals when new demand
+	// arrives (an interactive call, a new caller).
+	renewGap = 50 * time.Millisecond
+	// Every 429 stops the calls for its wait. When a process gets
+	// throttlesToLower of them within throttleWindow, the provider's limit
+	// is lower than the budget (another client on the key, a tier set
+	// wrong), and the deployment's budget drops to throttleFactor of what
+	// it was (at most once per throttleDamp: a burst of 429s is one
+	// signal), never below factorFloor, climbing back by a whole budget per
+	// factorRecover (from 0.8 to 1 in 12 s). A stray 429 of a budget that
+	// fits the account lowers nothing; a limit 20% too high settles into
+	// short rounds of 429s and a lowered budget.
+	throttlesToLower = 3
+	throttleWindow   = 10 * time.Second
+	throttleFactor   = 0.8
+	factorFloor      = 0.25
+	factorRecover    = time.Minute
+	throttleDamp     = 2 * time.Second
+)
+
+// Account is a provider account's shared state as a lease renewal reads
+// it: when calls may start again, the factor the provider's 429s lowered
+// the budget to and when, the limits its headers stated, and the
+// database's clock.
+type Account struct {
+	CooldownUntil        time.Time
+	Factor               float64
+	FactorAt             time.Time
+	StatedRPM, StatedTPM int
+	Now                  time.Time
+}
+
+// factor is the budget's factor at now: lowered by 429s, recovering with
+// time.
+func (a Account) factor(now time.Time) float64 {
+	f := a.Factor
+	if f <= 0 {
+		f = 1
+	}
+	return math.Min(1, f+now.Sub(a.FactorAt).Seconds()/factorRecover.Seconds())
+}
+
+// LeaseStore holds the deployment's budget (Postgres: jobs.AccountStore).
+// Errors are the store's; a process that cannot renew keeps its lease
+// until it expires, then holds an even share.
+type LeaseStore interface {
+	// Renew renews holder's lease for ttl: decide gets the account and the
+	// other live leases, and returns the lease to write. Renewals of one
+	// account run one at a time.
+	Renew(ctx context.Context, holder string, ttl time.Duration, decide func(Account, []Lease) Lease) (Account, Lease, error)
+	// Release gives holder's lease up.
+	Release(ctx context.Context, holder string) error
+	// Throttle records a 429: no call starts for wait, and, when lower is
+	// set, the factor drops (see the constants above).
+	Throttle(ctx context.Context, wait time.Duration, lower bool) error
+	// Stated records the limits the provider's headers stated (0: not
+	// stated).
+	Stated(ctx context.Context, rpm, tpm int) error
+}
+
+// AccountOf names the provider account of a base URL and key: an id made
+// from both (a hash: the key is never stored) and the URL's host, for
+// people.
+func AccountOf(baseURL, apiKey string) (id, name string) {
+	sum := sha256.Sum256([]byte(baseURL + "\n" + apiKey))
+	name = "api.openai.com"
+	if u, err := url.Parse(baseURL); err == nil && u.Host != "" {
+		name = u.Host
+	}
+	return hex.EncodeToString(sum[:16]), name
+}
+
+// BudgetConfig configures a process's part of the deployment's budget.
+type BudgetConfig struct {
+	// RequestsPerMinute, TokensPerMinute and Concurrency are the account's
+	// limits for the whole deployment (LLM_ACCOUNT_*); 0 is none (the
+	// provider's stated limits still apply).
+	RequestsPerMinute, TokensPerMinute, Concurrency int
+	// Holder names this process's lease; unique per process.
+	Holder string
+	// Renew and TTL: DefaultLeaseRenew and DefaultLeaseTTL when 0.
+	Renew, TTL time.Duration
+	Logger     *slog.Logger
+	// Observer, when set, is told the process's lease after each renewal.
+	Observer BudgetObserver
+}
+
+// BudgetObserver is told what a process may use of the deployment's
+// budget: its share, its requests and tokens a minute (+Inf: no limit)
+// and its slots.
+type BudgetObserver interface {
+	ObserveBudget(share, requestsPerMinute, tokensPerMinute float64, slots int)
+}
+
+// Budget is a worker process's part of the deployment's model budget: it
+// leases a share of the provider account's requests, tokens and calls in
+// flight from the LeaseStore, a few times a second, and bounds the
+// process's Limited to it; and it hears what the provider says (a 429, the
+// x-ratelimit headers) and tells the other processes through the store.
+type Budget struct {
+	cfg   BudgetConfig
+	store LeaseStore
+	lim   *Limited
+	wake  chan struct{}
+	// throttling is set while a throttle is being written.
+	throttling atomic.Bool
+
+	mu         sync.Mutex
+	acct       Account
+	offset     time.Duration // the database's clock minus ours, at the last renewal
+	lease      Lease
+	weights    map[string]float64
+	leaseUntil time.Time // ours: when the lease runs out unless renewed
+	holders    int       // the live leases at the last renewal, ours too
+	cooldown   time.Time // ours: a wait the provider asked of this process
+	stated     [2]int
+	throttles  []time.Time // this process's recent 429s
+	renewed    time.Time
+	short      bool // holding less than allotted: others are giving it up
+}
+
+// NewBudget returns a process's budget over store. Govern makes it bound a
+// Limited; Run renews its lease.
+func NewBudget(cfg BudgetConfig, store LeaseStore) *Budget {
+	if cfg.Renew <= 0 {
+		cfg.Renew = DefaultLeaseRenew
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultLeaseTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Budget{cfg: cfg, store: store, wake: make(chan struct{}, 1), holders: 1,
+		acct: Account{Factor: 1}}
+}
+
+// Govern makes b bound l: l's own concurrency and rate become caps, and
+// the deployment's budget decides the rest.
+// No call starts before the first renewal (milliseconds after Run
+// starts): until then the process does not know what the others hold.
+func (b *Budget) Govern(l *Limited) {
+	b.lim = l
+	l.slots.mu.Lock()
+	l.slots.poke = b.poke
+	l.slots.slots = 0
+	l.slots.mu.Unlock()
+}
+
+func (b *Budget) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run renews the lease until ctx is done, then gives it up.
+func (b *Budget) Run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			if err := b.store.Release(rctx, b.cfg.Holder); err != nil {
+				b.cfg.Logger.Warn("error giving the model budget's lease up; it expires by itself", "error", err)
+			}
+			return
+		case <-b.wake:
+			if wait := renewGap - time.Since(b.renewed); wait > 0 {
+				timer.Reset(wait)
+				continue
+			}
+		case <-timer.C:
+		}
+		b.renew(ctx)
+		timer.Reset(b.nextRenewal())
+	}
+}
+
+// nextRenewal is the period, or sooner when this process holds less than
+// it was allotted (the others are giving it up).
+func (b *Budget) nextRenewal() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case !b.limits(time.Now()).limited():
+		return max(b.cfg.Renew, unlimitedRenew)
+	case b.short:
+		return min(b.cfg.Renew, 2*renewGap)
+	}
+	return b.cfg.Renew
+}
+
+// renew renews the lease and applies it to the scheduler.
+func (b *Budget) renew(ctx context.Context) {
+	d := b.demand()
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.TTL/2)
+	defer cancel()
+	var (
+		alloc   allocation
+		holders int
+	)
+	start := time.Now()
+	acct, lease, err := b.store.Renew(rctx, b.cfg.Holder, b.cfg.TTL, func(a Account, others []Lease) Lease {
+		alloc, holders = allocate(accountLimitsOf(b.cfg, a, a.Now), b.cfg.Holder, d, others), len(others)+1
+		return Lease{Share: alloc.share, Slots: alloc.slots, Demand: d}
+	})
+	now := time.Now()
+	b.mu.Lock()
+	b.renewed = now
+	switch {
+	case err == nil:
+		b.acct, b.lease, b.weights, b.holders = acct, lease, alloc.weights, holders
+		b.short = alloc.target > alloc.share+0.01
+		b.offset = acct.Now.Sub(start.Add(now.Sub(start) / 2))
+		b.leaseUntil = start.Add(b.cfg.TTL)
+	case now.After(b.leaseUntil):
+		// Postgres is out of reach and the lease has run out: the others
+		// may hold it all by now. An even share of those last seen is what
+		// they leave, once their own leases run out too.
+		if ctx.Err() == nil {
+			b.cfg.Logger.Warn("cannot renew the model budget's lease; holding an even share", "error", err)
+		}
+		b.lease.Share = 1 / float64(max(b.holders, 1))
+		if c := b.cfg.Concurrency; c > 0 {
+			b.lease.Slots = max(1, c/max(b.holders, 1))
+		}
+	}
+	l, share := b.schedulerLimits(now), b.lease.Share
+	b.mu.Unlock()
+	b.lim.slots.setLimits(l)
+	if o := b.cfg.Observer; o != nil {
+		o.ObserveBudget(share, l.requestsPerSec*60, l.tokensPerSec*60, l.slots)
+	}
+}
+
+func (b *Budget) demand() Demand {
+	interactive, lists := b.lim.slots.demand()
+	latency, tokens := b.lim.tokens.means()
+	return Demand{Interactive: interactive, Lists: lists, MaxRate: float64(b.lim.perMinute) / 60,
+		MaxSlots: b.lim.concurrency, Latency: latency, TokensPerCall: tokens}
+}
+
+// accountLimitsOf is the deployment's budget: the configured limits, or the
+// provider's stated ones when lower, times the factor 429s left.
+func accountLimitsOf(cfg BudgetConfig, a Account, now time.Time) accountLimits {
+	perSec := func(configured, stated int) float64 {
+		m := math.Inf(1)
+		for _, v := range []int{configured, stated} {
+			if v > 0 {
+				m = math.Min(m, float64(v))
+			}
+		}
+		return m / 60 * a.factor(now)
+	}
+	return accountLimits{requests: perSec(cfg.RequestsPerMinute, a.StatedRPM), tokens: perSec(cfg.TokensPerMinute, a.StatedTPM),
+		slots: cfg.Concurrency}
+}
+
+// limits is accountLimitsOf at now, on our clock. b.mu is held.
+func (b *Budget) limits(now time.Time) accountLimits {
+	return accountLimitsOf(b.cfg, b.acct, now.Add(b.offset))
+}
+
+// schedulerLimits are the process's bounds: its share of the budget, within
+// its own caps. b.mu is held.
+func (b *Budget) schedulerLimits(now time.Time) limits {
+	acct := b.limits(now)
+	l := limits{slots: b.lim.concurrency, requestsPerSec: float64(b.lim.perMinute) / 60, tokensPerSec: math.Inf(1),
+		weights: b.weights, cooldown: b.cooldown}
+	if !math.IsInf(acct.requests, 1) {
+		l.requestsPerSec = math.Min(l.requestsPerSec, b.lease.Share*acct.requests)
+	}
+	if !math.IsInf(acct.tokens, 1) {
+		l.tokensPerSec = b.lease.Share * acct.tokens
+		_, perCall := b.lim.tokens.means()
+		// A second's worth, as the provider's own window holds, or one
+		// call's when that is more (a call must fit to start).
+		l.tokensBurst = math.Max(l.tokensPerSec, math.Max(perCall, defaultCompletionTokens))
+	}
+	if acct.slots > 0 {
+		l.slots = min(l.slots, b.lease.Slots)
+	}
+	if shared := b.acct.CooldownUntil.Add(-b.offset); shared.After(l.cooldown) {
+		l.cooldown = shared
+	}
+	return l
+}
+
+// ProviderSaid implements Feedback: a 429 stops this process's calls for
+// its wait and lowers its budget at once, and the store tells the other
+// processes at their next renewal; a remainder of zero waits, here, for
+// the room of one request; stated limits are recorded for all.
+func (b *Budget) ProviderSaid(r RateLimits) {
+	now := time.Now()
+	b.mu.Lock()
+	until := b.cooldown
+	lower := false
+	switch {
+	case r.Throttled:
+		until = now.Add(r.RetryAfter)
+		if lower = b.throttled(now); lower {
+			b.acct.Factor = math.Max(factorFloor, b.acct.factor(now.Add(b.offset))*throttleFactor)
+			b.acct.FactorAt = now.Add(b.offset)
+		}
+	case r.RemainingRequests == 0 && r.LimitRequests > 0:
+		until = now.Add(time.Minute / time.Duration(r.LimitRequests))
+	case r.RemainingTokens >= 0 && r.LimitTokens > 0 && r.RemainingTokens < typicalRequestTokens:
+		until = now.Add(time.Duration(float64(time.Minute) * float64(typicalRequestTokens-r.RemainingTokens) / float64(r.LimitTokens)))
+	}
+	if until.After(b.cooldown) {
+		b.cooldown = until
+	}
+	stated := [2]int{r.LimitRequests, r.LimitTokens}
+	newStated := (stated[0] > 0 && stated[0] != b.stated[0]) || (stated[1] > 0 && stated[1] != b.stated[1])
+	if newStated {
+		b.stated = stated
+	}
+	var l limits
+	if b.lim != nil {
+		l = b.schedulerLimits(now)
+	}
+	b.mu.Unlock()
+	if b.lim != nil {
+		b.lim.slots.setLimits(l)
+	}
+	// A burst of 429s is one write of its cool-down, but a 429 that lowers
+	// the budget is always written.
+	if r.Throttled && (lower || b.throttling.CompareAndSwap(false, true)) {
+		go b.write("error recording the provider's throttle", func(ctx context.Context) error {
+			if !lower {
+				defer b.throttling.Store(false)
+			}
+			return b.store.Throttle(ctx, r.RetryAfter, lower)
+		})
+	}
+	if newStated {
+		go b.write("error recording the provider's stated limits", func(ctx context.Context) error {
+			return b.store.Stated(ctx, stated[0], stated[1])
+		})
+	}
+}
+
+// throttled records a 429 at now and reports whether the recent ones are
+// enough to lower the budget. b.mu is held.
+func (b *Budget) throttled(now time.Time) bool {
+	recent := b.throttles[:0]
+	for _, at := range b.throttles {
+		if now.Sub(at) < throttleWindow {
+			recent = append(recent, at)
+		}
+	}
+	b.throttles = append(recent, now)
+	return len(b.throttles) >= throttlesToLower
+}
+
+func (b *Budget) write(msg string, fn func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.TTL)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		b.cfg.Logger.Warn(msg, "error", err)
+	}
+}
+
+// Share is the share of the account this process holds now.
+func (b *Budget) Share() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lease.Share
+}
+
+// Throttling is how a 429 lowers the deployment's budget: to Factor of
+// what it was, at most once per Damp, never below Floor, climbing back by a
+// whole budget per Recover. A LeaseStore applies it to the shared row.
+type Throttling struct {
+	Factor, Floor float64
+	Recover, Damp time.Duration
+}
+
+// ThrottleRule is the reviewed rule (the constants above).
+func ThrottleRule() Throttling {
+	return Throttling{Factor: throttleFactor, Floor: factorFloor, Recover: factorRecover, Damp: throttleDamp}
+}
