@@ -142,21 +142,17 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 // HasLLM reports whether a model is configured.
 func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 
-// Classify answers one domain for a job. owner identifies the caller's claim
-// on the domain (the River job): when the answer comes from the model the
-// claim is still held, and the caller must release it in the transaction
-// that stores the answer, so no other worker pays for the same domain.
+// ClassifyWant answers one domain for a job; want asks for fresher answers
+// than the cache's TTLs allow (max_age, refresh). owner identifies the
+// caller's claim on the domain (the River job): when the answer comes from
+// the model the claim is still held, and the caller must release it in the
+// transaction that stores the answer, so no other worker pays for the same
+// domain.
 //
 // It returns ErrBusy when another owner is asking the model and did not
 // finish in time, an error with RetryAfter when the provider is throttling,
 // and other errors for transient failures (retry later). Permanent provider
 // errors and unreadable output come back as a FAILED Result, not an error.
-func (p *Pipeline) Classify(ctx context.Context, c *Classifier, domain, owner string) (Result, error) {
-	return p.ClassifyWant(ctx, c, domain, owner, Want{})
-}
-
-// ClassifyWant is Classify for a request that wants fresher answers than
-// the cache's TTLs allow (max_age, refresh).
 func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
 	if err := p.stopping(); err != nil {
 		return Result{}, err

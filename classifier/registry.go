@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/goccy/go-yaml"
@@ -24,7 +26,11 @@ const DefaultClassifier = "cpg"
 type Classifier struct {
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
-	// AnswerField is the JSON key of the yes/no answer in the model output.
+	// AnswerField is the classifier's own name for its yes/no answer
+	// (is_cpg): the key the model answers with, and the key and CSV column
+	// that carry the answer to callers beside the generic "answer". It
+	// matches answerFieldPattern, so it is never one of a result's other
+	// keys and needs no escaping.
 	AnswerField string `yaml:"answer_field"`
 	// Bias notes which way the prompt leans when in doubt, and why.
 	Bias          string   `yaml:"bias"`
@@ -50,7 +56,8 @@ type PromptData struct {
 }
 
 // Prompt returns the prompt of the given version, or the current one for "".
-// It returns an EINVALID *Error for an unknown version.
+// For an unknown version it returns an error that names the versions the
+// classifier has.
 func (c *Classifier) Prompt(version string) (*Prompt, error) {
 	if version == "" {
 		version = c.CurrentPrompt
@@ -129,8 +136,11 @@ func NewRegistry(fsys fs.FS) (*Registry, error) {
 	return r, nil
 }
 
-// DefaultRegistry returns the classifiers built into the binary.
-func DefaultRegistry() *Registry {
+// DefaultRegistry returns the classifiers built into the binary, read
+// once: a Registry is not changed after NewRegistry, so callers share it.
+func DefaultRegistry() *Registry { return defaultRegistry() }
+
+var defaultRegistry = sync.OnceValue(func() *Registry {
 	sub, err := fs.Sub(builtinClassifiers, "classifiers")
 	if err != nil {
 		panic(err)
@@ -140,7 +150,7 @@ func DefaultRegistry() *Registry {
 		panic(err) // the embedded files are checked by the tests
 	}
 	return r
-}
+})
 
 // Get returns the classifier with the given name, or an
 // *UnknownClassifierError that lists the valid names.
@@ -162,6 +172,20 @@ func (e *UnknownClassifierError) Error() string {
 	return fmt.Sprintf("unknown classifier %q; valid classifiers: %s", e.Name, strings.Join(e.Valid, ", "))
 }
 
+// AnswerField returns the answer field of the named classifier; "" for a
+// name not in the registry (a classifier removed since its answers were
+// made), whose answers are shown under the generic "answer" alone.
+func (r *Registry) AnswerField(name string) string {
+	if c, ok := r.byName[name]; ok {
+		return c.AnswerField
+	}
+	return ""
+}
+
+// answerFieldPattern is what an answer field may be: a yes/no named
+// is_something, in lower case.
+var answerFieldPattern = regexp.MustCompile(`^is_[a-z0-9_]+$`)
+
 // Names returns the classifier names, sorted.
 func (r *Registry) Names() []string {
 	names := make([]string, 0, len(r.byName))
@@ -178,6 +202,8 @@ func (c *Classifier) validate() error {
 		return fmt.Errorf("name %q must be a non-empty word", c.Name)
 	case c.AnswerField == "":
 		return fmt.Errorf("answer_field is required")
+	case !answerFieldPattern.MatchString(c.AnswerField):
+		return fmt.Errorf("answer_field %q must match %s (is_ and lower-case letters, digits or _)", c.AnswerField, answerFieldPattern)
 	case len(c.Prompts) == 0:
 		return fmt.Errorf("at least one prompt is required")
 	}

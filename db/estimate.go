@@ -17,13 +17,13 @@ type DomainSource interface {
 }
 
 // DomainsAnswered counts, among the distinct domains src yields, those an
-// override answers ("known", the estimate's name for them) and, of the
-// others, those with a cached answer
+// override answers (overridden) and, of the others, those with a cached
+// answer
 // fresh under f at now: what a list of them would not ask the model about.
 // It runs in tx (a temporary table holds the domains, copied as src yields
 // them) and writes nothing that outlives it. A source error comes back as
 // is.
-func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src DomainSource, f classifier.Freshness, w classifier.Want, now time.Time) (known, cached int, err error) {
+func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src DomainSource, f classifier.Freshness, w classifier.Want, now time.Time) (overridden, cached int, err error) {
 	// No key: the source's domains are distinct already.
 	if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE estimate_domain (domain text NOT NULL) ON COMMIT DROP`); err != nil {
 		return 0, 0, translate(err)
@@ -45,8 +45,8 @@ func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src Do
 		FROM estimate_domain d
 		LEFT JOIN override o ON o.classifier = $1 AND o.domain = d.domain
 		LEFT JOIN result r ON r.classifier = $1 AND r.domain = d.domain`,
-		classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&known, &cached)
-	return known, cached, translate(err)
+		classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&overridden, &cached)
+	return overridden, cached, translate(err)
 }
 
 // ModelStats is what recent model calls cost: the median latency and the

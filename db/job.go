@@ -117,7 +117,7 @@ func JobGet(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.Job, erro
 
 func jobDomains(ctx context.Context, exec DBTX, jobID uuid.UUID, classifierName string) ([]classifier.JobDomain, error) {
 	rows, err := exec.Query(ctx, `
-		SELECT u.ord - 1, u.input, u.domain, coalesce(d.status, 'PENDING'), d.is_cpg, d.confidence, d.reasoning,
+		SELECT u.ord - 1, u.input, u.domain, coalesce(d.status, 'PENDING'), d.answer, d.confidence, d.reasoning,
 		       d.source, d.error, d.classified_at, `+provenanceColumns+`
 		FROM classify_job j
 		CROSS JOIN LATERAL unnest(j.inputs, j.domains) WITH ORDINALITY AS u (input, domain, ord)
@@ -128,18 +128,18 @@ func jobDomains(ctx context.Context, exec DBTX, jobID uuid.UUID, classifierName 
 	return collect(rows, err, func(row pgx.CollectableRow) (classifier.JobDomain, error) {
 		var (
 			d                        classifier.JobDomain
-			isCPG                    *bool
+			answer                   *bool
 			confidence               *int16
 			reasoning, source, error *string
 			classifiedAt             *time.Time
 			provenance               pgtype.UUID
 		)
-		err := row.Scan(append([]any{&d.Position, &d.Input, &d.Result.Domain, &d.Result.Status, &isCPG, &confidence,
+		err := row.Scan(append([]any{&d.Position, &d.Input, &d.Result.Domain, &d.Result.Status, &answer, &confidence,
 			&reasoning, &source, &error, &classifiedAt}, provenanceDest(&d.Result, &provenance)...)...)
 		d.Result.ProvenanceID = provenance.Bytes
 		d.Result.Classifier = classifierName
 		d.Result.ClassifiedAt = deref(classifiedAt)
-		d.Result.Answer = deref(isCPG)
+		d.Result.Answer = deref(answer)
 		d.Result.Confidence = int(deref(confidence))
 		d.Result.Reasoning, d.Result.Source, d.Result.Error = deref(reasoning), classifier.Source(deref(source)), deref(error)
 		return d, err
@@ -182,7 +182,7 @@ func JobDomainFinish(ctx context.Context, exec DBTX, jobID uuid.UUID, position i
 	}
 	batch.Queue(`
 		WITH final AS (
-			INSERT INTO classify_job_domain (job_id, position, domain, status, is_cpg, confidence, reasoning,
+			INSERT INTO classify_job_domain (job_id, position, domain, status, answer, confidence, reasoning,
 			                                 source, error, classified_at, provenance_id)
 			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), $10, $11)
 			ON CONFLICT (job_id, position) DO NOTHING

@@ -194,13 +194,13 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 	// million-row list, measured; docs/BENCHMARKS.md).
 	batch.Queue(`
 		WITH first AS (
-			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
+			UPDATE list_row SET status = $3, answer = $4, confidence = $5, reasoning = NULLIF($6, ''),
 			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12,
 			       model = NULLIF($13, ''), prompt_version = NULLIF($14, ''), evidence_urls = $15
 			WHERE list_id = $1 AND row = $2 AND status = 'PENDING'
 			RETURNING 1
 		), dups AS (
-			UPDATE list_row SET status = $3, is_cpg = $4, confidence = $5, reasoning = NULLIF($6, ''),
+			UPDATE list_row SET status = $3, answer = $4, confidence = $5, reasoning = NULLIF($6, ''),
 			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12,
 			       model = NULLIF($13, ''), prompt_version = NULLIF($14, ''), evidence_urls = $15
 			WHERE list_id = $1 AND first_row = $2 AND status = 'PENDING'
@@ -409,7 +409,7 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 		columns, join = `r.provenance_id, coalesce(r.model, ''), coalesce(r.prompt_version, ''), coalesce(r.evidence_urls, '')`, ""
 	}
 	rows, err := exec.Query(ctx, `
-		SELECT row, input, coalesce(ref, ''), coalesce(domain, ''), shown, is_cpg, confidence,
+		SELECT row, input, coalesce(ref, ''), coalesce(domain, ''), shown, answer, confidence,
 		       coalesce(reasoning, ''), coalesce(source, ''),
 		       CASE WHEN status = 'PENDING' AND shown = 'FAILED' THEN $5 ELSE coalesce(error, '') END,
 		       classified_at, `+columns+`
@@ -426,7 +426,7 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 	defer rows.Close()
 	var (
 		r            classifier.ListRow
-		isCPG        *bool
+		answer       *bool
 		confidence   *int16
 		classifiedAt *time.Time
 		provenance   pgtype.UUID
@@ -435,7 +435,7 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 	)
 	for rows.Next() {
 		r.Result.Evidence = nil // scanning JSON into a used slice would reuse it
-		dest := []any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &isCPG, &confidence,
+		dest := []any{&r.Row, &r.Input, &r.Ref, &r.Result.Domain, &r.Result.Status, &answer, &confidence,
 			&r.Result.Reasoning, &r.Result.Source, &r.Result.Error, &classifiedAt}
 		if p.URLsOnly {
 			dest = append(dest, &provenance, &r.Result.Model, &r.Result.PromptVersion, &urls)
@@ -454,7 +454,7 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 			r.Result.Evidence = items
 		}
 		r.Result.ProvenanceID = provenance.Bytes
-		r.Result.Answer, r.Result.Confidence, r.Result.ClassifiedAt = deref(isCPG), int(deref(confidence)), deref(classifiedAt)
+		r.Result.Answer, r.Result.Confidence, r.Result.ClassifiedAt = deref(answer), int(deref(confidence)), deref(classifiedAt)
 		if err := fn(&r); err != nil {
 			return err
 		}

@@ -80,7 +80,7 @@ func ListRetryRows(ctx context.Context, tx DBTX, l *classifier.List) (ListRetrie
 		WITH old AS (
 			SELECT row, provenance_id FROM list_row WHERE list_id = $1 AND status = 'FAILED' FOR UPDATE
 		), failed AS (
-			UPDATE list_row r SET status = 'PENDING', error = NULL, classified_at = NULL, is_cpg = NULL, confidence = NULL,
+			UPDATE list_row r SET status = 'PENDING', error = NULL, classified_at = NULL, answer = NULL, confidence = NULL,
 			       reasoning = NULL, source = NULL, provenance_id = NULL, model = NULL, prompt_version = NULL,
 			       evidence_urls = NULL
 			FROM old WHERE r.list_id = $1 AND r.row = old.row

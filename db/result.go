@@ -19,7 +19,7 @@ func ResultGet(ctx context.Context, exec DBTX, classifierName, domain string) (*
 		id        pgtype.UUID
 	)
 	err := exec.QueryRow(ctx, `
-		SELECT r.status, r.is_cpg, r.confidence, r.reasoning, r.classified_at, `+provenanceColumns+`
+		SELECT r.status, r.answer, r.confidence, r.reasoning, r.classified_at, `+provenanceColumns+`
 		FROM result r LEFT JOIN provenance p ON p.id = r.provenance_id
 		WHERE r.domain = $1 AND r.classifier = $2 AND r.status = 'COMPLETED'`, domain, classifierName,
 	).Scan(append([]any{&r.Status, &r.Answer, &r.Confidence, &reasoning, &r.ClassifiedAt}, provenanceDest(r, &id)...)...)
@@ -40,11 +40,11 @@ func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
 		latencyMS, promptTokens, completionTokens = &l, &p, &c
 	}
 	batch.Queue(`
-		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, error,
+		INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, error,
 		                    provenance_id, classified_at, latency_ms, prompt_tokens, completion_tokens, batch_id)
 		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10, $11, $12, NULLIF($13, ''))
 		ON CONFLICT (domain, classifier) DO UPDATE
-		SET status = excluded.status, is_cpg = excluded.is_cpg, confidence = excluded.confidence,
+		SET status = excluded.status, answer = excluded.answer, confidence = excluded.confidence,
 		    reasoning = excluded.reasoning, error = excluded.error, provenance_id = excluded.provenance_id,
 		    classified_at = excluded.classified_at, latency_ms = excluded.latency_ms,
 		    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,

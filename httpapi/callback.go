@@ -23,8 +23,9 @@ const MaxCallbackURLBytes = 2048
 // without credentials, whose host is not a literal private, loopback,
 // link-local or metadata address, nor localhost, unless those are allowed.
 // A host that is not ASCII is read through IDNA (UTS 46) first and kept in
-// its ASCII form. Names are checked again when a delivery connects. It returns an EINVALID
-// problem (webhooks-not-configured or invalid-callback-url) otherwise.
+// its ASCII form. Names are checked again when a delivery connects. Otherwise
+// it returns a 422 *problem: webhooks-not-configured when the service cannot
+// sign callbacks, invalid-callback-url for a URL it will not call.
 func (s *Server) callbackURL(h string) (string, error) {
 	h = strings.TrimSpace(h)
 	if h == "" {

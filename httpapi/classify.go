@@ -393,6 +393,6 @@ func (s *Server) classifyGet(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	body, _ := json.Marshal(wire.NewJobReport(job))
+	body, _ := json.Marshal(wire.NewJobReport(job, s.cfg.Registry.AnswerField(job.Classifier)))
 	c.Data(http.StatusOK, "application/json", body)
 }

@@ -297,7 +297,7 @@ func TestClassifyCreate(t *testing.T) {
 			detail: `The field "classifier" has the wrong type: want a string.`},
 		{name: "BodyOver64KiB", body: `{"domains": ["` + strings.Repeat("a", 65*1024) + `.com"]}`, status: 413, slug: "body-too-large"},
 		{name: "UnknownClassifier", body: `{"classifier": "b2b", "domains": ["acme.com"]}`, status: 422, slug: "unknown-classifier",
-			detail: `unknown classifier "b2b"; valid classifiers: cpg`},
+			detail: `unknown classifier "b2b"; valid classifiers: b2b_software, cpg`},
 		{name: "NoDomainsField", body: `{"classifier": "cpg"}`, status: 422, slug: "no-domains"},
 		{name: "EmptyDomains", body: `{"domains": []}`, status: 422, slug: "no-domains"},
 		{name: "InvalidDomainsAllListed", body: `{"domains": ["acme.com", "10.0.0.1", "", "localhost", "*.x.com", "a.zz"]}`,

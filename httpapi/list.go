@@ -12,6 +12,7 @@ import (
 	"hash"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -367,7 +368,7 @@ func listFingerprint(req listRequest, bodyHash hash.Hash) []byte {
 }
 
 // listEstimate answers POST /lists?dry_run=true: how many domains are
-// known, cached and fresh, what the fresh ones cost with the price table,
+// overridden, cached and fresh, what the fresh ones cost with the price table,
 // and how long the list takes (estimate: the deployment's measured
 // throughput, the rows' CPU, the lists it shares with). It writes nothing.
 func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifier.Classifier, tier string, fresh classifier.Want,
@@ -380,17 +381,18 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 	var est wire.ListEstimate
 	err = pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
-		est.Known, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Lists.Freshness, fresh, time.Now())
+		est.Overridden, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Lists.Freshness, fresh, time.Now())
 		if err != nil {
 			return err
 		}
+		est.Known = est.Overridden // its deprecated name
 		est.Rows, est.Domains, est.Duplicates, est.Rejected = rows.rows, rows.domains, rows.duplicates, rows.rejected
 		est.Model = s.cfg.Lists.Model
 		stats, err := db.ModelStatsRecent(ctx, tx, cls.Name, modelStatsSample)
 		if err != nil {
 			return err
 		}
-		est.Fresh = est.Domains - est.Known - est.Cached
+		est.Fresh = est.Domains - est.Overridden - est.Cached
 		est.ModelCalls = est.Fresh
 		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
 		if err != nil {
@@ -525,12 +527,13 @@ func (s *Server) listResults(c *gin.Context) {
 	c.Status(http.StatusOK)
 	out := bufio.NewWriterSize(c.Writer, 64<<10)
 	var write func(*classifier.ListRow) error
+	answerField := s.cfg.Registry.AnswerField(l.Classifier)
 	if format == formatCSV {
 		cw := csv.NewWriter(out)
-		_ = cw.Write(wire.ListRowColumns)
+		_ = cw.Write(wire.ListRowColumns(answerField))
 		var fields []string
 		write = func(r *classifier.ListRow) error {
-			row := wire.NewListRow(r)
+			row := wire.NewListRow(r, answerField)
 			fields = row.CSV(fields[:0])
 			if escape {
 				csvcell.EscapeAll(fields)
@@ -541,7 +544,7 @@ func (s *Server) listResults(c *gin.Context) {
 	} else {
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
-		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r)) }
+		write = func(r *classifier.ListRow) error { return enc.Encode(wire.NewListRow(r, answerField)) }
 	}
 	err = db.ListResults(ctx, conn, db.ListResultsParams{ListID: id, After: after, Statuses: statuses,
 		ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, write)
@@ -723,11 +726,7 @@ func statusParam(q map[string][]string) ([]classifier.Status, error) {
 			if st == "" {
 				continue
 			}
-			ok := false
-			for _, known := range rowStatuses {
-				ok = ok || st == known
-			}
-			if !ok {
+			if !slices.Contains(rowStatuses, st) {
 				return nil, &problem{status: http.StatusBadRequest, slug: "invalid-query",
 					detail: fmt.Sprintf("status %q is not one of PENDING, COMPLETED, FAILED, REJECTED, CANCELLED.", s)}
 			}

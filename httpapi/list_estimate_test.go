@@ -52,7 +52,7 @@ func TestListEstimateTime(t *testing.T) {
 		require.NoError(t, err)
 		n := int(perSecond * 600)
 		_, err = b.db.Pool.Exec(ctx, `
-			INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, classified_at, latency_ms, prompt_tokens, completion_tokens)
+			INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, classified_at, latency_ms, prompt_tokens, completion_tokens)
 			SELECT 'answered' || i || '.com', 'cpg', 'COMPLETED', true, 4, 'x', now() - make_interval(secs => 600.0 * i / $1), 2000, 800, 60
 			FROM generate_series(1, $1) i`, n)
 		require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestListEstimateTime(t *testing.T) {
 		// 4,000 rows answered from the cache: no model, but each row costs
 		// the service and Postgres about 8 ms of CPU; 2 cores do 250 a second.
 		_, err := b.db.Pool.Exec(ctx, `
-			INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, classified_at)
+			INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, classified_at)
 			SELECT 'cached' || lpad(i::text, 5, '0') || '.com', 'cpg', 'COMPLETED', true, 5, 'x', now()
 			FROM generate_series(0, 3999) i`)
 		require.NoError(t, err)

@@ -310,13 +310,17 @@ func TestListCreate(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &est))
 		cost, economyCost := 0.008, 0.004
 		standard := wire.TierEstimate{EstimatedCostUSD: &cost, EstimatedSeconds: 2}
-		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Known: 1, Cached: 1, Fresh: 8,
+		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Overridden: 1, Known: 1, Cached: 1, Fresh: 8,
 			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
 			Tiers: map[string]wire.TierEstimate{"standard": standard,
 				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}},
 			Basis: wire.EstimateBasis{ModelAnswersPerSecond: 4, RowsPerSecond: 250}}, est,
 			"8 fresh domains at 2 s each, 8 at a time: 2 s; or half the price within the batch window")
 		require.Equal(t, before, b.listCounts(t), "a dry run writes nothing")
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(r.body, &raw))
+		require.Equal(t, []any{1.0, 1.0}, []any{raw["overridden"], raw["known"]},
+			"overridden, and known, its deprecated name, with the same value")
 
 		r = b.do(t, "POST", "/lists?dry_run=true&tier=economy", body.String(), "Content-Type", "text/plain")
 		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -386,14 +390,14 @@ func TestListReadAndCancel(t *testing.T) {
 		records, err := csv.NewReader(bytes.NewReader(r.body)).ReadAll()
 		require.NoError(t, err)
 		require.Equal(t, [][]string{
-			wire.ListRowColumns,
+			wire.ListRowColumns("is_cpg"),
 			{"1", "acme.com", "r1", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", "",
-				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
-			{"2", "bad.com", "r2", "bad.com", "FAILED", "", "", "", "", "2026-11-30T12:00:00Z", "no LLM configured", "", "", ""},
-			{"3", "localhost", "r3", "", "REJECTED", "", "", "", "", "", classifier.ReasonLocalhost, "", "", ""},
-			{"4", "slow.com", "r4", "slow.com", "PENDING", "", "", "", "", "", "", "", "", ""},
+				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme", "true"},
+			{"2", "bad.com", "r2", "bad.com", "FAILED", "", "", "", "", "2026-11-30T12:00:00Z", "no LLM configured", "", "", "", ""},
+			{"3", "localhost", "r3", "", "REJECTED", "", "", "", "", "", classifier.ReasonLocalhost, "", "", "", ""},
+			{"4", "slow.com", "r4", "slow.com", "PENDING", "", "", "", "", "", "", "", "", "", ""},
 			{"5", "www.acme.com", "r5", "acme.com", "COMPLETED", "true", "5", `Snacks, "crisps".`, "llm", "2026-11-30T12:00:00Z", "",
-				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
+				"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme", "true"},
 		}, records)
 
 		r = b.do(t, "GET", "/lists/"+id+"/results?status=completed,REJECTED&after=1", "", "Accept", "application/x-ndjson")
@@ -403,7 +407,7 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Len(t, lines, 2)
 		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
 		require.JSONEq(t, `{"row": 5, "input": "www.acme.com", "ref": "r5", "domain": "acme.com", "status": "COMPLETED",
-			"is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
+			"answer": true, "is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
 			"model": "gpt-5.4-mini", "prompt_version": "v1", "search": "brave", "evidence": [
 				{"url": "https://acme.com/", "title": "Acme Snacks", "snippet": "Acme makes chips."},
 				{"url": "https://en.wikipedia.org/wiki/Acme", "title": "Acme - Wikipedia", "snippet": "Acme is a snack company."}]}`,
@@ -416,7 +420,7 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Contains(t, p.Detail, "from 0 to 2147483647", "not an int4: refused before SQL, not a stream cut off")
 		r = b.do(t, "GET", "/lists/"+id+"/results?after=2147483647", "")
 		require.Equal(t, http.StatusOK, r.status)
-		require.Equal(t, strings.Join(wire.ListRowColumns, ",")+"\n", string(r.body), "past the last row: the header alone")
+		require.Equal(t, strings.Join(wire.ListRowColumns("is_cpg"), ",")+"\n", string(r.body), "past the last row: the header alone")
 		requireProblem(t, b.do(t, "GET", "/lists/"+id+"/results", "", "Authorization", "Bearer "+b.keyB), 404, "not-found")
 	})
 

@@ -176,20 +176,42 @@ func checkRows(ref *openapi3.SchemaRef, mediaType string, body []byte) error {
 			return errors.New("no header row")
 		}
 		header := records[0]
+		// A column is a property, or matches a pattern property (a
+		// classifier's own answer field); a property that matches a
+		// pattern (is_cpg) is a column of its classifier's results only.
+		columnSchema := func(col string) *openapi3.Schema {
+			if p := schema.Properties[col]; p != nil {
+				return p.Value
+			}
+			for pattern, p := range schema.PatternProperties {
+				if regexp.MustCompile(pattern).MatchString(col) {
+					return p.Value
+				}
+			}
+			return nil
+		}
+		patterned := func(col string) bool {
+			for pattern := range schema.PatternProperties {
+				if regexp.MustCompile(pattern).MatchString(col) {
+					return true
+				}
+			}
+			return false
+		}
 		for _, col := range header {
-			if schema.Properties[col] == nil {
+			if columnSchema(col) == nil {
 				return fmt.Errorf("column %q is not a property of %s", col, name)
 			}
 		}
 		for prop := range schema.Properties {
-			if !slices.Contains(header, prop) {
+			if !slices.Contains(header, prop) && !patterned(prop) {
 				return fmt.Errorf("property %q of %s is not a column", prop, name)
 			}
 		}
 		for _, rec := range records[1:] {
 			row := map[string]any{}
 			for i, cell := range rec {
-				prop := schema.Properties[header[i]].Value
+				prop := columnSchema(header[i])
 				switch {
 				case cell == "" && (!slices.Contains(schema.Required, header[i]) || !prop.Type.Is("string")):
 					// An empty cell is a field the row leaves out.
@@ -879,7 +901,7 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 	results, _ := http.NewRequest("GET", "http://x/lists/"+id+"/results", nil)
 	ndjsonHeader := http.Header{"Content-Type": {"application/x-ndjson; charset=utf-8"}}
 	csvHeader := http.Header{"Content-Type": {"text/csv; charset=utf-8"}}
-	line := `{"row": 1, "input": "www.acme.com", "ref": "r1", "domain": "acme.com", "status": "COMPLETED", "is_cpg": true, "confidence": 5,
+	line := `{"row": 1, "input": "www.acme.com", "ref": "r1", "domain": "acme.com", "status": "COMPLETED", "is_cpg": true, "answer": true, "confidence": 5,
 		"reasoning": "Snacks.", "source": "llm", "classified_at": "2026-11-30T12:00:00Z"}`
 	rejected := `{"row": 2, "input": "", "status": "REJECTED", "error": "empty input"}`
 	lines := func(ls ...string) []byte {
@@ -891,6 +913,10 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 		return b.Bytes()
 	}
 	require.NoError(t, c.check(results, nil, 200, ndjsonHeader, lines(line, rejected)))
+	own := strings.Replace(line, `"is_cpg": true`, `"is_b2b_software": true`, 1)
+	require.NoError(t, c.check(results, nil, 200, ndjsonHeader, lines(own, rejected)), "another classifier's row")
+	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(strings.Replace(own, `"is_b2b_software": true`,
+		`"is_b2b_software": "yes"`, 1))), "another classifier's answer that is not a boolean")
 	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(line, string(without(rejected, "status")))), "a row without status")
 	require.Error(t, c.check(results, nil, 200, ndjsonHeader, lines(line, strings.Replace(rejected, `"REJECTED"`, `"SKIPPED"`, 1))),
 		"a row of an unknown status")
@@ -902,10 +928,10 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 	// csvOf writes csvRecords (the header first) as change leaves each.
 	csvRecords := [][]string{
 		{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source", "classified_at", "error",
-			"model", "prompt_version", "evidence_urls"},
+			"model", "prompt_version", "evidence_urls", "answer"},
 		{"1", "www.acme.com", "r1", "acme.com", "COMPLETED", "true", "5", "Snacks, \"crisps\".", "llm", "2026-11-30T12:00:00Z", "",
-			"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme"},
-		{"2", "", "", "", "REJECTED", "", "", "", "", "", "empty input", "", "", ""},
+			"gpt-5.4-mini", "v1", "https://acme.com/ https://en.wikipedia.org/wiki/Acme", "true"},
+		{"2", "", "", "", "REJECTED", "", "", "", "", "", "empty input", "", "", "", ""},
 	}
 	csvOf := func(change func(i int, rec []string) []string) []byte {
 		var b bytes.Buffer
@@ -918,6 +944,25 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 	}
 	same := func(_ int, rec []string) []string { return rec }
 	require.NoError(t, c.check(results, nil, 200, csvHeader, csvOf(same)))
+	ownField := func(field, value string) func(int, []string) []string {
+		return func(i int, rec []string) []string {
+			switch i {
+			case 0:
+				rec[5] = field
+			case 1:
+				rec[5] = value
+			}
+			return rec
+		}
+	}
+	require.NoError(t, c.check(results, nil, 200, csvHeader, csvOf(ownField("is_b2b_software", "false"))),
+		"another classifier's results, its answer under its own field")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(ownField("is_b2b_software", "maybe"))),
+		"another classifier's answer that is not a boolean")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(ownField("b2b", "true"))), "an answer field not named is_...")
+	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(_ int, rec []string) []string {
+		return rec[:len(rec)-1]
+	})), "no generic answer column")
 	require.Error(t, c.check(results, nil, 200, csvHeader, csvOf(func(i int, rec []string) []string {
 		if i == 0 {
 			return append(rec, "list_id")

@@ -135,6 +135,9 @@ type WebhookWorker struct {
 	UserAgent string
 	Settings  Settings
 	Logger    *slog.Logger
+	// Registry names each classifier's answer field in a job's delivery
+	// (is_cpg for cpg); nil is the built-in classifiers.
+	Registry *classifier.Registry
 	// OnDelivery, when set, is called once per attempt with its outcome
 	// (WebhookDelivered, WebhookGone, WebhookThrottled, WebhookFailed,
 	// WebhookDiscarded, WebhookSkipped, WebhookDeferred), for metrics.
@@ -296,12 +299,19 @@ func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback, call
 			ListStatus: wire.NewListStatus(l)})
 	} else {
 		body, err = w.jobBody(ctx, wire.WebhookPayload{Type: wire.EventClassificationCompleted, Timestamp: completedAt.UTC(),
-			JobReport: wire.NewJobReport(j)})
+			JobReport: wire.NewJobReport(j, w.registry().AnswerField(j.Classifier))})
 	}
 	if err != nil {
 		return "", "", nil, fmt.Errorf("error encoding the report: %w", err)
 	}
 	return callback, caller, body, nil
+}
+
+func (w *WebhookWorker) registry() *classifier.Registry {
+	if w.Registry == nil {
+		return classifier.DefaultRegistry()
+	}
+	return w.Registry
 }
 
 // jobBody encodes a job's delivery within WebhookMaxBodyBytes: whole; or

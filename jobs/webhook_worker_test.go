@@ -220,7 +220,7 @@ func TestWebhookWorker_Work(t *testing.T) {
 		require.Equal(t, job.CompletedAt.UTC().Format(time.RFC3339Nano), payload["timestamp"])
 		delete(payload, "type")
 		delete(payload, "timestamp")
-		report, err := json.Marshal(wire.NewJobReport(job))
+		report, err := json.Marshal(wire.NewJobReport(job, "is_cpg"))
 		require.NoError(t, err)
 		var want map[string]any
 		require.NoError(t, json.Unmarshal(report, &want))

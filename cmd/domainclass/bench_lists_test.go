@@ -418,7 +418,7 @@ func benchProvenanceResults(t *testing.T, e *e2e, base, id string, n int, pendin
 			        FROM generate_series(1, 5) i)
 			FROM ids ORDER BY first
 		), rows AS (
-			UPDATE list_row r SET status = 'COMPLETED', is_cpg = true, confidence = 4, source = 'llm',
+			UPDATE list_row r SET status = 'COMPLETED', answer = true, confidence = 4, source = 'llm',
 			       reasoning = 'Makes and sells packaged goods under its own brands.', error = NULL,
 			       classified_at = now(), provenance_id = ids.id, model = 'gpt-5.4-mini', prompt_version = 'v1',
 			       evidence_urls = (SELECT string_agg('https://' || ids.domain || '/page/' || i, ' ') FROM generate_series(1, 5) i)

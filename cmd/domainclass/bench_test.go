@@ -499,7 +499,7 @@ func benchCached(t *testing.T) []benchRow {
 			                                            'snippet', 'Makes and sells packaged goods under its own brands.'))
 			FROM generate_series(0, $1 - 1) g
 		)
-		INSERT INTO result (domain, classifier, status, is_cpg, confidence, reasoning, provenance_id, classified_at)
+		INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, provenance_id, classified_at)
 		SELECT 'cached-' || g || '.com', 'cpg', 'COMPLETED', true, 5, 'Cached.', md5('cached-' || g)::uuid, now()
 		FROM generate_series(0, $1 - 1) g`, cachedJobs*10)
 	require.NoError(t, err)

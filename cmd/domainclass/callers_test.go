@@ -72,7 +72,7 @@ func TestSubmit(t *testing.T) {
 		require.Contains(t, errOut, "results of list "+id+" written to "+answers+"\n")
 		records := readCSVFile(t, answers)
 		require.Len(t, records, 26, "a header and 25 rows")
-		require.Equal(t, wire.ListRowColumns, records[0])
+		require.Equal(t, wire.ListRowColumns("is_cpg"), records[0])
 		require.Equal(t, []string{"1", "brand00.com", "", "brand00.com", "COMPLETED", "true", "4", "Sells brand00.com snacks.", "llm"}, records[1][:9])
 		require.Equal(t, []string{"8", "brand07.com", "", "brand07.com", "COMPLETED", "false"}, records[8][:6])
 		require.Equal(t, "25", records[25][0])

@@ -377,7 +377,7 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// openDB opens a small pool for a command (migrate, known, jobs, apikey).
+// openDB opens a small pool for a command (migrate, override import, jobs, apikey).
 func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db.DB, error) {
 	return db.Open(ctx, db.Config{URL: c.DatabaseURL, Schema: c.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + command})

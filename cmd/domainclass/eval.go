@@ -55,7 +55,7 @@ with pictures to --out. With a gate flag it exits 1 when a candidate falls short
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.eval(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.data, "data", "", "labelled data set (CSV: domain, is_cpg, doubtful, kind, rationale); see evals/README.md")
+	f.StringVar(&o.data, "data", "", "labelled data set (CSV: domain, the classifier's answer field such as is_cpg, doubtful, kind, rationale); see evals/README.md")
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to evaluate")
 	f.StringVar(&o.split, "split", "all", "the rows to run: dev (tune prompts on these), test (held out) or all")
 	f.StringVar(&o.models, "models", "", "comma-separated model names (default OPENAI_MODEL)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"image/png"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/evals"
 )
 
 // TestEval drives `domainclass eval` end to end through Run, against a
@@ -156,4 +158,42 @@ func lines(s string, prefixes ...string) []string {
 		}
 	}
 	return out
+}
+
+// TestEval_SecondClassifier: the b2b_software data set runs through
+// `domainclass eval --classifier b2b_software`, its prompt reaching the
+// model and its answer field read back, scored against its labels.
+func TestEval_SecondClassifier(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join("..", "..", "evals", "b2b_software.csv")
+	cases, err := evals.LoadCases(data, "is_b2b_software")
+	require.NoError(t, err)
+	labels := map[string]bool{}
+	for _, c := range cases {
+		labels[c.Domain] = c.Label
+	}
+	srv := llmtest.New(t, func(req llmtest.Request) llmtest.Reply {
+		if !strings.Contains(req.System, `{"is_b2b_software": true or false`) {
+			return llmtest.AnswerAs("is_cpg", true, 5, "Asked the wrong question.")
+		}
+		return llmtest.AnswerAs("is_b2b_software", labels[req.Domain], 5, "Scripted from the label.")
+	})
+	dir := t.TempDir()
+	env := []string{
+		"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + srv.BaseURL(), "OPENAI_MODEL=good-model",
+		"SEARCH_PROVIDER=none", "LLM_RATE_PER_MINUTE=60000", "LOG_LEVEL=warn",
+	}
+	var out, errOut strings.Builder
+	code := Run(context.Background(), []string{"eval", "--classifier", "b2b_software", "--data", data, "--split", "test",
+		"--cache", filepath.Join(dir, "cache"), "--out", filepath.Join(dir, "report"), "--min-accuracy", "1"},
+		env, strings.NewReader(""), &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	test := 0
+	for _, c := range cases {
+		if c.Split == evals.SplitTest {
+			test++
+		}
+	}
+	require.Contains(t, out.String(), fmt.Sprintf("| good-model / v1 / none | %d/%d | 1.000 |", test, test))
+	require.Equal(t, test, srv.Total())
 }

@@ -112,7 +112,7 @@ func TestSubmitList(t *testing.T) {
 		e.start(RoleAll)
 		known := filepath.Join(t.TempDir(), "known.csv")
 		require.NoError(t, os.WriteFile(known, []byte("name,domain\nUnilever,unilever.com\n"), 0o600))
-		code, _, errOut := e.cli(context.Background(), "", nil, "known", "import", known)
+		code, _, errOut := e.cli(context.Background(), "", nil, "override", "import", known)
 		require.Equal(t, 0, code, errOut)
 
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
@@ -120,7 +120,7 @@ func TestSubmitList(t *testing.T) {
 		code, out, errOut := e.cli(context.Background(), list, client, "submit", "--dry-run", "--file", "-")
 		require.Equal(t, 0, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		want := []string{`rows\s+15`, `domains\s+13`, `duplicates\s+1`, `rejected\s+1`, `known\s+1`, `cached\s+0`, `fresh\s+12`,
+		want := []string{`rows\s+15`, `domains\s+13`, `duplicates\s+1`, `rejected\s+1`, `overridden\s+1`, `cached\s+0`, `fresh\s+12`,
 			`model calls\s+12`, `model\s+test-model`,
 			`standard\s+unknown \(no price for model test-model\), (about \S+|under a second)  \(this list\)`,
 			`economy\s+unknown \(no price for model test-model\), within 24 hours \(Batch API\)`}
@@ -136,7 +136,7 @@ func TestSubmitList(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		var est wire.ListEstimate
 		require.NoError(t, json.Unmarshal([]byte(out), &est))
-		require.Equal(t, wire.ListEstimate{Rows: 2, Domains: 2, Known: 1, Fresh: 1, ModelCalls: 1, Model: "test-model",
+		require.Equal(t, wire.ListEstimate{Rows: 2, Domains: 2, Overridden: 1, Known: 1, Fresh: 1, ModelCalls: 1, Model: "test-model",
 			EstimatedSeconds: est.EstimatedSeconds, Tier: "standard", Tiers: map[string]wire.TierEstimate{
 				"standard": {EstimatedSeconds: est.EstimatedSeconds}, "economy": {EstimatedSeconds: 24 * 3600}},
 			Basis: est.Basis}, est)
@@ -208,11 +208,11 @@ func TestSubmitList(t *testing.T) {
 		records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 		require.NoError(t, err)
 		require.Len(t, records, 3, out)
-		require.Equal(t, wire.ListRowColumns, records[0])
+		require.Equal(t, wire.ListRowColumns("is_cpg"), records[0])
 		require.Equal(t, []string{"1", "acme.com", "", "acme.com", "COMPLETED", "true", "5", "Soap.", "cache"}, records[1][:9])
-		require.Equal(t, []string{"test-model", e.currentPrompt(), ""}, records[1][11:],
+		require.Equal(t, []string{"test-model", e.currentPrompt(), "", "true"}, records[1][11:],
 			"a cached answer's provenance: its model and prompt, no evidence (SEARCH_PROVIDER=none)")
-		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain", "", "", ""}, records[2])
+		require.Equal(t, []string{"2", "localhost", "", "", "REJECTED", "", "", "", "", "", "localhost is not a company domain", "", "", "", ""}, records[2])
 		require.Zero(t, e.count("classify_job"), "--list sends no job")
 		require.Equal(t, 1, e.llm.Total(), "the second list came from the cache")
 	})

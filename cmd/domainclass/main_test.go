@@ -412,7 +412,7 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Usage:")
 
-	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"override", "set"}, {"override", "list"},
+	for _, cmd := range [][]string{{"migrate"}, {"api"}, {"known", "import"}, {"override", "import"}, {"override", "set"}, {"override", "list"},
 		{"override", "delete"}, {"override", "export"}, {"jobs", "list"}, {"jobs", "retry"},
 		{"apikey", "create"}, {"apikey", "limits"}, {"submit"}, {"lists", "status"}, {"lists", "results"}, {"lists", "cancel"},
 		{"eval"}, {"completion", "bash"}} {
@@ -522,6 +522,14 @@ func TestKnownImport(t *testing.T) {
 	var out2, errOut2 strings.Builder
 	require.Equal(t, 2, Run(context.Background(), []string{"known", "import"}, env, nil, &out2, &errOut2))
 	require.Contains(t, errOut2.String(), "exactly one FILE.csv")
+
+	// Its name among the override commands; "known import" stays an alias.
+	path := t.TempDir() + "/companies.csv"
+	require.NoError(t, os.WriteFile(path, []byte("domain,name\nnestle.com,Nestlé\n"), 0o600))
+	var out3, errOut3 strings.Builder
+	require.Equal(t, 0, Run(context.Background(), []string{"override", "import", path}, env, nil, &out3, &errOut3), errOut3.String())
+	require.Equal(t, "override import: 1 company for cpg (1 new, 0 updated)\n", out3.String())
+	require.Equal(t, 3, count())
 }
 
 // holder answers every model request at once, except those about one

@@ -205,7 +205,7 @@ func TestGeneratedClient(t *testing.T) {
 		require.Equal(t, http.StatusOK, csvRows.StatusCode(), "%s", csvRows.Body)
 		records, err := csv.NewReader(bytes.NewReader(csvRows.Body)).ReadAll()
 		require.NoError(t, err)
-		require.Equal(t, wire.ListRowColumns, records[0])
+		require.Equal(t, wire.ListRowColumns("is_cpg"), records[0])
 		require.Len(t, records, 2, "the header and the one REJECTED row")
 		require.Equal(t, []string{"4", "10.0.0.1", "crm-4", "", "REJECTED"}, records[1][:5])
 

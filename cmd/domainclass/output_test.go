@@ -18,12 +18,12 @@ func TestPrintResults_HostileText(t *testing.T) {
 	t.Parallel()
 	yes, conf := true, 4
 	reports := []*wire.JobReport{{JobID: "j1", Results: []wire.ResultReport{
-		{Domain: "a.com", Status: classifier.StatusCompleted, IsCPG: &yes, Confidence: &conf, Source: classifier.SourceLLM,
+		{Domain: "a.com", Status: classifier.StatusCompleted, Answer: &yes, Confidence: &conf, Source: classifier.SourceLLM,
 			Reasoning: `=HYPERLINK("https://evil.example","click")`},
-		{Domain: "b.com", Status: classifier.StatusCompleted, IsCPG: &yes, Confidence: &conf, Source: classifier.SourceLLM,
+		{Domain: "b.com", Status: classifier.StatusCompleted, Answer: &yes, Confidence: &conf, Source: classifier.SourceLLM,
 			Reasoning: "+1 snacks"},
 		{Domain: "c.com", Status: classifier.StatusFailed, Error: "@SUM(A1)\x1b]0;title\x07"},
-		{Domain: "d.com", Status: classifier.StatusCompleted, IsCPG: &yes, Confidence: &conf, Source: classifier.SourceLLM,
+		{Domain: "d.com", Status: classifier.StatusCompleted, Answer: &yes, Confidence: &conf, Source: classifier.SourceLLM,
 			Reasoning: "Makes -5% sugar snacks."},
 	}}}
 

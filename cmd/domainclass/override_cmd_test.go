@@ -109,7 +109,7 @@ func TestOverride(t *testing.T) {
 		{[]string{"override", "delete"}, "domainclass override delete takes 1 domain, got 0"},
 		{[]string{"override", "list", "--classifier", "b2b"}, `unknown classifier "b2b"`},
 		{[]string{"override", "export", "--csv=false"}, "override export writes CSV only"},
-		{[]string{"override"}, `"override" needs a subcommand: delete, export, list, set`},
+		{[]string{"override"}, `"override" needs a subcommand: delete, export, import, list, set`},
 	} {
 		code, _, errOut := run(tc.args...)
 		require.Equal(t, 2, code, tc.args)
@@ -145,7 +145,7 @@ func TestOverride_AnswersJobs(t *testing.T) {
 		require.Equal(t, classifier.SourceOverride, r.Source, r.Domain)
 		require.Empty(t, r.Model, r.Domain)
 		require.Nil(t, r.Evidence, "%s: no model, no evidence", r.Domain)
-		got[r.Domain] = []any{*r.IsCPG, *r.Confidence, r.Reasoning, r.SetBy, r.Note}
+		got[r.Domain] = []any{*r.Answer, *r.Confidence, r.Reasoning, r.SetBy, r.Note}
 	}
 	require.Equal(t, map[string][]any{
 		"unilever.com": {true, 5, "Set by known import: Listed as a known CPG company (Unilever).", "known import",

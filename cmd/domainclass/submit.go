@@ -77,7 +77,7 @@ func (c *cli) submitCommand() *cobra.Command {
 	f.StringVar(&o.domainColumn, "domain-column", "", "the column of a CSV --file that holds the domains (any case; default \"domain\"); the file goes as a list")
 	f.StringVar(&o.refColumn, "ref-column", "", "the column of a CSV --file kept as each row's ref, your id to join back (default \"ref\" when there is one)")
 	f.StringVar(&o.tier, "tier", classifier.TierStandard, "a list's tier: standard (one model call at a time, minutes) or economy (the provider's Batch API: about half the cost, within 24 hours)")
-	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains known, cached, fresh; model calls, cost, time)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "send a list only to estimate it (domains overridden, cached, fresh; model calls, cost, time)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the jobs or the list to finish, showing progress, then print the results")
 	f.StringVar(&o.out, "out", "", "with --wait: write the results to FILE instead of stdout (a list's: CSV)")
 	f.BoolVar(&o.asJSON, "json", false, "with --wait: print the jobs' results as one JSON document (for a list, a deprecated name of --ndjson); with --dry-run: the estimate")
@@ -234,18 +234,36 @@ func (p *progress) set(reports []*wire.JobReport) {
 	p.progressLine.set(done, p.total, fmt.Sprintf(", %d/%d jobs finished", ended, p.jobs))
 }
 
+// resultRow is one domain's answer as submit prints it: the API's, with
+// the job's id first and the answer under the classifier's own field too.
 type resultRow struct {
 	JobID string `json:"job_id"`
 	wire.ResultReport
 }
 
+// MarshalJSON writes {"job_id": ..., then the result as the API shows it}
+// (the embedded report's MarshalJSON would leave the id out).
+func (r resultRow) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.ResultReport)
+	if err != nil {
+		return nil, err
+	}
+	id, _ := json.Marshal(r.JobID)
+	return append(append(append([]byte(`{"job_id":`), id...), ','), b[1:]...), nil
+}
+
 func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error {
 	var rows []resultRow
+	field := ""
 	for _, rep := range reports {
+		field = classifier.DefaultRegistry().AnswerField(rep.Classifier)
 		for _, r := range rep.Results {
+			r.AnswerField = field
 			rows = append(rows, resultRow{JobID: rep.JobID, ResultReport: r})
 		}
 	}
+	// One submit asks one classifier: its answer field names the column.
+	column := cmp.Or(field, "answer")
 	switch {
 	case o.asJSON:
 		enc := json.NewEncoder(w)
@@ -261,7 +279,7 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 		return nil
 	case o.asCSV:
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"domain", "status", "is_cpg", "confidence", "source", "reasoning", "error", "job_id"})
+		_ = cw.Write([]string{"domain", "status", column, "confidence", "source", "reasoning", "error", "job_id"})
 		for _, r := range rows {
 			answer, conf := answerText(r.ResultReport, strconv.FormatBool)
 			_ = cw.Write(csvcell.EscapeAll([]string{r.Domain, string(r.Status), answer, conf, string(r.Source), r.Reasoning,
@@ -271,7 +289,7 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 		return cw.Error()
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DOMAIN\tSTATUS\tCPG\tCONFIDENCE\tSOURCE\tREASONING")
+	fmt.Fprintf(tw, "DOMAIN\tSTATUS\t%s\tCONFIDENCE\tSOURCE\tREASONING\n", strings.ToUpper(strings.TrimPrefix(column, "is_")))
 	for _, r := range rows {
 		answer, conf := answerText(r.ResultReport, yesNo)
 		text := r.Reasoning
@@ -284,12 +302,12 @@ func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error
 	return tw.Flush()
 }
 
-// answerText is an answer's is_cpg (as answer says it) and confidence, "" for
-// none.
+// answerText is an answer's yes or no (as answer says it) and confidence,
+// "" for none.
 func answerText(r wire.ResultReport, answer func(bool) string) (string, string) {
 	a, c := "", ""
-	if r.IsCPG != nil {
-		a = answer(*r.IsCPG)
+	if r.Answer != nil {
+		a = answer(*r.Answer)
 	}
 	if r.Confidence != nil {
 		c = strconv.Itoa(*r.Confidence)

@@ -172,7 +172,8 @@ func (c *Client) CancelList(ctx context.Context, id string) (*wire.ListStatus, e
 // ResultsOptions choose what ListResults downloads.
 type ResultsOptions struct {
 	// NDJSON asks for one JSON object per row instead of CSV (with a
-	// header row, the columns of wire.ListRowColumns). A CSV cell that a
+	// header row, the columns of wire.ListRowColumns for the list's
+	// classifier's answer field). A CSV cell that a
 	// spreadsheet would run as a formula comes escaped with a leading
 	// apostrophe (csvcell.Unescape takes it off) unless KeepFormulas.
 	NDJSON bool

@@ -585,14 +585,18 @@ type ListEstimate struct {
 	// Fresh Domains that need a search and a model call.
 	Fresh int `json:"fresh"`
 
-	// Known Domains an override answers (overrides replaced the known-company list; the field keeps its name).
+	// Known Deprecated: `overridden` under its first name, the same value, kept for the callers that read it. Read `overridden`; `known` is otherwise the source of answers from the known-company list of old.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Known int `json:"known"`
 
 	// Model The model the estimate is for.
 	Model      string `json:"model"`
 	ModelCalls int    `json:"model_calls"`
-	Rejected   int    `json:"rejected"`
-	Rows       int    `json:"rows"`
+
+	// Overridden Domains an override answers.
+	Overridden int `json:"overridden"`
+	Rejected   int `json:"rejected"`
+	Rows       int `json:"rows"`
 
 	// Tier How a list's fresh domains are asked: standard, one model call at a
 	// time; economy, through the provider's Batch API at about half the
@@ -694,6 +698,8 @@ type ListRetried struct {
 // as NDJSON (a CSV record is ListRowCSV). (OpenAPI 3.1 can only type
 // such a body as a string; this schema is what each line holds.)
 type ListRow struct {
+	// Answer The answer, yes or no (COMPLETED only), under the same key for every classifier; again under the classifier's own answer field.
+	Answer       *bool      `json:"answer,omitempty"`
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
 
@@ -709,7 +715,7 @@ type ListRow struct {
 	// Input What the row held.
 	Input string `json:"input"`
 
-	// IsCpg The answer (COMPLETED only).
+	// IsCpg The answer of the `cpg` classifier, its own answer field: the same value as `answer`, kept for the callers of `cpg` (COMPLETED only; absent for other classifiers).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
 	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for an override's or a known answer).
@@ -752,6 +758,8 @@ type ListRow struct {
 // leaves the field out. A cell that would start a spreadsheet formula
 // has a leading apostrophe unless `escape_formulas=false`.
 type ListRowCSV struct {
+	// Answer The answer again, in the last column, under the same name for every classifier (COMPLETED only).
+	Answer       *bool      `json:"answer,omitempty"`
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
 
@@ -767,7 +775,7 @@ type ListRowCSV struct {
 	// Input What the row held.
 	Input string `json:"input"`
 
-	// IsCpg The answer (COMPLETED only).
+	// IsCpg The answer of the `cpg` classifier, in its own answer field's column (the sixth), where it always was: the same value as `answer` (COMPLETED only; another classifier's own field names this column).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
 	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for an override's or a known answer).
@@ -903,6 +911,8 @@ type RejectedRow struct {
 
 // Result One domain's answer in a job.
 type Result struct {
+	// Answer The answer, yes or no (COMPLETED only), under the same key for every classifier; again under the classifier's own answer field.
+	Answer       *bool      `json:"answer,omitempty"`
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
 	Domain       string     `json:"domain"`
@@ -913,7 +923,7 @@ type Result struct {
 	// Evidence What the model was shown, one item per page: present (maybe empty) on every answer a model made, absent on one it did not.
 	Evidence *[]EvidenceItem `json:"evidence,omitempty"`
 
-	// IsCpg The answer (COMPLETED only).
+	// IsCpg The answer of the `cpg` classifier, its own answer field: the same value as `answer`, kept for the callers of `cpg` (COMPLETED only; absent for other classifiers).
 	IsCpg *bool `json:"is_cpg,omitempty"`
 
 	// Model The model that made the answer (provenance; a cached answer has that of the call that made it; none for an override's or a known answer).

@@ -43,9 +43,13 @@ type ListEstimate struct {
 	Domains    int `json:"domains"`
 	Duplicates int `json:"duplicates"`
 	Rejected   int `json:"rejected"`
-	// Known (those an override answers: the name is the contract's) and
-	// Cached domains are answered without the model; Fresh ones need one
-	// model call each.
+	// Overridden domains (those an override answers) and Cached ones are
+	// answered without the model; Fresh ones need one model call each.
+	Overridden int `json:"overridden"`
+	// Known is Overridden under its first name, kept for its callers.
+	//
+	// Deprecated: read Overridden; "known" is the source of answers from
+	// the known-companies list of old, not a count of overrides.
 	Known      int `json:"known"`
 	Cached     int `json:"cached"`
 	Fresh      int `json:"fresh"`
@@ -108,7 +112,7 @@ func (s *ListStatus) Ended() bool {
 
 // ListProgress counts a list's rows: Done of Total are final, by outcome,
 // and the completed ones by where their answer came from (Known: from the
-// known list, in lists answered before overrides replaced it).
+// known-companies list, in lists answered before overrides replaced it).
 type ListProgress struct {
 	Done      int `json:"done"`
 	Total     int `json:"total"`
@@ -147,40 +151,67 @@ func NewListStatus(l *classifier.List) ListStatus {
 // ListRow is one row of GET /lists/{id}/results: a line of NDJSON, or of
 // CSV with the columns of ListRowColumns in that order.
 type ListRow struct {
-	Row          int               `json:"row"`
-	Input        string            `json:"input"`
-	Ref          string            `json:"ref,omitempty"`
-	Domain       string            `json:"domain,omitempty"`
-	Status       classifier.Status `json:"status"`
-	IsCPG        *bool             `json:"is_cpg,omitempty"`
+	Row    int               `json:"row"`
+	Input  string            `json:"input"`
+	Ref    string            `json:"ref,omitempty"`
+	Domain string            `json:"domain,omitempty"`
+	Status classifier.Status `json:"status"`
+	// Answer is the classifier's yes or no (COMPLETED only), as in
+	// ResultReport: again under AnswerField in the JSON.
+	Answer       *bool             `json:"answer,omitempty"`
 	Confidence   *int              `json:"confidence,omitempty"`
 	Reasoning    string            `json:"reasoning,omitempty"`
 	Source       classifier.Source `json:"source,omitempty"`
 	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
 	Error        string            `json:"error,omitempty"`
 	Provenance
+	// AnswerField is the classifier's own name for Answer, as in
+	// ResultReport.
+	AnswerField string `json:"-"`
 }
 
-// ListRowColumns is the header of the CSV results. The provenance columns
-// come last, so that a reader of the older columns by position still
+// MarshalJSON writes the row with its answer under both keys.
+func (r ListRow) MarshalJSON() ([]byte, error) {
+	type plain ListRow // without this method
+	b, err := marshalUnescaped(plain(r))
+	if err != nil {
+		return nil, err
+	}
+	return withAnswerField(b, r.AnswerField, r.Answer), nil
+}
+
+// ListRowColumns is the header of the CSV results of a classifier whose
+// answer field is answerField (Registry.AnswerField). The answer is the
+// sixth column, named by that field (is_cpg for cpg), and again the last,
+// "answer", the same for every classifier. Columns added later come after
+// the first ones, so that a reader of the older columns by position still
 // works; evidence_urls are the evidence's addresses, separated by spaces
-// (an address has none).
-var ListRowColumns = []string{"row", "input", "ref", "domain", "status", "is_cpg", "confidence", "reasoning", "source",
-	"classified_at", "error", "model", "prompt_version", "evidence_urls"}
-
-// NewListRow returns row r as callers see it.
-func NewListRow(r *classifier.ListRow) ListRow {
-	rr := NewResultReport(r.Result)
-	return ListRow{Row: r.Row, Input: r.Input, Ref: r.Ref, Domain: rr.Domain, Status: rr.Status, IsCPG: rr.IsCPG,
-		Confidence: rr.Confidence, Reasoning: rr.Reasoning, Source: rr.Source, ClassifiedAt: rr.ClassifiedAt, Error: rr.Error,
-		Provenance: rr.Provenance}
+// (an address has none). A classifier no longer defined has "answer" as
+// its sixth column and no last one.
+func ListRowColumns(answerField string) []string {
+	cols := []string{"row", "input", "ref", "domain", "status", cmp.Or(answerField, "answer"), "confidence", "reasoning",
+		"source", "classified_at", "error", "model", "prompt_version", "evidence_urls"}
+	if answerField != "" {
+		cols = append(cols, "answer")
+	}
+	return cols
 }
 
-// CSV returns the row's fields in ListRowColumns order, appended to buf.
+// NewListRow returns row r as callers see it; answerField is its
+// classifier's (Registry.AnswerField).
+func NewListRow(r *classifier.ListRow, answerField string) ListRow {
+	rr := NewResultReport(r.Result, answerField)
+	return ListRow{Row: r.Row, Input: r.Input, Ref: r.Ref, Domain: rr.Domain, Status: rr.Status, Answer: rr.Answer,
+		Confidence: rr.Confidence, Reasoning: rr.Reasoning, Source: rr.Source, ClassifiedAt: rr.ClassifiedAt, Error: rr.Error,
+		Provenance: rr.Provenance, AnswerField: answerField}
+}
+
+// CSV returns the row's fields in ListRowColumns(r.AnswerField) order,
+// appended to buf.
 func (r *ListRow) CSV(buf []string) []string {
-	isCPG, confidence, classifiedAt := "", "", ""
-	if r.IsCPG != nil {
-		isCPG = strconv.FormatBool(*r.IsCPG)
+	answer, confidence, classifiedAt := "", "", ""
+	if r.Answer != nil {
+		answer = strconv.FormatBool(*r.Answer)
 	}
 	if r.Confidence != nil {
 		confidence = strconv.Itoa(*r.Confidence)
@@ -195,8 +226,12 @@ func (r *ListRow) CSV(buf []string) []string {
 		}
 		urls.WriteString(e.URL)
 	}
-	return append(buf, strconv.Itoa(r.Row), r.Input, r.Ref, r.Domain, string(r.Status), isCPG, confidence,
+	buf = append(buf, strconv.Itoa(r.Row), r.Input, r.Ref, r.Domain, string(r.Status), answer, confidence,
 		r.Reasoning, string(r.Source), classifiedAt, r.Error, r.Model, r.PromptVersion, urls.String())
+	if r.AnswerField != "" {
+		buf = append(buf, answer)
+	}
+	return buf
 }
 
 // EventListCompleted is the type of the webhook sent when a list ends,

@@ -6,6 +6,9 @@
 package wire
 
 import (
+	"bytes"
+	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,15 +81,58 @@ type Progress struct {
 
 // ResultReport is one domain's answer as callers see it.
 type ResultReport struct {
-	Domain       string            `json:"domain"`
-	Status       classifier.Status `json:"status"`
-	IsCPG        *bool             `json:"is_cpg,omitempty"`
+	Domain string            `json:"domain"`
+	Status classifier.Status `json:"status"`
+	// Answer is the classifier's yes or no (COMPLETED only), under the
+	// same key for every classifier; the JSON carries it again under the
+	// classifier's own AnswerField (is_cpg for cpg).
+	Answer       *bool             `json:"answer,omitempty"`
 	Confidence   *int              `json:"confidence,omitempty"`
 	Reasoning    string            `json:"reasoning,omitempty"`
 	Source       classifier.Source `json:"source,omitempty"`
 	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
 	Error        string            `json:"error,omitempty"`
 	Provenance
+	// AnswerField is the classifier's own name for Answer; "" for a
+	// classifier no longer defined (the answer is under "answer" alone).
+	// Decoding leaves it "": read Answer.
+	AnswerField string `json:"-"`
+}
+
+// MarshalJSON writes the report with its answer under both keys.
+func (r ResultReport) MarshalJSON() ([]byte, error) {
+	type plain ResultReport // without this method
+	b, err := marshalUnescaped(plain(r))
+	if err != nil {
+		return nil, err
+	}
+	return withAnswerField(b, r.AnswerField, r.Answer), nil
+}
+
+// marshalUnescaped is json.Marshal without HTML escaping: the encoder
+// that calls a MarshalJSON escapes its output, or not, as it was asked.
+func marshalUnescaped(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// withAnswerField appends "field": answer to the JSON object b, when there
+// is an answer and a field (a classifier's answer field, which needs no
+// escaping: classifier.answerFieldPattern).
+func withAnswerField(b []byte, field string, answer *bool) []byte {
+	if answer == nil || field == "" || len(b) < 2 {
+		return b
+	}
+	b = append(b[:len(b)-1], `,"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = strconv.AppendBool(b, *answer)
+	return append(b, '}')
 }
 
 // Provenance is what an answer was based on. A model's answer has the
@@ -125,8 +171,9 @@ func NewProvenance(r classifier.Result) Provenance {
 	return p
 }
 
-// NewJobReport returns job j as callers see it.
-func NewJobReport(j *classifier.Job) JobReport {
+// NewJobReport returns job j as callers see it; answerField is its
+// classifier's (Registry.AnswerField).
+func NewJobReport(j *classifier.Job, answerField string) JobReport {
 	rep := JobReport{
 		JobID:       j.ID.String(),
 		Classifier:  j.Classifier,
@@ -138,18 +185,20 @@ func NewJobReport(j *classifier.Job) JobReport {
 		Results:     make([]ResultReport, len(j.Domains)),
 	}
 	for i, d := range j.Domains {
-		rep.Results[i] = NewResultReport(d.Result)
+		rep.Results[i] = NewResultReport(d.Result, answerField)
 	}
 	return rep
 }
 
 // NewResultReport returns one answer as callers see it: the verdict only
-// when COMPLETED, the error only when FAILED.
-func NewResultReport(r classifier.Result) ResultReport {
-	rr := ResultReport{Domain: r.Domain, Status: r.Status, Source: r.Source, Error: r.Error, Provenance: NewProvenance(r)}
+// when COMPLETED, the error only when FAILED. answerField is the
+// classifier's (Registry.AnswerField).
+func NewResultReport(r classifier.Result, answerField string) ResultReport {
+	rr := ResultReport{Domain: r.Domain, Status: r.Status, Source: r.Source, Error: r.Error, Provenance: NewProvenance(r),
+		AnswerField: answerField}
 	if r.Status == classifier.StatusCompleted {
 		answer, confidence := r.Answer, r.Confidence
-		rr.IsCPG, rr.Confidence, rr.Reasoning = &answer, &confidence, r.Reasoning
+		rr.Answer, rr.Confidence, rr.Reasoning = &answer, &confidence, r.Reasoning
 	}
 	if !r.ClassifiedAt.IsZero() {
 		rr.ClassifiedAt = utc(&r.ClassifiedAt)

@@ -54,9 +54,15 @@ type Reply struct {
 	errorType, message string
 }
 
-// Answer is a well-formed verdict.
+// Answer is a well-formed verdict of the cpg classifier.
 func Answer(isCPG bool, confidence int, reasoning string) Reply {
-	b, _ := json.Marshal(map[string]any{"is_cpg": isCPG, "confidence": confidence, "reasoning": reasoning})
+	return AnswerAs("is_cpg", isCPG, confidence, reasoning)
+}
+
+// AnswerAs is a well-formed verdict of the classifier whose answer field
+// is field.
+func AnswerAs(field string, answer bool, confidence int, reasoning string) Reply {
+	b, _ := json.Marshal(map[string]any{field: answer, "confidence": confidence, "reasoning": reasoning})
 	return Reply{Content: string(b), PromptTokens: 120, CompletionTokens: 25}
 }
 

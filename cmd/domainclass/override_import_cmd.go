@@ -15,25 +15,29 @@ import (
 	"github.com/domainclass/domainclass/evals"
 )
 
-// knownSetBy is who set the overrides `known import` makes.
-const knownSetBy = "known import"
+// importSetBy is who set the overrides `override import` makes: the name
+// the command had when it loaded the known-companies list of old, kept in
+// the answers' provenance (set_by) so that callers see one name for them.
+const importSetBy = "known import"
 
-// knownImportCommand is `known import`, from before overrides: it sets a
-// yes override (confidence 5) for each company of the file, by "known
-// import", with a note naming the company.
-func (c *cli) knownImportCommand() *cobra.Command {
+// overrideImportCommand is `override import` (and `known import`, its
+// first name, for the scripts that call it): it sets a yes override
+// (confidence 5) for each company of the file, by importSetBy, with a note
+// naming the company.
+func (c *cli) overrideImportCommand() *cobra.Command {
 	var classifierName string
 	cmd := &cobra.Command{
 		Use:   "import FILE.csv",
-		Short: "load known companies as yes overrides (header: domain,name; - for stdin): normalized, all rows or none",
+		Short: "load a list of companies as yes overrides (header: domain,name; - for stdin): normalized, all rows or none",
 		Long: `Sets a yes override (confidence 5, by "known import", the note naming the
 company) for each company of FILE.csv, whose header names the columns
 domain and name. Domains are normalized as the API does; a bad row writes
-nothing. An alias of "domainclass override set" for a list of companies:
-see "domainclass override --help".`,
-		Args: func(_ *cobra.Command, args []string) error {
+nothing. "domainclass override set" for a list of companies: see
+"domainclass override --help". "domainclass known import" is the same
+command under its first name.`,
+		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("known import needs exactly one FILE.csv (or - for stdin)")
+				return usagef("%s needs exactly one FILE.csv (or - for stdin)", commandName(cmd))
 			}
 			return nil
 		},
@@ -51,7 +55,7 @@ see "domainclass override --help".`,
 				defer f.Close()
 				r = f
 			}
-			rows, dups, err := readKnownCSV(r)
+			rows, dups, err := readCompaniesCSV(r)
 			if err != nil {
 				return err
 			}
@@ -59,7 +63,7 @@ see "domainclass override --help".`,
 			if err != nil {
 				return err
 			}
-			d, err := cfg.openDB(ctx, "known", 2)
+			d, err := cfg.openDB(ctx, "override-import", 2)
 			if err != nil {
 				return err
 			}
@@ -67,13 +71,13 @@ see "domainclass override --help".`,
 			overrides := make([]classifier.Override, len(rows))
 			for i, r := range rows {
 				overrides[i] = classifier.Override{Classifier: classifierName, Domain: r.domain, Answer: true, Confidence: 5,
-					Note: fmt.Sprintf("Listed as a known %s company (%s).", strings.ToUpper(classifierName), r.name), SetBy: knownSetBy}
+					Note: fmt.Sprintf("Listed as a known %s company (%s).", strings.ToUpper(classifierName), r.name), SetBy: importSetBy}
 			}
 			inserted, updated, err := db.OverrideSet(ctx, d.Pool, overrides)
 			if err != nil {
 				return fmt.Errorf("import failed, nothing was written: %w", err)
 			}
-			fmt.Fprintf(c.stdout, "known import: %d %s for %s (%d new, %d updated", len(rows),
+			fmt.Fprintf(c.stdout, "%s: %d %s for %s (%d new, %d updated", commandName(cmd), len(rows),
 				evals.Plural(len(rows), "company", "companies"), classifierName, inserted, updated)
 			if dups > 0 {
 				fmt.Fprintf(c.stdout, ", %d duplicate rows skipped", dups)
@@ -86,13 +90,20 @@ see "domainclass override --help".`,
 	return cmd
 }
 
-// knownCompany is one row of a known import.
-type knownCompany struct{ domain, name string }
+// company is one row of an import.
+type company struct{ domain, name string }
 
-// readKnownCSV reads a CSV with a header naming "domain" and "name" columns
+// commandName is how the command was called, without the program's name:
+// "override import" or "known import".
+func commandName(cmd *cobra.Command) string {
+	_, name, _ := strings.Cut(cmd.CommandPath(), " ")
+	return name
+}
+
+// readCompaniesCSV reads a CSV with a header naming "domain" and "name" columns
 // (in any order, other columns ignored). Every domain is normalized; the
 // first bad row stops the import before anything is written.
-func readKnownCSV(r io.Reader) (rows []knownCompany, dups int, err error) {
+func readCompaniesCSV(r io.Reader) (rows []company, dups int, err error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.TrimLeadingSpace = true
@@ -139,7 +150,7 @@ func readKnownCSV(r io.Reader) (rows []knownCompany, dups int, err error) {
 			continue
 		}
 		seen[domain] = true
-		rows = append(rows, knownCompany{domain: domain, name: name})
+		rows = append(rows, company{domain: domain, name: name})
 	}
 	if len(rows) == 0 {
 		return nil, 0, errors.New("the CSV file has a header but no companies")
