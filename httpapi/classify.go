@@ -34,37 +34,7 @@ type classifyRequest struct {
 // then writes the job and its River job in one transaction, and answers 202
 // with the status URL. Nothing is written on any other answer.
 func (s *Server) classifyCreate(c *gin.Context) {
-	caller := callerOf(c)
-	req, err := readClassifyRequest(c)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	name := classifier.DefaultClassifier
-	if req.Classifier != nil {
-		name = *req.Classifier
-	}
-	cls, err := s.cfg.Registry.Get(name)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	domains, err := validateDomains(req.Domains)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	maxAge, err := parseMaxAge(deref(req.MaxAge))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	idemKey, err := idempotencyKey(c.GetHeader("Idempotency-Key"))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	callbackURL, err := s.callbackURL(c.GetHeader("X-Callback-URL"))
+	req, err := s.jobRequestOf(c)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -74,37 +44,84 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	for i := range domains {
-		domains[i].Input = clip(domains[i].Input) // what the job keeps of an input: as a list row does
+	for i := range req.domains {
+		req.domains[i].Input = clip(req.domains[i].Input) // what the job keeps of an input: as a list row does
 	}
 	accepted := wire.Accepted{JobID: id.String(), Status: classifier.StatusPending, StatusURL: statusURL(id),
-		Classifier: cls.Name, Domains: wire.DomainInputs(domains)}
+		Classifier: req.cls.Name, Domains: wire.DomainInputs(req.domains)}
 	resp, _ := json.Marshal(accepted)
+	if s.jobStore(c, callerOf(c), req, id, resp) {
+		c.Header("Location", accepted.StatusURL)
+		c.Data(http.StatusAccepted, "application/json", resp)
+	}
+}
 
+// jobRequest is what a POST /domains/classify asks for.
+type jobRequest struct {
+	body        classifyRequest
+	cls         *classifier.Classifier
+	domains     []classifier.DomainInput
+	maxAge      time.Duration
+	idemKey     string
+	callbackURL string
+}
+
+// jobRequestOf reads a POST /domains/classify's body and headers, or
+// returns the problem of the first that is wrong.
+func (s *Server) jobRequestOf(c *gin.Context) (req jobRequest, err error) {
+	if req.body, err = readClassifyRequest(c); err != nil {
+		return req, err
+	}
+	name := classifier.DefaultClassifier
+	if req.body.Classifier != nil {
+		name = *req.body.Classifier
+	}
+	if req.cls, err = s.cfg.Registry.Get(name); err != nil {
+		return req, err
+	}
+	if req.domains, err = validateDomains(req.body.Domains); err != nil {
+		return req, err
+	}
+	if req.maxAge, err = parseMaxAge(deref(req.body.MaxAge)); err != nil {
+		return req, err
+	}
+	if req.idemKey, err = idempotencyKey(c.GetHeader("Idempotency-Key")); err != nil {
+		return req, err
+	}
+	req.callbackURL, err = s.callbackURL(c.GetHeader("X-Callback-URL"))
+	return req, err
+}
+
+// jobStore writes job id of req in one transaction: an Idempotency-Key
+// already used replays its first answer (or is refused); else, within the
+// caller's rate, River's job, ours (checking the caller's queued domains)
+// and the key. It reports whether the job was written; when not, it has
+// answered.
+func (s *Server) jobStore(c *gin.Context, caller Caller, req jobRequest, id uuid.UUID, resp []byte) bool {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
 	tx, err := db.Begin(ctx, s.cfg.DB.Pool)
 	if err != nil {
 		s.writeError(c, err)
-		return
+		return false
 	}
 	defer db.Rollback(ctx, tx)
 
 	// 1. An Idempotency-Key already used replays its first answer.
 	var key *db.IdempotencyKey
-	if idemKey != "" {
-		key = &db.IdempotencyKey{Caller: caller.Name, Key: idemKey, JobID: id, Response: resp,
-			Fingerprint: fingerprint(cls.Name, req.Domains, callbackURL, maxAge, deref(req.Refresh))}
+	if req.idemKey != "" {
+		key = &db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, JobID: id, Response: resp,
+			Fingerprint: fingerprint(req.cls.Name, req.body.Domains, req.callbackURL, req.maxAge, deref(req.body.Refresh))}
 		prior, err := s.idempotencyReplay(ctx, tx, *key)
 		if err != nil {
 			s.writeError(c, err)
-			return
+			return false
 		}
 		if prior != nil {
 			c.Header("Idempotent-Replayed", "true")
 			c.Header("Location", statusURL(prior.JobID))
 			c.Data(http.StatusAccepted, "application/json", prior.Response)
-			return
+			return false
 		}
 	}
 
@@ -113,7 +130,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	reservation, err := s.admit(caller)
 	if err != nil {
 		s.writeError(c, err)
-		return
+		return false
 	}
 	committed := false
 	defer func() {
@@ -127,30 +144,28 @@ func (s *Server) classifyCreate(c *gin.Context) {
 	riverJob, err := s.cfg.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
 	if err != nil {
 		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", db.Translate(err)))
-		return
+		return false
 	}
 	if err := db.JobInsert(ctx, tx, db.JobInsertParams{
-		ID: id, Caller: caller.Name, Classifier: cls.Name, Domains: domains, CallbackURL: callbackURL,
+		ID: id, Caller: caller.Name, Classifier: req.cls.Name, Domains: req.domains, CallbackURL: req.callbackURL,
 		RiverJobID: riverJob.Job.ID, MaxQueuedDomains: caller.MaxQueuedDomains,
-		Want: want(maxAge, deref(req.Refresh)),
+		Want: want(req.maxAge, deref(req.body.Refresh)),
 	}); err != nil {
 		s.writeError(c, err)
-		return
+		return false
 	}
 	if key != nil {
 		if err := db.IdempotencyKeyInsert(ctx, tx, *key); err != nil {
 			s.writeError(c, err)
-			return
+			return false
 		}
 	}
 	if err := db.Commit(ctx, tx); err != nil {
 		s.writeError(c, err)
-		return
+		return false
 	}
 	committed = true
-
-	c.Header("Location", accepted.StatusURL)
-	c.Data(http.StatusAccepted, "application/json", resp)
+	return true
 }
 
 func statusURL(id uuid.UUID) string { return "/domains/classify/" + id.String() }

@@ -209,3 +209,46 @@ func (l ListConfig) OnEnded(status classifier.Status) {
 		l.Ended(status)
 	}
 }
+
+// withDefaults is l with each field left zero set to its default (tests
+// and embedders set only what they care about).
+func (l ListConfig) withDefaults() ListConfig {
+	def := DefaultListConfig()
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = def.MaxBytes
+	}
+	if l.MaxRows <= 0 {
+		l.MaxRows = def.MaxRows
+	}
+	if l.MaxActive <= 0 {
+		l.MaxActive = def.MaxActive
+	}
+	if l.MaxUploads <= 0 {
+		l.MaxUploads = def.MaxUploads
+	}
+	if l.CallerMaxUploads <= 0 {
+		l.CallerMaxUploads = def.CallerMaxUploads
+	}
+	if l.UploadMinRate <= 0 || l.UploadRateWindow <= 0 {
+		l.UploadMinRate, l.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
+	}
+	if l.SpoolDir == "" {
+		l.SpoolDir = def.SpoolDir
+	}
+	if l.Queue.ListChunkRows <= 0 {
+		l.Queue = def.Queue
+	}
+	if l.Queue.ListRetention <= 0 {
+		l.Queue.ListRetention = def.Queue.ListRetention
+	}
+	if l.ModelConcurrency <= 0 || l.ModelRatePerMinute <= 0 {
+		l.ModelConcurrency, l.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
+	}
+	if l.DefaultCallSeconds <= 0 {
+		l.DefaultCallSeconds = def.DefaultCallSeconds
+	}
+	if l.Freshness == (classifier.Freshness{}) {
+		l.Freshness = def.Freshness
+	}
+	return l
+}

@@ -108,43 +108,7 @@ func New(cfg Config) *Server {
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = DefaultDBTimeout
 	}
-	def := DefaultListConfig()
-	if cfg.Lists.MaxBytes <= 0 {
-		cfg.Lists.MaxBytes = def.MaxBytes
-	}
-	if cfg.Lists.MaxRows <= 0 {
-		cfg.Lists.MaxRows = def.MaxRows
-	}
-	if cfg.Lists.MaxActive <= 0 {
-		cfg.Lists.MaxActive = def.MaxActive
-	}
-	if cfg.Lists.MaxUploads <= 0 {
-		cfg.Lists.MaxUploads = def.MaxUploads
-	}
-	if cfg.Lists.CallerMaxUploads <= 0 {
-		cfg.Lists.CallerMaxUploads = def.CallerMaxUploads
-	}
-	if cfg.Lists.UploadMinRate <= 0 || cfg.Lists.UploadRateWindow <= 0 {
-		cfg.Lists.UploadMinRate, cfg.Lists.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
-	}
-	if cfg.Lists.SpoolDir == "" {
-		cfg.Lists.SpoolDir = def.SpoolDir
-	}
-	if cfg.Lists.Queue.ListChunkRows <= 0 {
-		cfg.Lists.Queue = def.Queue
-	}
-	if cfg.Lists.Queue.ListRetention <= 0 {
-		cfg.Lists.Queue.ListRetention = def.Queue.ListRetention
-	}
-	if cfg.Lists.ModelConcurrency <= 0 || cfg.Lists.ModelRatePerMinute <= 0 {
-		cfg.Lists.ModelConcurrency, cfg.Lists.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
-	}
-	if cfg.Lists.DefaultCallSeconds <= 0 {
-		cfg.Lists.DefaultCallSeconds = def.DefaultCallSeconds
-	}
-	if cfg.Lists.Freshness == (classifier.Freshness{}) {
-		cfg.Lists.Freshness = def.Freshness
-	}
+	cfg.Lists = cfg.Lists.withDefaults()
 	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
@@ -168,6 +132,20 @@ func New(cfg Config) *Server {
 		writeProblem(c, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed on this route.", nil)
 	})
 
+	s.routes(r)
+	if cfg.MetricsHandler != nil {
+		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))
+	}
+	if cfg.RiverUI != nil {
+		s.mountRiverUI(r)
+	}
+	s.router = r
+	return s
+}
+
+// routes are the API's routes; those under /domains, /lists and /callers
+// need a caller.
+func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/problems/:slug", problemDoc)
@@ -189,15 +167,6 @@ func New(cfg Config) *Server {
 
 	callers := r.Group("/callers", s.requireCaller)
 	callers.GET("/me", s.callerMe)
-
-	if cfg.MetricsHandler != nil {
-		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))
-	}
-	if cfg.RiverUI != nil {
-		s.mountRiverUI(r)
-	}
-	s.router = r
-	return s
 }
 
 // pool is the API's pool as a request uses it: a connection within
