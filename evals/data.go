@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
+	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
 // Case is one labelled domain.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // callerMe handles GET /callers/me: the caller's limits, its daily model

@@ -19,8 +19,8 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/wire"
 )
 
 type classifyRequest struct {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi/wire"
-	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
+	"github.com/domainclass/domainclass/wire"
+	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
 // TestHostileOutput holds the second hostile review's findings about what

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // How long a list takes (the dry run's estimated_seconds), from what this

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // FuzzListResultsQuery sends any query string to GET /lists/{id}/results

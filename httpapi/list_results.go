@@ -15,8 +15,8 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi/wire"
-	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
+	"github.com/domainclass/domainclass/wire"
+	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
 // listGet handles GET /lists/{list_id}: the list's status and progress,

@@ -16,8 +16,8 @@ import (
 
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
-	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // kept is queue settings with lists kept for retention.

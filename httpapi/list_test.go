@@ -22,8 +22,8 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
-	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // listCounts returns the rows of every table an upload could write.

@@ -38,8 +38,8 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
-	"github.com/domainclass/domainclass/httpapi/wire"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // contract checks exchanges against the OpenAPI document, and remembers

@@ -21,7 +21,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // The scale of the bad-hour drill (issue 27 asks for 100k rows, 60 s of

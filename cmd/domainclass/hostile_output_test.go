@@ -19,7 +19,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi/client"
-	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
+	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
 // TestListsResults_HostileText: what a list's results hold comes from

@@ -15,7 +15,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/httpapi/client"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // The commands that find a caller's lists, wait for one, and queue its

@@ -21,7 +21,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 var progressLineRe = regexp.MustCompile(`^progress: (\d+)/(\d+) rows done(, [0-9.]+ rows/s(, (about (\d+h\d\dm|\d+m(\d\ds)?|\d+s)|under a second) left)?)?$`)

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/wire"
-	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
+	"github.com/domainclass/domainclass/wire"
+	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
 // TestPrintResults_HostileText: a model's reason or an error may hold what

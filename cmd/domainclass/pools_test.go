@@ -15,7 +15,7 @@ import (
 
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // In `all` the API's requests never wait behind the workers' connections:

@@ -19,8 +19,8 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/httpapi/client"
-	"github.com/domainclass/domainclass/httpapi/wire"
-	"github.com/domainclass/domainclass/httpapi/wire/csvcell"
+	"github.com/domainclass/domainclass/wire"
+	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
 // submitOptions are the flags of `domainclass submit`.

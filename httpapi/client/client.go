@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/domainclass/domainclass/classifier/netguard"
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // Client calls one domainclass API with one caller's key.

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/domainclass/domainclass/httpapi/wire"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // Content types of a list upload (ListOptions.ContentType).

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"go/build"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLayers keeps the arrows between the packages pointing down
+// (docs/architecture.md, "Packages and the rules between them"): the
+// domain knows no HTTP, River or Postgres; the workers and the queries
+// never import the server.
+func TestLayers(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/domainclass/domainclass/"
+	rules := []struct {
+		dir       string
+		forbidden []string
+	}{
+		{"classifier", []string{mod + "httpapi", mod + "jobs", mod + "db", mod + "wire", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
+		{"db", []string{mod + "httpapi", mod + "jobs", mod + "wire", "github.com/gin-gonic/"}},
+		{"jobs", []string{mod + "httpapi", "github.com/gin-gonic/"}},
+		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
+	}
+	for _, r := range rules {
+		pkg, err := build.ImportDir(filepath.Join(repoRoot, r.dir), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pkg.Imports) == 0 {
+			t.Fatalf("%s: no imports read: the check is broken", r.dir)
+		}
+		for _, imp := range pkg.Imports {
+			for _, f := range r.forbidden {
+				if strings.HasPrefix(imp, f) {
+					t.Errorf("%s imports %s: an arrow running back up (docs/architecture.md)", r.dir, imp)
+				}
+			}
+		}
+	}
+}
