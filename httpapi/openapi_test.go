@@ -67,6 +67,7 @@ func newContract(t *testing.T) *contract {
 	require.NoError(t, err)
 	require.NoError(t, doc.Validate(context.Background()), "the document itself is valid OpenAPI")
 	require.True(t, doc.IsOpenAPI31OrLater())
+	tightenAnswerFields(t, doc)
 	// Route on paths alone: the document's server is the relative "/", which
 	// the router would compare with the test server's host.
 	routed := *doc
@@ -74,6 +75,29 @@ func newContract(t *testing.T) *contract {
 	router, err := legacy.NewRouter(&routed)
 	require.NoError(t, err)
 	return &contract{doc: doc, router: router, seen: map[string]bool{}}
+}
+
+// tightenAnswerFields makes each schema that names a classifier's answer
+// field (x-answer-field) as strict as it says: besides its properties,
+// only properties matching the pattern, each a boolean. The published
+// document says additionalProperties: true instead, which client
+// generators can type.
+func tightenAnswerFields(t *testing.T, doc *openapi3.T) {
+	t.Helper()
+	tightened := 0
+	for name, ref := range doc.Components.Schemas {
+		pattern, ok := ref.Value.Extensions["x-answer-field"].(string)
+		if !ok {
+			continue
+		}
+		_, err := regexp.Compile(pattern)
+		require.NoError(t, err, "%s's x-answer-field", name)
+		no := false
+		ref.Value.AdditionalProperties = openapi3.AdditionalProperties{Has: &no}
+		ref.Value.PatternProperties = openapi3.Schemas{pattern: openapi3.NewBoolSchema().NewRef()}
+		tightened++
+	}
+	require.Equal(t, 3, tightened, "Result, ListRow and ListRowCSV name their answer field")
 }
 
 // check validates one exchange: the route must be documented, the response

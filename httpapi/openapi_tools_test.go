@@ -69,7 +69,10 @@ export const accepted: Accepted = {
 };
 export const problem: Problem = { type: "/problems/invalid-domains", title: "Invalid domains", status: 422,
   errors: [{ input: "10.0.0.1", reason: "is an IP address, not a domain" }] };
-export const row: ListRow = { row: 1, input: "acme.io", status: "COMPLETED", is_cpg: true, confidence: 4, source: "llm" };
+export const row: ListRow = { row: 1, input: "acme.io", status: "COMPLETED", answer: true, is_cpg: true, confidence: 4, source: "llm" };
+// A second classifier's row: its own answer field beside answer.
+export const b2b: ListRow = { row: 2, input: "tool.io", status: "COMPLETED", answer: false, is_b2b_software: false, confidence: 3 };
+export const yes = (r: ListRow): boolean | undefined => r.answer;
 export const done = (l: ListReport): boolean => l.status === "COMPLETED" && l.completed_at !== null;
 export const job: components["schemas"]["JobReport"]["status"] = "RUNNING";
 `

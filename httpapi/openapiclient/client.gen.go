@@ -749,7 +749,8 @@ type ListRow struct {
 	Source *Source `json:"source,omitempty"`
 
 	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
-	Status ListRowStatus `json:"status"`
+	Status               ListRowStatus          `json:"status"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // ListRowCSV One record of a list's results as CSV: ListRow's fields, flat, with
@@ -800,7 +801,8 @@ type ListRowCSV struct {
 	Source *Source `json:"source,omitempty"`
 
 	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
-	Status ListRowStatus `json:"status"`
+	Status               ListRowStatus          `json:"status"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // ListRowStatus A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
@@ -909,7 +911,7 @@ type RejectedRow struct {
 	Row    int    `json:"row"`
 }
 
-// Result One domain's answer in a job.
+// Result One domain's answer in a job. Besides `answer` it carries the classifier's own answer field (`is_cpg` for `cpg`; the pattern is `x-answer-field`), a boolean with the same value.
 type Result struct {
 	// Answer The answer, yes or no (COMPLETED only), under the same key for every classifier; again under the classifier's own answer field.
 	Answer       *bool      `json:"answer,omitempty"`
@@ -951,7 +953,8 @@ type Result struct {
 	Source *Source `json:"source,omitempty"`
 
 	// Status A domain's status in a job.
-	Status ResultStatus `json:"status"`
+	Status               ResultStatus           `json:"status"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // ResultStatus A domain's status in a job.
@@ -1235,6 +1238,869 @@ type ClassificationCompletedJSONRequestBody = WebhookPayload
 
 // ListCompletedJSONRequestBody defines body for ListCompleted for application/json ContentType.
 type ListCompletedJSONRequestBody = ListWebhookPayload
+
+// Getter for additional properties for ListRow. Returns the specified
+// element and whether it was found
+func (a ListRow) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ListRow
+func (a *ListRow) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ListRow to handle AdditionalProperties
+func (a *ListRow) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["answer"]; found {
+		err = json.Unmarshal(raw, &a.Answer)
+		if err != nil {
+			return fmt.Errorf("error reading 'answer': %w", err)
+		}
+		delete(object, "answer")
+	}
+
+	if raw, found := object["classified_at"]; found {
+		err = json.Unmarshal(raw, &a.ClassifiedAt)
+		if err != nil {
+			return fmt.Errorf("error reading 'classified_at': %w", err)
+		}
+		delete(object, "classified_at")
+	}
+
+	if raw, found := object["confidence"]; found {
+		err = json.Unmarshal(raw, &a.Confidence)
+		if err != nil {
+			return fmt.Errorf("error reading 'confidence': %w", err)
+		}
+		delete(object, "confidence")
+	}
+
+	if raw, found := object["domain"]; found {
+		err = json.Unmarshal(raw, &a.Domain)
+		if err != nil {
+			return fmt.Errorf("error reading 'domain': %w", err)
+		}
+		delete(object, "domain")
+	}
+
+	if raw, found := object["error"]; found {
+		err = json.Unmarshal(raw, &a.Error)
+		if err != nil {
+			return fmt.Errorf("error reading 'error': %w", err)
+		}
+		delete(object, "error")
+	}
+
+	if raw, found := object["evidence"]; found {
+		err = json.Unmarshal(raw, &a.Evidence)
+		if err != nil {
+			return fmt.Errorf("error reading 'evidence': %w", err)
+		}
+		delete(object, "evidence")
+	}
+
+	if raw, found := object["input"]; found {
+		err = json.Unmarshal(raw, &a.Input)
+		if err != nil {
+			return fmt.Errorf("error reading 'input': %w", err)
+		}
+		delete(object, "input")
+	}
+
+	if raw, found := object["is_cpg"]; found {
+		err = json.Unmarshal(raw, &a.IsCpg)
+		if err != nil {
+			return fmt.Errorf("error reading 'is_cpg': %w", err)
+		}
+		delete(object, "is_cpg")
+	}
+
+	if raw, found := object["model"]; found {
+		err = json.Unmarshal(raw, &a.Model)
+		if err != nil {
+			return fmt.Errorf("error reading 'model': %w", err)
+		}
+		delete(object, "model")
+	}
+
+	if raw, found := object["note"]; found {
+		err = json.Unmarshal(raw, &a.Note)
+		if err != nil {
+			return fmt.Errorf("error reading 'note': %w", err)
+		}
+		delete(object, "note")
+	}
+
+	if raw, found := object["prompt_version"]; found {
+		err = json.Unmarshal(raw, &a.PromptVersion)
+		if err != nil {
+			return fmt.Errorf("error reading 'prompt_version': %w", err)
+		}
+		delete(object, "prompt_version")
+	}
+
+	if raw, found := object["reasoning"]; found {
+		err = json.Unmarshal(raw, &a.Reasoning)
+		if err != nil {
+			return fmt.Errorf("error reading 'reasoning': %w", err)
+		}
+		delete(object, "reasoning")
+	}
+
+	if raw, found := object["ref"]; found {
+		err = json.Unmarshal(raw, &a.Ref)
+		if err != nil {
+			return fmt.Errorf("error reading 'ref': %w", err)
+		}
+		delete(object, "ref")
+	}
+
+	if raw, found := object["row"]; found {
+		err = json.Unmarshal(raw, &a.Row)
+		if err != nil {
+			return fmt.Errorf("error reading 'row': %w", err)
+		}
+		delete(object, "row")
+	}
+
+	if raw, found := object["search"]; found {
+		err = json.Unmarshal(raw, &a.Search)
+		if err != nil {
+			return fmt.Errorf("error reading 'search': %w", err)
+		}
+		delete(object, "search")
+	}
+
+	if raw, found := object["set_by"]; found {
+		err = json.Unmarshal(raw, &a.SetBy)
+		if err != nil {
+			return fmt.Errorf("error reading 'set_by': %w", err)
+		}
+		delete(object, "set_by")
+	}
+
+	if raw, found := object["source"]; found {
+		err = json.Unmarshal(raw, &a.Source)
+		if err != nil {
+			return fmt.Errorf("error reading 'source': %w", err)
+		}
+		delete(object, "source")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ListRow to handle AdditionalProperties
+func (a ListRow) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Answer != nil {
+		object["answer"], err = json.Marshal(a.Answer)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'answer': %w", err)
+		}
+	}
+
+	if a.ClassifiedAt != nil {
+		object["classified_at"], err = json.Marshal(a.ClassifiedAt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'classified_at': %w", err)
+		}
+	}
+
+	if a.Confidence != nil {
+		object["confidence"], err = json.Marshal(a.Confidence)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'confidence': %w", err)
+		}
+	}
+
+	if a.Domain != nil {
+		object["domain"], err = json.Marshal(a.Domain)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'domain': %w", err)
+		}
+	}
+
+	if a.Error != nil {
+		object["error"], err = json.Marshal(a.Error)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'error': %w", err)
+		}
+	}
+
+	if a.Evidence != nil {
+		object["evidence"], err = json.Marshal(a.Evidence)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'evidence': %w", err)
+		}
+	}
+
+	object["input"], err = json.Marshal(a.Input)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'input': %w", err)
+	}
+
+	if a.IsCpg != nil {
+		object["is_cpg"], err = json.Marshal(a.IsCpg)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'is_cpg': %w", err)
+		}
+	}
+
+	if a.Model != nil {
+		object["model"], err = json.Marshal(a.Model)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'model': %w", err)
+		}
+	}
+
+	if a.Note != nil {
+		object["note"], err = json.Marshal(a.Note)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'note': %w", err)
+		}
+	}
+
+	if a.PromptVersion != nil {
+		object["prompt_version"], err = json.Marshal(a.PromptVersion)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'prompt_version': %w", err)
+		}
+	}
+
+	if a.Reasoning != nil {
+		object["reasoning"], err = json.Marshal(a.Reasoning)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reasoning': %w", err)
+		}
+	}
+
+	if a.Ref != nil {
+		object["ref"], err = json.Marshal(a.Ref)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'ref': %w", err)
+		}
+	}
+
+	object["row"], err = json.Marshal(a.Row)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'row': %w", err)
+	}
+
+	if a.Search != nil {
+		object["search"], err = json.Marshal(a.Search)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'search': %w", err)
+		}
+	}
+
+	if a.SetBy != nil {
+		object["set_by"], err = json.Marshal(a.SetBy)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'set_by': %w", err)
+		}
+	}
+
+	if a.Source != nil {
+		object["source"], err = json.Marshal(a.Source)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'source': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for ListRowCSV. Returns the specified
+// element and whether it was found
+func (a ListRowCSV) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ListRowCSV
+func (a *ListRowCSV) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ListRowCSV to handle AdditionalProperties
+func (a *ListRowCSV) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["answer"]; found {
+		err = json.Unmarshal(raw, &a.Answer)
+		if err != nil {
+			return fmt.Errorf("error reading 'answer': %w", err)
+		}
+		delete(object, "answer")
+	}
+
+	if raw, found := object["classified_at"]; found {
+		err = json.Unmarshal(raw, &a.ClassifiedAt)
+		if err != nil {
+			return fmt.Errorf("error reading 'classified_at': %w", err)
+		}
+		delete(object, "classified_at")
+	}
+
+	if raw, found := object["confidence"]; found {
+		err = json.Unmarshal(raw, &a.Confidence)
+		if err != nil {
+			return fmt.Errorf("error reading 'confidence': %w", err)
+		}
+		delete(object, "confidence")
+	}
+
+	if raw, found := object["domain"]; found {
+		err = json.Unmarshal(raw, &a.Domain)
+		if err != nil {
+			return fmt.Errorf("error reading 'domain': %w", err)
+		}
+		delete(object, "domain")
+	}
+
+	if raw, found := object["error"]; found {
+		err = json.Unmarshal(raw, &a.Error)
+		if err != nil {
+			return fmt.Errorf("error reading 'error': %w", err)
+		}
+		delete(object, "error")
+	}
+
+	if raw, found := object["evidence_urls"]; found {
+		err = json.Unmarshal(raw, &a.EvidenceUrls)
+		if err != nil {
+			return fmt.Errorf("error reading 'evidence_urls': %w", err)
+		}
+		delete(object, "evidence_urls")
+	}
+
+	if raw, found := object["input"]; found {
+		err = json.Unmarshal(raw, &a.Input)
+		if err != nil {
+			return fmt.Errorf("error reading 'input': %w", err)
+		}
+		delete(object, "input")
+	}
+
+	if raw, found := object["is_cpg"]; found {
+		err = json.Unmarshal(raw, &a.IsCpg)
+		if err != nil {
+			return fmt.Errorf("error reading 'is_cpg': %w", err)
+		}
+		delete(object, "is_cpg")
+	}
+
+	if raw, found := object["model"]; found {
+		err = json.Unmarshal(raw, &a.Model)
+		if err != nil {
+			return fmt.Errorf("error reading 'model': %w", err)
+		}
+		delete(object, "model")
+	}
+
+	if raw, found := object["prompt_version"]; found {
+		err = json.Unmarshal(raw, &a.PromptVersion)
+		if err != nil {
+			return fmt.Errorf("error reading 'prompt_version': %w", err)
+		}
+		delete(object, "prompt_version")
+	}
+
+	if raw, found := object["reasoning"]; found {
+		err = json.Unmarshal(raw, &a.Reasoning)
+		if err != nil {
+			return fmt.Errorf("error reading 'reasoning': %w", err)
+		}
+		delete(object, "reasoning")
+	}
+
+	if raw, found := object["ref"]; found {
+		err = json.Unmarshal(raw, &a.Ref)
+		if err != nil {
+			return fmt.Errorf("error reading 'ref': %w", err)
+		}
+		delete(object, "ref")
+	}
+
+	if raw, found := object["row"]; found {
+		err = json.Unmarshal(raw, &a.Row)
+		if err != nil {
+			return fmt.Errorf("error reading 'row': %w", err)
+		}
+		delete(object, "row")
+	}
+
+	if raw, found := object["source"]; found {
+		err = json.Unmarshal(raw, &a.Source)
+		if err != nil {
+			return fmt.Errorf("error reading 'source': %w", err)
+		}
+		delete(object, "source")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ListRowCSV to handle AdditionalProperties
+func (a ListRowCSV) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Answer != nil {
+		object["answer"], err = json.Marshal(a.Answer)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'answer': %w", err)
+		}
+	}
+
+	if a.ClassifiedAt != nil {
+		object["classified_at"], err = json.Marshal(a.ClassifiedAt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'classified_at': %w", err)
+		}
+	}
+
+	if a.Confidence != nil {
+		object["confidence"], err = json.Marshal(a.Confidence)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'confidence': %w", err)
+		}
+	}
+
+	if a.Domain != nil {
+		object["domain"], err = json.Marshal(a.Domain)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'domain': %w", err)
+		}
+	}
+
+	if a.Error != nil {
+		object["error"], err = json.Marshal(a.Error)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'error': %w", err)
+		}
+	}
+
+	if a.EvidenceUrls != nil {
+		object["evidence_urls"], err = json.Marshal(a.EvidenceUrls)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'evidence_urls': %w", err)
+		}
+	}
+
+	object["input"], err = json.Marshal(a.Input)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'input': %w", err)
+	}
+
+	if a.IsCpg != nil {
+		object["is_cpg"], err = json.Marshal(a.IsCpg)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'is_cpg': %w", err)
+		}
+	}
+
+	if a.Model != nil {
+		object["model"], err = json.Marshal(a.Model)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'model': %w", err)
+		}
+	}
+
+	if a.PromptVersion != nil {
+		object["prompt_version"], err = json.Marshal(a.PromptVersion)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'prompt_version': %w", err)
+		}
+	}
+
+	if a.Reasoning != nil {
+		object["reasoning"], err = json.Marshal(a.Reasoning)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reasoning': %w", err)
+		}
+	}
+
+	if a.Ref != nil {
+		object["ref"], err = json.Marshal(a.Ref)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'ref': %w", err)
+		}
+	}
+
+	object["row"], err = json.Marshal(a.Row)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'row': %w", err)
+	}
+
+	if a.Source != nil {
+		object["source"], err = json.Marshal(a.Source)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'source': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for Result. Returns the specified
+// element and whether it was found
+func (a Result) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for Result
+func (a *Result) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for Result to handle AdditionalProperties
+func (a *Result) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["answer"]; found {
+		err = json.Unmarshal(raw, &a.Answer)
+		if err != nil {
+			return fmt.Errorf("error reading 'answer': %w", err)
+		}
+		delete(object, "answer")
+	}
+
+	if raw, found := object["classified_at"]; found {
+		err = json.Unmarshal(raw, &a.ClassifiedAt)
+		if err != nil {
+			return fmt.Errorf("error reading 'classified_at': %w", err)
+		}
+		delete(object, "classified_at")
+	}
+
+	if raw, found := object["confidence"]; found {
+		err = json.Unmarshal(raw, &a.Confidence)
+		if err != nil {
+			return fmt.Errorf("error reading 'confidence': %w", err)
+		}
+		delete(object, "confidence")
+	}
+
+	if raw, found := object["domain"]; found {
+		err = json.Unmarshal(raw, &a.Domain)
+		if err != nil {
+			return fmt.Errorf("error reading 'domain': %w", err)
+		}
+		delete(object, "domain")
+	}
+
+	if raw, found := object["error"]; found {
+		err = json.Unmarshal(raw, &a.Error)
+		if err != nil {
+			return fmt.Errorf("error reading 'error': %w", err)
+		}
+		delete(object, "error")
+	}
+
+	if raw, found := object["evidence"]; found {
+		err = json.Unmarshal(raw, &a.Evidence)
+		if err != nil {
+			return fmt.Errorf("error reading 'evidence': %w", err)
+		}
+		delete(object, "evidence")
+	}
+
+	if raw, found := object["is_cpg"]; found {
+		err = json.Unmarshal(raw, &a.IsCpg)
+		if err != nil {
+			return fmt.Errorf("error reading 'is_cpg': %w", err)
+		}
+		delete(object, "is_cpg")
+	}
+
+	if raw, found := object["model"]; found {
+		err = json.Unmarshal(raw, &a.Model)
+		if err != nil {
+			return fmt.Errorf("error reading 'model': %w", err)
+		}
+		delete(object, "model")
+	}
+
+	if raw, found := object["note"]; found {
+		err = json.Unmarshal(raw, &a.Note)
+		if err != nil {
+			return fmt.Errorf("error reading 'note': %w", err)
+		}
+		delete(object, "note")
+	}
+
+	if raw, found := object["prompt_version"]; found {
+		err = json.Unmarshal(raw, &a.PromptVersion)
+		if err != nil {
+			return fmt.Errorf("error reading 'prompt_version': %w", err)
+		}
+		delete(object, "prompt_version")
+	}
+
+	if raw, found := object["reasoning"]; found {
+		err = json.Unmarshal(raw, &a.Reasoning)
+		if err != nil {
+			return fmt.Errorf("error reading 'reasoning': %w", err)
+		}
+		delete(object, "reasoning")
+	}
+
+	if raw, found := object["search"]; found {
+		err = json.Unmarshal(raw, &a.Search)
+		if err != nil {
+			return fmt.Errorf("error reading 'search': %w", err)
+		}
+		delete(object, "search")
+	}
+
+	if raw, found := object["set_by"]; found {
+		err = json.Unmarshal(raw, &a.SetBy)
+		if err != nil {
+			return fmt.Errorf("error reading 'set_by': %w", err)
+		}
+		delete(object, "set_by")
+	}
+
+	if raw, found := object["source"]; found {
+		err = json.Unmarshal(raw, &a.Source)
+		if err != nil {
+			return fmt.Errorf("error reading 'source': %w", err)
+		}
+		delete(object, "source")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for Result to handle AdditionalProperties
+func (a Result) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Answer != nil {
+		object["answer"], err = json.Marshal(a.Answer)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'answer': %w", err)
+		}
+	}
+
+	if a.ClassifiedAt != nil {
+		object["classified_at"], err = json.Marshal(a.ClassifiedAt)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'classified_at': %w", err)
+		}
+	}
+
+	if a.Confidence != nil {
+		object["confidence"], err = json.Marshal(a.Confidence)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'confidence': %w", err)
+		}
+	}
+
+	object["domain"], err = json.Marshal(a.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'domain': %w", err)
+	}
+
+	if a.Error != nil {
+		object["error"], err = json.Marshal(a.Error)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'error': %w", err)
+		}
+	}
+
+	if a.Evidence != nil {
+		object["evidence"], err = json.Marshal(a.Evidence)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'evidence': %w", err)
+		}
+	}
+
+	if a.IsCpg != nil {
+		object["is_cpg"], err = json.Marshal(a.IsCpg)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'is_cpg': %w", err)
+		}
+	}
+
+	if a.Model != nil {
+		object["model"], err = json.Marshal(a.Model)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'model': %w", err)
+		}
+	}
+
+	if a.Note != nil {
+		object["note"], err = json.Marshal(a.Note)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'note': %w", err)
+		}
+	}
+
+	if a.PromptVersion != nil {
+		object["prompt_version"], err = json.Marshal(a.PromptVersion)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'prompt_version': %w", err)
+		}
+	}
+
+	if a.Reasoning != nil {
+		object["reasoning"], err = json.Marshal(a.Reasoning)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reasoning': %w", err)
+		}
+	}
+
+	if a.Search != nil {
+		object["search"], err = json.Marshal(a.Search)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'search': %w", err)
+		}
+	}
+
+	if a.SetBy != nil {
+		object["set_by"], err = json.Marshal(a.SetBy)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'set_by': %w", err)
+		}
+	}
+
+	if a.Source != nil {
+		object["source"], err = json.Marshal(a.Source)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'source': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
