@@ -2,10 +2,7 @@ package db_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +33,7 @@ func TestOpen_ConnectTimeout(t *testing.T) {
 			t.Parallel()
 			u, err := url.Parse(dbtest.URL())
 			require.NoError(t, err)
-			u.Host = slowPostgres(t, u.Host, tc.slowStart)
+			u.Host = dbtest.SlowPostgres(t, u.Host, tc.slowStart)
 			q := u.Query()
 			q.Del("connect_timeout") // the test kit's own
 			if tc.connectTimeout != "" {
@@ -58,55 +55,4 @@ func TestOpen_ConnectTimeout(t *testing.T) {
 			require.Equal(t, tc.want, d.Pool.Config().ConnConfig.ConnectTimeout)
 		})
 	}
-}
-
-// slowPostgres is the address of a proxy to the Postgres at upstream that
-// keeps each new connection waiting for delay before it reaches Postgres:
-// a server too busy to start connections at once.
-func slowPostgres(t *testing.T, upstream string, delay time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	keep := func(c net.Conn) {
-		mu.Lock()
-		defer mu.Unlock()
-		conns = append(conns, c)
-	}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			keep(client)
-			time.AfterFunc(delay, func() {
-				server, err := net.Dial("tcp", upstream)
-				if err != nil {
-					client.Close()
-					return
-				}
-				keep(server)
-				go pipe(server, client)
-				go pipe(client, server)
-			})
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
-	dst.Close()
 }

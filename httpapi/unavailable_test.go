@@ -3,10 +3,8 @@ package httpapi_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,33 +112,8 @@ func holdPool(t *testing.T, pool *pgxpool.Pool) {
 // never says a word, until the test ends.
 func silentDB(t *testing.T) *db.DB {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		mu    sync.Mutex
-		conns []net.Conn // kept open, unanswered
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-		}
-	}()
 	// An hour to connect: only a request's own bound can end its wait.
-	d, err := db.Open(context.Background(), db.Config{URL: "postgres://postgres@" + ln.Addr().String() + "/x?sslmode=disable&connect_timeout=3600"})
+	d, err := db.Open(context.Background(), db.Config{URL: "postgres://postgres@" + dbtest.SilentPostgres(t) + "/x?sslmode=disable&connect_timeout=3600"})
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
 	return d
