@@ -127,31 +127,11 @@ func (s *Server) listRetry(c *gin.Context) {
 		return
 	}
 	defer db.Rollback(ctx, tx)
-	// The caller's lock first, as an upload takes it: the active-list count
-	// is then exact.
-	if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	l, err := db.ListLock(ctx, tx, id)
-	if err == nil && l.Caller != caller.Name {
-		err = db.ErrNotFound
-	}
+	l, requeued, err := jobs.RetryList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, id, caller.Name,
+		func() error { return s.listSlotFree(ctx, caller, tx) })
 	if err != nil {
 		s.writeListError(c, err)
 		return
-	}
-	requeued, err := jobs.RetryList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, l,
-		func() error { return s.listSlotFree(ctx, caller, tx) })
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if requeued > 0 {
-		if l, err = db.ListGet(ctx, tx, id); err != nil {
-			s.writeError(c, err)
-			return
-		}
 	}
 	if err := db.Commit(ctx, tx); err != nil {
 		s.writeError(c, err)

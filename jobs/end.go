@@ -157,36 +157,51 @@ func eachListJob(ctx context.Context, tx pgx.Tx, q JobCanceller, id uuid.UUID, k
 // resumed.
 var ErrListCancelled = errors.New("a cancelled list is not resumed")
 
-// RetryList queues list l's FAILED rows and the rows it never answered
-// again, in tx, as chunks of a new pass, when l has ended COMPLETED with
-// some or FAILED, and returns how many; l, locked in tx, is RUNNING again
-// then. A list still running, or with every row answered, is left as it is
-// (0). It returns ErrListCancelled for a cancelled list, and admit's error
-// (the caller's limits, checked only when there is something to queue).
-func RetryList(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, l *classifier.List, admit func() error) (int, error) {
+// RetryList queues caller's list id's FAILED rows and the rows it never
+// answered again, in tx, as chunks of a new pass, when the list has ended
+// COMPLETED with some, or FAILED; it is RUNNING again then. It returns the
+// list as it is now and how many rows it queued: 0 for a list still
+// running or with every row answered, left as it is. It takes the caller's
+// lock first, as an upload does, so that admit (the caller's limits,
+// checked only when there is something to queue) counts exactly. It
+// returns db.ErrNotFound for another caller's list, ErrListCancelled for a
+// cancelled one (it is not resumed), and admit's error.
+func RetryList(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid.UUID, caller string,
+	admit func() error) (*classifier.List, int, error) {
+	if err := db.ListActiveLock(ctx, tx, caller); err != nil {
+		return nil, 0, err
+	}
+	l, err := db.ListLock(ctx, tx, id)
 	switch {
+	case err != nil:
+		return nil, 0, err
+	case l.Caller != caller:
+		return nil, 0, db.ErrNotFound
 	case l.Status == classifier.StatusCancelled:
-		return 0, ErrListCancelled
+		return nil, 0, ErrListCancelled
 	case l.Status != classifier.StatusCompleted && l.Status != classifier.StatusFailed:
-		return 0, nil // still running: its rows are being answered
+		return l, 0, nil // still running: its rows are being answered
 	case l.Failed == 0 && l.Done == l.Rows:
-		return 0, nil // every row answered
+		return l, 0, nil // every row answered
 	}
 	if admit != nil {
 		if err := admit(); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	r, err := db.ListRetryRows(ctx, tx, l)
 	if err != nil || r.Rows == 0 {
-		return 0, err
+		return l, 0, err
 	}
 	fed, err := FeedChunks(ctx, ins, tx, l.ID, s.ListChunksInFlight)
 	if err != nil {
-		return 0, fmt.Errorf("error queueing the list's chunks: %w", err)
+		return nil, 0, fmt.Errorf("error queueing the list's chunks: %w", err)
 	}
 	if fed == 0 {
-		return 0, errors.New("a retry found rows to answer and no chunk to answer them")
+		return nil, 0, errors.New("a retry found rows to answer and no chunk to answer them")
 	}
-	return r.Rows, nil
+	if l, err = db.ListGet(ctx, tx, id); err != nil {
+		return nil, 0, err
+	}
+	return l, r.Rows, nil
 }
