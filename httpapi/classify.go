@@ -141,24 +141,12 @@ func (s *Server) jobStore(c *gin.Context, caller Caller, req jobRequest, id uuid
 
 	// 3. River's job, then ours with its id (one statement that also checks
 	// the caller's queued domains), then the key; all or nothing.
-	riverJob, err := s.cfg.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
-	if err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing classify job: %w", db.Translate(err)))
-		return false
-	}
-	if err := db.JobInsert(ctx, tx, db.JobInsertParams{
+	if err := jobs.AcceptJob(ctx, tx, s.cfg.River, db.JobInsertParams{
 		ID: id, Caller: caller.Name, Classifier: req.cls.Name, Domains: req.domains, CallbackURL: req.callbackURL,
-		RiverJobID: riverJob.Job.ID, MaxQueuedDomains: caller.MaxQueuedDomains,
-		Want: want(req.maxAge, deref(req.body.Refresh)),
-	}); err != nil {
+		MaxQueuedDomains: caller.MaxQueuedDomains, Want: want(req.maxAge, deref(req.body.Refresh)),
+	}, key); err != nil {
 		s.writeError(c, err)
 		return false
-	}
-	if key != nil {
-		if err := db.IdempotencyKeyInsert(ctx, tx, *key); err != nil {
-			s.writeError(c, err)
-			return false
-		}
 	}
 	if err := db.Commit(ctx, tx); err != nil {
 		s.writeError(c, err)

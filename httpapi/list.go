@@ -169,8 +169,8 @@ func (s *Server) spoolRows(rows *listReader) (*spool, error) {
 
 // listStore writes an upload whose rows are in sp, in one transaction: an
 // Idempotency-Key already used replays its first answer (or is refused),
-// else the rows are copied, and the list, its first chunks and the key are
-// written. fingerprint identifies the request for the key.
+// else jobs.AcceptList writes the rows, the list, its first chunk and the
+// key, and it answers 202. fingerprint identifies the request for the key.
 func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, req listRequest, rows *listReader, sp *spool, fingerprint []byte) {
 	src, err := sp.read()
 	if err != nil {
@@ -207,52 +207,11 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 		}
 	}
 
-	// 2. The rows, from the spool at full speed.
-	if _, err := db.ListRowsCopy(ctx, tx, id, src); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	s.listInsert(ctx, c, tx, caller, req, id, rows, fingerprint)
-}
-
-// listInsert writes the list whose rows tx copied, under the caller's lock
-// so that the active-list limit is exact, and its first chunks, then the
-// key; commits, and answers 202.
-func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, caller Caller, req listRequest, id uuid.UUID,
-	rows *listReader, fingerprint []byte) {
+	// 2. The rows (from the spool at full speed), the caller's limits, the
+	// list, its first chunk and the key: jobs.AcceptList.
 	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: req.cls.Name, CallbackURL: req.callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: req.tier, Want: req.want, Retention: s.cfg.Lists.Queue.ListRetention}
-	if req.tier == classifier.TierEconomy {
-		// A chunk of an economy list is one provider batch.
-		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
-	}
-	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
-	if err := s.listBudget(ctx, tx, l, req.partial); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if err := s.listSlotFree(ctx, caller, tx); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if err := s.listRowsFit(ctx, caller, l.Rows, tx); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	first := jobs.FirstChunks(id)
-	if err := db.ListInsert(ctx, tx, l, len(first)); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if _, err := s.cfg.River.InsertManyTx(ctx, tx, first); err != nil {
-		s.writeError(c, fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err)))
-		return
-	}
+		Tier: req.tier, Want: req.want}
 	accepted := wire.ListAccepted{ListID: id.String(), Status: classifier.StatusPending,
 		StatusURL: wire.ListStatusURL(id.String()), ResultsURL: wire.ListResultsURL(id.String()), Classifier: req.cls.Name,
 		Rows: l.Rows, Domains: l.Domains, Duplicates: l.Duplicates, Rejected: l.Rejected,
@@ -261,12 +220,13 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 		accepted.RejectedSample = []wire.RejectedRow{}
 	}
 	resp, _ := json.Marshal(accepted)
+	a := jobs.ListAccept{List: l, Rows: src, Admit: s.listAdmit(caller, req.partial)}
 	if req.idemKey != "" {
-		if err := db.IdempotencyKeyInsert(ctx, tx, db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, ListID: id,
-			Fingerprint: fingerprint, Response: resp}); err != nil {
-			s.writeError(c, err)
-			return
-		}
+		a.Key = &db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, ListID: id, Fingerprint: fingerprint, Response: resp}
+	}
+	if err := jobs.AcceptList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, a); err != nil {
+		s.writeError(c, err)
+		return
 	}
 	if err := db.Commit(ctx, tx); err != nil {
 		s.writeError(c, err)
@@ -275,6 +235,25 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 	s.cfg.Lists.OnRows(classifier.StatusRejected, l.Rejected)
 	c.Header("Location", accepted.StatusURL)
 	c.Data(http.StatusAccepted, "application/json", resp)
+}
+
+// listAdmit checks an upload's list against caller's limits, in the
+// upload's transaction once its rows are in: its daily model budget
+// (unless partial), then, under the caller's lock so that the count is
+// exact, its active lists and its stored rows.
+func (s *Server) listAdmit(caller Caller, partial bool) func(context.Context, pgx.Tx, *classifier.List) error {
+	return func(ctx context.Context, tx pgx.Tx, l *classifier.List) error {
+		if err := s.listBudget(ctx, tx, l, partial); err != nil {
+			return err
+		}
+		if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
+			return err
+		}
+		if err := s.listSlotFree(ctx, caller, tx); err != nil {
+			return err
+		}
+		return s.listRowsFit(ctx, caller, l.Rows, tx)
+	}
 }
 
 var errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idempotency-key-reused",

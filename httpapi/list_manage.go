@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
@@ -107,9 +105,6 @@ func decodeListCursor(v string) (*db.ListCursor, error) {
 	return &db.ListCursor{CreatedAt: t, ID: u}, nil
 }
 
-var errListCancelled = &problem{status: http.StatusConflict, slug: "list-cancelled",
-	detail: "A cancelled list is not resumed. Send its rows again as a new list: the answers it got are cached."}
-
 // listRetry handles POST /lists/{list_id}/retry: a list that has ended
 // COMPLETED with FAILED rows, or FAILED, gets those rows and the rows it
 // never answered queued again, as chunks of a new pass; it is RUNNING
@@ -132,62 +127,15 @@ func (s *Server) listRetry(c *gin.Context) {
 		return
 	}
 	defer db.Rollback(ctx, tx)
-	// The caller's lock first, as an upload takes it: the active-list count
-	// is then exact.
-	if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	l, err := db.ListLock(ctx, tx, id)
-	if err == nil && l.Caller != caller.Name {
-		err = db.ErrNotFound
-	}
+	l, requeued, err := jobs.RetryList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, id, caller.Name,
+		func() error { return s.listSlotFree(ctx, caller, tx) })
 	if err != nil {
 		s.writeListError(c, err)
 		return
-	}
-	requeued, err := s.retryRows(ctx, tx, caller, l)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if requeued > 0 {
-		if l, err = db.ListGet(ctx, tx, id); err != nil {
-			s.writeError(c, err)
-			return
-		}
 	}
 	if err := db.Commit(ctx, tx); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, wire.ListRetried{Requeued: requeued, List: wire.NewListStatus(l)})
-}
-
-// retryRows queues l's failed and never-answered rows again, in tx, when l
-// has ended with some, and returns how many.
-func (s *Server) retryRows(ctx context.Context, tx pgx.Tx, caller Caller, l *classifier.List) (int, error) {
-	switch {
-	case l.Status == classifier.StatusCancelled:
-		return 0, errListCancelled
-	case l.Status != classifier.StatusCompleted && l.Status != classifier.StatusFailed:
-		return 0, nil // still running: its rows are being answered
-	case l.Failed == 0 && l.Done == l.Rows:
-		return 0, nil // every row answered
-	}
-	if err := s.listSlotFree(ctx, caller, tx); err != nil {
-		return 0, err
-	}
-	r, err := db.ListRetryRows(ctx, tx, l)
-	if err != nil || r.Rows == 0 {
-		return 0, err
-	}
-	fed, err := jobs.FeedChunks(ctx, s.cfg.River, tx, l.ID, s.cfg.Lists.Queue.ListChunksInFlight)
-	if err != nil {
-		return 0, fmt.Errorf("error queueing the list's chunks: %w", err)
-	}
-	if fed == 0 {
-		return 0, errors.New("a retry found rows to answer and no chunk to answer them")
-	}
-	return r.Rows, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/jobs"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -107,6 +108,9 @@ func problemOf(err error) (p *problem, ok bool) {
 				"Wait for your jobs to finish, then send more.", atLeast, queueFull.Queued, queueFull.Limit)}, true
 	case errors.As(err, &unknown):
 		return &problem{status: http.StatusUnprocessableEntity, slug: "unknown-classifier", detail: unknown.Error()}, true
+	case errors.Is(err, jobs.ErrListCancelled):
+		return &problem{status: http.StatusConflict, slug: "list-cancelled",
+			detail: "A cancelled list is not resumed. Send its rows again as a new list: the answers it got are cached."}, true
 	}
 	return &problem{status: http.StatusInternalServerError, slug: "internal", detail: "Internal error."}, false
 }

@@ -10,26 +10,23 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/jobs"
 )
 
 // RiverClient is what the API needs of River's client (an insert-only one
-// is enough): inserts in the request's transaction and, to cancel a list,
-// listing and cancelling its waiting chunks.
+// is enough), to hand to the jobs steps its handlers call: inserts in the
+// request's transaction (jobs.AcceptJob, AcceptList, RetryList) and, to
+// cancel a list, listing, cancelling and retrying its jobs
+// (jobs.CancelList).
 type RiverClient interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
-	JobListTx(ctx context.Context, tx pgx.Tx, params *river.JobListParams) (*river.JobListResult, error)
-	JobCancelTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
-	JobRetryTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
+	jobs.ManyInserter
+	jobs.JobCanceller
 }
 
 // Config configures a Server.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -385,11 +384,7 @@ func (r *batchRun) end(ctx context.Context, reason string) error {
 	if err := db.ClaimsRelease(ctx, w.DB, r.owner); err != nil {
 		return err
 	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return err
-	}
-	tx, err := db.Begin(ctx, w.DB)
+	client, tx, err := begin(ctx, w.DB)
 	if err != nil {
 		return err
 	}
@@ -397,7 +392,7 @@ func (r *batchRun) end(ctx context.Context, reason string) error {
 	if err := db.BatchEnd(ctx, tx, r.b.ID, reason); err != nil {
 		return err
 	}
-	ended, err := completeListTx(ctx, tx, client, r.l.ID, w.Settings)
+	ended, err := EndList(ctx, tx, client, w.Settings, r.l.ID, Completed())
 	if err != nil {
 		return err
 	}

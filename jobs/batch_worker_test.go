@@ -77,7 +77,7 @@ func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, 
 
 func (e *economyBundle) accept(t *testing.T, inputs ...string) *classifier.List {
 	t.Helper()
-	return acceptTier(t, e.tx, e.client, &classifier.List{Tier: classifier.TierEconomy, ChunkRows: e.s.BatchMaxRequests,
+	return acceptTier(t, e.tx, e.client, e.s, &classifier.List{Tier: classifier.TierEconomy,
 		CallbackURL: "https://example.com/hooks"}, inputs...)
 }
 

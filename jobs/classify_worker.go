@@ -170,25 +170,19 @@ func (w *ClassifyWorker) answerer(want classifier.Want) answerer {
 }
 
 // complete marks the app job COMPLETED, completes its River job and, when
-// this is a new end with a callback URL, queues its webhook: all of it or
-// nothing.
+// this is a new end with a callback URL, queues its webhook (EndJob): all
+// of it or nothing.
 func (w *ClassifyWorker) complete(ctx context.Context, job *river.Job[ClassifyArgs], id uuid.UUID) error {
-	tx, err := db.Begin(ctx, w.DB)
+	client, tx, err := begin(ctx, w.DB)
 	if err != nil {
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	end, ended, err := db.JobComplete(ctx, tx, id)
-	if err != nil {
+	if _, err := EndJob(ctx, tx, client, w.Settings, id, Completed()); err != nil {
 		return err
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("error completing River job: %w", err)
-	}
-	if ended {
-		if err := enqueueWebhookTx(ctx, tx, id, end, w.Settings); err != nil {
-			return err
-		}
 	}
 	return db.Commit(ctx, tx)
 }
@@ -209,38 +203,24 @@ func (w *ClassifyWorker) retryOrFail(ctx context.Context, log *slog.Logger, job 
 }
 
 func (w *ClassifyWorker) fail(ctx context.Context, id uuid.UUID, reason string) error {
-	tx, err := db.Begin(ctx, w.DB)
+	client, tx, err := begin(ctx, w.DB)
 	if err != nil {
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	end, ended, err := db.JobFail(ctx, tx, id, reason)
-	if err != nil {
+	if _, err := EndJob(ctx, tx, client, w.Settings, id, Failed(reason)); err != nil {
 		return err
-	}
-	if ended {
-		if err := enqueueWebhookTx(ctx, tx, id, end, w.Settings); err != nil {
-			return err
-		}
 	}
 	return db.Commit(ctx, tx)
 }
 
-// enqueueWebhookTx queues the delivery of a job's end in tx, the
-// transaction that ended the job, when the job has a callback URL: the
-// delivery is queued if and only if the end commits, once per end. It
-// inserts through the River client of the running worker (from ctx).
-func enqueueWebhookTx(ctx context.Context, tx pgx.Tx, jobID uuid.UUID, end db.JobEnd, s Settings) error {
-	if end.CallbackURL == "" {
-		return nil
-	}
+// begin opens a transaction on exec, with the River client of the running
+// worker (from ctx), which inserts and completes jobs in it.
+func begin(ctx context.Context, exec db.Executor) (*Client, pgx.Tx, error) {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err == nil {
-		_, err = client.InsertTx(ctx, tx, WebhookArgs{JobID: jobID.String(), EndedAt: end.CompletedAt},
-			&river.InsertOpts{MaxAttempts: s.WebhookMaxAttempts()})
-	}
 	if err != nil {
-		return fmt.Errorf("error enqueueing webhook of job %s: %w", jobID, err)
+		return nil, nil, err
 	}
-	return nil
+	tx, err := db.Begin(ctx, exec)
+	return client, tx, err
 }

@@ -117,20 +117,26 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 	return b
 }
 
-// accept writes a job the way the API does: River's job, then ours, in
-// the caller's transaction.
+// accept writes a job as the API does (jobs.AcceptJob), in the caller's
+// transaction, and returns its id and River job.
 func accept(t *testing.T, tx pgx.Tx, ins *jobs.Client, callbackURL string, domains ...string) (uuid.UUID, *rivertype.JobRow) {
 	t.Helper()
-	ctx := context.Background()
 	inputs, bad := classifier.NormalizeDomains(domains)
 	require.Empty(t, bad)
-	id := uuid.New()
-	res, err := ins.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
+	return acceptJob(t, tx, ins, db.JobInsertParams{Caller: "test", Classifier: "cpg", Domains: inputs, CallbackURL: callbackURL})
+}
+
+// acceptJob is accept for the job p (its id is made here).
+func acceptJob(t *testing.T, tx pgx.Tx, ins *jobs.Client, p db.JobInsertParams) (uuid.UUID, *rivertype.JobRow) {
+	t.Helper()
+	ctx := context.Background()
+	p.ID = uuid.New()
+	require.NoError(t, jobs.AcceptJob(ctx, tx, ins, p, nil))
+	job, err := db.JobGet(ctx, tx, p.ID)
 	require.NoError(t, err)
-	require.NoError(t, db.JobInsert(ctx, tx, db.JobInsertParams{
-		ID: id, Caller: "test", Classifier: "cpg", Domains: inputs, CallbackURL: callbackURL, RiverJobID: res.Job.ID,
-	}))
-	return id, res.Job
+	row, err := ins.JobGetTx(ctx, tx, job.RiverJobID)
+	require.NoError(t, err)
+	return p.ID, row
 }
 
 // submit accepts a job and commits it, so that the client's workers see it.
@@ -344,13 +350,10 @@ func TestClassifyWorker_Work(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t, byDomain(nil), setupOpts{})
 		setOverride(t, b.tx, "acme.com", true, 5, "carol", "Makes chips.")
-		id := uuid.New()
-		res, err := b.client.InsertTx(ctx, b.tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
-		require.NoError(t, err)
-		require.NoError(t, db.JobInsert(ctx, b.tx, db.JobInsertParams{ID: id, Caller: "test", Classifier: "cpg",
-			Domains: []classifier.DomainInput{{Input: "acme.com", Domain: "acme.com"}}, RiverJobID: res.Job.ID,
-			Want: classifier.Want{Since: time.Now()}})) // "refresh": true
-		_, err = b.worker.WorkJob(ctx, t, b.tx, res.Job)
+		id, riverJob := acceptJob(t, b.tx, b.client, db.JobInsertParams{Caller: "test", Classifier: "cpg",
+			Domains: []classifier.DomainInput{{Input: "acme.com", Domain: "acme.com"}},
+			Want:    classifier.Want{Since: time.Now()}}) // "refresh": true
+		_, err := b.worker.WorkJob(ctx, t, b.tx, riverJob)
 		require.NoError(t, err)
 		job, err := db.JobGet(ctx, b.tx, id)
 		require.NoError(t, err)

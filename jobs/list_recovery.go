@@ -84,7 +84,7 @@ func (w *ClassifyListWorker) giveUp(ctx context.Context, log *slog.Logger, job *
 	// The chunk's job still runs (River discards it once this returns):
 	// it counts itself in the window.
 	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
-	ended, cerr := completeListTx(ctx, tx, client, id, w.Settings)
+	ended, cerr := EndList(ctx, tx, client, w.Settings, id, Completed())
 	if cerr != nil {
 		return cerr
 	}
@@ -111,7 +111,7 @@ func (w *ClassifyListWorker) cannotGoOn(ctx context.Context, log *slog.Logger, l
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	ended, err := failListTx(ctx, tx, client, l.ID, reason, w.Settings)
+	ended, err := EndList(ctx, tx, client, w.Settings, l.ID, Failed(reason))
 	if err != nil {
 		return err
 	}
@@ -123,16 +123,6 @@ func (w *ClassifyListWorker) cannotGoOn(ctx context.Context, log *slog.Logger, l
 		log.ErrorContext(ctx, "list failed: the service cannot go on with it", "reason", reason)
 	}
 	return river.JobCancel(fmt.Errorf("list %s: %s", l.ID, reason))
-}
-
-// failListTx gives list id up with reason in tx, and queues its
-// list.completed webhook; it reports whether the list ended.
-func failListTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID, reason string, s Settings) (bool, error) {
-	end, ended, err := db.ListFail(ctx, tx, id, reason)
-	if err != nil || !ended {
-		return false, err
-	}
-	return true, enqueueListWebhookTx(ctx, tx, client, id, end, s)
 }
 
 // ListSweepArgs is the periodic look for stalled lists (ListSweepWorker).
@@ -239,14 +229,14 @@ func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUI
 	if err != nil {
 		return err
 	}
-	ended, err := completeListTx(ctx, tx, client, id, w.Settings)
+	ended, err := EndList(ctx, tx, client, w.Settings, id, Completed())
 	if err != nil {
 		return err
 	}
 	gaveUp := false
 	if !ended && fed == 0 {
 		reason := "the list has rows not answered and no chunk left to answer them; retry it"
-		if gaveUp, err = failListTx(ctx, tx, client, id, reason, w.Settings); err != nil {
+		if gaveUp, err = EndList(ctx, tx, client, w.Settings, id, Failed(reason)); err != nil {
 			return err
 		}
 	}

@@ -312,13 +312,8 @@ func (w *ClassifyListWorker) gate(id uuid.UUID) llm.Gate {
 
 // begin opens a transaction, with the River client that inserts and
 // completes jobs in it.
-func (w *ClassifyListWorker) begin(ctx context.Context) (*river.Client[pgx.Tx], pgx.Tx, error) {
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	tx, err := db.Begin(ctx, w.DB)
-	return client, tx, err
+func (w *ClassifyListWorker) begin(ctx context.Context) (*Client, pgx.Tx, error) {
+	return begin(ctx, w.DB)
 }
 
 // finish ends the chunk: first (when set) also, then it ends the list if
@@ -337,7 +332,7 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 			return err
 		}
 	}
-	ended, err := completeListTx(ctx, tx, client, id, w.Settings)
+	ended, err := EndList(ctx, tx, client, w.Settings, id, Completed())
 	if err != nil {
 		return err
 	}
@@ -352,29 +347,6 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 	if ended {
 		w.Lists.ListEnded(classifier.StatusCompleted)
 		log.InfoContext(ctx, "list completed")
-	}
-	return nil
-}
-
-// completeListTx ends list id in tx if every row is final, and queues its
-// list.completed webhook; it reports whether the list ended.
-func completeListTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID, s Settings) (bool, error) {
-	end, ended, err := db.ListComplete(ctx, tx, id)
-	if err != nil || !ended {
-		return false, err
-	}
-	return true, enqueueListWebhookTx(ctx, tx, client, id, end, s)
-}
-
-// enqueueListWebhookTx queues the list.completed delivery of a list's end
-// in tx, the transaction that ended it, when the list has a callback URL.
-func enqueueListWebhookTx(ctx context.Context, tx pgx.Tx, client *Client, id uuid.UUID, end db.ListEnd, s Settings) error {
-	if end.CallbackURL == "" {
-		return nil
-	}
-	if _, err := client.InsertTx(ctx, tx, WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
-		&river.InsertOpts{MaxAttempts: s.WebhookMaxAttempts()}); err != nil {
-		return fmt.Errorf("error enqueueing webhook of list %s: %w", id, err)
 	}
 	return nil
 }

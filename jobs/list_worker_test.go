@@ -39,24 +39,21 @@ func (s *rowSlice) count() (n int)      { return len(s.rows) }
 func (s *rowSlice) reset() *rowSlice    { s.i = 0; return s }
 func (s *rowSlice) last() *db.ListRowIn { return &s.rows[len(s.rows)-1] }
 
-// acceptList writes a list the way the API does: rows, list, first chunks,
-// in tx. Inputs are normalized; a repeated domain points at its first row.
+// acceptList writes a list as the API does (jobs.AcceptList: rows, list,
+// first chunk), in tx, chunked by s. Inputs are normalized; a repeated
+// domain points at its first row.
 func acceptList(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, callbackURL string, inputs ...string) *classifier.List {
 	t.Helper()
-	return acceptTier(t, tx, ins, &classifier.List{ChunkRows: s.ListChunkRows, CallbackURL: callbackURL}, inputs...)
+	return acceptTier(t, tx, ins, s, &classifier.List{CallbackURL: callbackURL}, inputs...)
 }
 
-// acceptTier is acceptList for a list shaped by l (its tier, chunk rows and
-// callback URL).
-func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, l *classifier.List, inputs ...string) *classifier.List {
+// acceptTier is acceptList for a list shaped by l (its tier and callback
+// URL).
+func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, l *classifier.List, inputs ...string) *classifier.List {
 	t.Helper()
-	ctx := context.Background()
 	src := &rowSlice{}
 	seen := map[string]int{}
 	l.ID, l.Caller, l.Classifier = uuid.New(), "test", "cpg"
-	if l.Retention == 0 {
-		l.Retention = jobs.DefaultListRetention
-	}
 	for i, in := range inputs {
 		src.add(db.ListRowIn{Row: i + 1, Input: in})
 		d, err := classifier.NormalizeDomain(in)
@@ -73,13 +70,7 @@ func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, l *classifier.List, i
 		}
 	}
 	l.Rows = src.count()
-	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
-	_, err := db.ListRowsCopy(ctx, tx, l.ID, src.reset())
-	require.NoError(t, err)
-	first := jobs.FirstChunks(l.ID)
-	require.NoError(t, db.ListInsert(ctx, tx, l, len(first)))
-	_, err = ins.InsertManyTx(ctx, tx, first)
-	require.NoError(t, err)
+	require.NoError(t, jobs.AcceptList(context.Background(), tx, ins, s, jobs.ListAccept{List: l, Rows: src.reset()}))
 	return l
 }
 

@@ -451,7 +451,7 @@ func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct i
 	return drainResult{perSecond: float64(distinct) / end.Sub(first).Seconds(), maxPerSecond: maxWin, calls: e.llm.Total()}
 }
 
-// createJob writes a job the way the API does (River's job, then ours, in
+// createJob writes a job as the API does (jobs.AcceptJob: River's job, then ours, in
 // one transaction), without going through HTTP.
 func createJob(t *testing.T, api *Main, domains []string) uuid.UUID {
 	t.Helper()
@@ -462,10 +462,8 @@ func createJob(t *testing.T, api *Main, domains []string) uuid.UUID {
 	tx, err := api.DB.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer db.Rollback(ctx, tx)
-	res, err := api.River.InsertTx(ctx, tx, jobs.ClassifyArgs{JobID: id.String()}, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.JobInsert(ctx, tx, db.JobInsertParams{ID: id, Caller: "bench", Classifier: "cpg",
-		Domains: normalized, RiverJobID: res.Job.ID}))
+	require.NoError(t, jobs.AcceptJob(ctx, tx, api.River, db.JobInsertParams{ID: id, Caller: "bench", Classifier: "cpg",
+		Domains: normalized}, nil))
 	require.NoError(t, tx.Commit(ctx))
 	return id
 }
