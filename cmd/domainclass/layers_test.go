@@ -22,6 +22,8 @@ func TestLayers(t *testing.T) {
 		{"db", []string{mod + "httpapi", mod + "jobs", mod + "wire", "github.com/gin-gonic/"}},
 		{"jobs", []string{mod + "httpapi", "github.com/gin-gonic/"}},
 		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
+		// The callers' client speaks HTTP and the wire shapes only.
+		{"client", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 	}
 	for _, r := range rules {
 		pkg, err := build.ImportDir(filepath.Join(repoRoot, r.dir), 0)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/wire"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/wire"
 	"github.com/domainclass/domainclass/wire/csvcell"
 )
