@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -10,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,8 +23,10 @@ import (
 	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
-// submitOptions are the flags of `domainclass submit`.
+// submitOptions are the flags and arguments of `domainclass submit`.
 type submitOptions struct {
+	*base
+	invocation
 	url, key, classifier, file, out string
 	tier                            string
 	domainColumn, refColumn         string
@@ -33,8 +35,8 @@ type submitOptions struct {
 	poll                            time.Duration
 }
 
-func (c *cli) submitCommand() *cobra.Command {
-	o := submitOptions{}
+func (c *base) submitCommand() *cobra.Command {
+	o := &submitOptions{base: c}
 	cmd := &cobra.Command{
 		Use:   "submit [flags] DOMAIN... (or --file FILE)",
 		Short: "a client: submit domains (any number), wait, print results",
@@ -42,32 +44,6 @@ func (c *cli) submitCommand() *cobra.Command {
 			"Up to 10 distinct domains go as jobs: every input is checked first, and nothing is sent if one would be refused.\n" +
 			"More (or --list) go as one list: --file is sent as it is (CSV when its first line has a comma, one domain\n" +
 			"per line otherwise), and rows that are not domains come back REJECTED in the results.",
-		Args: func(_ *cobra.Command, args []string) error {
-			switch {
-			case btoi(o.asJSON)+btoi(o.asCSV)+btoi(o.ndjson) > 1:
-				return usagef("choose one of --json, --ndjson and --csv")
-			case o.dryRun && o.ndjson:
-				return usagef("--ndjson prints results, and a dry run has none (--json prints the estimate as JSON)")
-			case o.dryRun && o.wait:
-				return usagef("--dry-run only estimates: it sends nothing to wait for")
-			case o.dryRun && o.asCSV:
-				return usagef("--csv prints results, and a dry run has none (--json prints the estimate as JSON)")
-			case (o.asJSON || o.asCSV || o.ndjson) && !o.wait && !o.dryRun:
-				return usagef("--json, --ndjson and --csv print results, so they need --wait")
-			case o.out != "" && !o.wait:
-				return usagef("--out writes the results, so it needs --wait")
-			case o.tier != classifier.TierStandard && o.tier != classifier.TierEconomy:
-				return usagef("--tier must be standard or economy, not %q", o.tier)
-			case o.poll < 100*time.Millisecond:
-				return usagef("--poll must be at least 100ms")
-			case len(args) == 0 && o.file == "":
-				return usagef("no domains: give them as arguments or with --file")
-			case (o.domainColumn != "" || o.refColumn != "") && o.file == "":
-				return usagef("--domain-column and --ref-column name columns of a CSV --file")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error { return c.submit(cmd.Context(), o, args) },
 	}
 	f := cmd.Flags()
 	apiFlags(cmd, c.environ, &o.url, &o.key)
@@ -84,7 +60,35 @@ func (c *cli) submitCommand() *cobra.Command {
 	f.BoolVar(&o.ndjson, "ndjson", false, "with --wait: print the results as NDJSON, one JSON object per line (the format of \"lists results --ndjson\")")
 	f.BoolVar(&o.asCSV, "csv", false, "with --wait: print the results as CSV (a list's always are)")
 	f.DurationVar(&o.poll, "poll", time.Second, "with --wait: how often to ask for progress")
-	return cmd
+	return command(cmd, o)
+}
+
+// Validate refuses flags that contradict each other before anything is
+// read or sent.
+func (o *submitOptions) Validate() error {
+	switch {
+	case btoi(o.asJSON)+btoi(o.asCSV)+btoi(o.ndjson) > 1:
+		return usagef("choose one of --json, --ndjson and --csv")
+	case o.dryRun && o.ndjson:
+		return usagef("--ndjson prints results, and a dry run has none (--json prints the estimate as JSON)")
+	case o.dryRun && o.wait:
+		return usagef("--dry-run only estimates: it sends nothing to wait for")
+	case o.dryRun && o.asCSV:
+		return usagef("--csv prints results, and a dry run has none (--json prints the estimate as JSON)")
+	case (o.asJSON || o.asCSV || o.ndjson) && !o.wait && !o.dryRun:
+		return usagef("--json, --ndjson and --csv print results, so they need --wait")
+	case o.out != "" && !o.wait:
+		return usagef("--out writes the results, so it needs --wait")
+	case o.tier != classifier.TierStandard && o.tier != classifier.TierEconomy:
+		return usagef("--tier must be standard or economy, not %q", o.tier)
+	case o.poll < 100*time.Millisecond:
+		return usagef("--poll must be at least 100ms")
+	case len(o.args) == 0 && o.file == "":
+		return usagef("no domains: give them as arguments or with --file")
+	case (o.domainColumn != "" || o.refColumn != "") && o.file == "":
+		return usagef("--domain-column and --ref-column name columns of a CSV --file")
+	}
+	return nil
 }
 
 func btoi(b bool) int {
@@ -97,13 +101,23 @@ func btoi(b bool) int {
 // apiFlags adds --url and --api-key, defaulting to DOMAINCLASS_URL and
 // DOMAINCLASS_API_KEY.
 func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
-	env, f := envMap(environ), cmd.Flags()
-	f.StringVar(url, "url", cmp.Or(env["DOMAINCLASS_URL"], "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
-	f.StringVar(key, "api-key", env["DOMAINCLASS_API_KEY"], "your API key (DOMAINCLASS_API_KEY)")
+	f := cmd.Flags()
+	f.StringVar(url, "url", cmp.Or(getenv(environ, "DOMAINCLASS_URL"), "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
+	f.StringVar(key, "api-key", getenv(environ, "DOMAINCLASS_API_KEY"), "your API key (DOMAINCLASS_API_KEY)")
+}
+
+// getenv is the value of name in environ, "" when it is not set.
+func getenv(environ []string, name string) string {
+	for _, kv := range slices.Backward(environ) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 // apiClient is a client of the API that says on stderr why it retries.
-func (c *cli) apiClient(url, key string) *client.Client {
+func (c *base) apiClient(url, key string) *client.Client {
 	api := client.New(url, key)
 	api.OnRetry = func(reason string, wait time.Duration) {
 		fmt.Fprintf(c.stderr, "%s; retrying in %s\n", printable(reason), wait)
@@ -111,15 +125,16 @@ func (c *cli) apiClient(url, key string) *client.Client {
 	return api
 }
 
-// submit sends the inputs as jobs of ten when they are 10 distinct domains
+// Run sends the inputs as jobs of ten when they are 10 distinct domains
 // or fewer (checking every input first: nothing is sent if one would be
 // refused), and as one list otherwise or with --list or --dry-run; with
 // --wait it polls until all have ended.
-func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) error {
-	var src *source
+func (o *submitOptions) Run(ctx context.Context) error {
+	inputs := o.args
+	var src *domainFile
 	if o.file != "" {
 		var err error
-		if src, err = c.openSource(o.file); err != nil {
+		if src, err = o.openDomainFile(o.file); err != nil {
 			return err
 		}
 		defer src.Close()
@@ -133,9 +148,14 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 		listMode = n > wire.MaxDomainsPerJob
 	}
 	if listMode {
-		return c.submitList(ctx, o, inputs, src)
+		return o.submitList(ctx, inputs, src)
 	}
+	return o.submitJobs(ctx, inputs, src)
+}
 
+// submitJobs checks every input, sends them as jobs of ten, and with
+// --wait polls until all have ended.
+func (o *submitOptions) submitJobs(ctx context.Context, inputs []string, src *domainFile) error {
 	if src != nil {
 		more, err := src.domains()
 		if err != nil {
@@ -146,50 +166,28 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 	domains, bad := classifier.NormalizeDomains(inputs)
 	if len(bad) > 0 {
 		for _, b := range bad {
-			fmt.Fprintf(c.stderr, "  %q: %s\n", b.Input, b.Reason)
+			fmt.Fprintf(o.stderr, "  %q: %s\n", b.Input, b.Reason)
 		}
 		return fmt.Errorf("%d of %d domains cannot be classified (listed above); nothing was submitted", len(bad), len(inputs))
 	}
-
-	api := c.apiClient(o.url, o.key)
-	runID := make([]byte, 8)
-	_, _ = rand.Read(runID)
-	var ids []string
-	for i := 0; i < len(domains); i += wire.MaxDomainsPerJob {
-		var chunk []string
-		for _, d := range domains[i:min(i+wire.MaxDomainsPerJob, len(domains))] {
-			chunk = append(chunk, d.Input)
-		}
-		// One Idempotency-Key per job: a retry after a lost answer never
-		// makes a second job.
-		a, err := api.Classify(ctx, wire.ClassifyRequest{Classifier: o.classifier, Domains: chunk},
-			fmt.Sprintf("submit-%x-%d", runID, i/wire.MaxDomainsPerJob))
-		if err != nil {
-			printJobIDs(c.stderr, "submitted before the error", ids)
-			return err
-		}
-		ids = append(ids, a.JobID)
-		fmt.Fprintf(c.stderr, "job %s: %d domains\n", a.JobID, len(chunk))
-	}
-	if !o.wait {
-		for _, id := range ids {
-			fmt.Fprintf(c.stdout, "%s\t%s/domains/classify/%s\n", id, api.BaseURL, id)
-		}
-		return nil
+	api := o.apiClient(o.url, o.key)
+	ids, err := o.sendJobs(ctx, api, domains)
+	if err != nil || !o.wait {
+		return err
 	}
 
-	progress := newProgress(c.stderr, len(domains), len(ids))
-	reports, err := api.Wait(ctx, ids, o.poll, progress.set)
+	progress := newProgress(o.stderr, "domains")
+	reports, err := api.Wait(ctx, ids, o.poll, progress.jobs(len(domains)))
 	progress.finish()
 	if err != nil {
 		if ctx.Err() != nil {
-			printJobIDs(c.stderr, "stopped waiting; the jobs go on", ids)
+			printJobIDs(o.stderr, "stopped waiting; the jobs go on", ids)
 			return errors.New("interrupted; the jobs were not cancelled")
 		}
-		printJobIDs(c.stderr, "stopped waiting after an error; the jobs go on", ids)
+		printJobIDs(o.stderr, "stopped waiting after an error; the jobs go on", ids)
 		return err
 	}
-	if err := c.printJobResults(reports, o); err != nil {
+	if err := o.printJobResults(reports); err != nil {
 		return err
 	}
 	var failed []string
@@ -204,34 +202,49 @@ func (c *cli) submit(ctx context.Context, o submitOptions, inputs []string) erro
 	return nil
 }
 
-// printJobResults prints the jobs' results on stdout, or into --out.
-func (c *cli) printJobResults(reports []*wire.JobReport, o submitOptions) error {
-	if o.out == "" {
-		return printResults(c.stdout, reports, o)
+// sendJobs sends the domains as jobs of ten and returns their ids; without
+// --wait it prints each id and its status URL.
+func (o *submitOptions) sendJobs(ctx context.Context, api *client.Client, domains []classifier.DomainInput) ([]string, error) {
+	runID := make([]byte, 8)
+	_, _ = rand.Read(runID)
+	var ids []string
+	for i := 0; i < len(domains); i += wire.MaxDomainsPerJob {
+		var chunk []string
+		for _, d := range domains[i:min(i+wire.MaxDomainsPerJob, len(domains))] {
+			chunk = append(chunk, d.Input)
+		}
+		// One Idempotency-Key per job: a retry after a lost answer never
+		// makes a second job.
+		a, err := api.Classify(ctx, wire.ClassifyRequest{Classifier: o.classifier, Domains: chunk},
+			fmt.Sprintf("submit-%x-%d", runID, i/wire.MaxDomainsPerJob))
+		if err != nil {
+			printJobIDs(o.stderr, "submitted before the error", ids)
+			return nil, err
+		}
+		ids = append(ids, a.JobID)
+		fmt.Fprintf(o.stderr, "job %s: %d domains\n", a.JobID, len(chunk))
 	}
-	return writeFileAtomically(o.out, func(w io.Writer) error { return printResults(w, reports, o) })
-}
-
-// progress shows how far the jobs are (progressLine).
-type progress struct {
-	*progressLine
-	total, jobs int
-}
-
-func newProgress(w io.Writer, total, jobs int) *progress {
-	return &progress{progressLine: newProgressLine(w, "domains"), total: total, jobs: jobs}
-}
-
-// set shows the reports of one polling round.
-func (p *progress) set(reports []*wire.JobReport) {
-	done, ended := 0, 0
-	for _, r := range reports {
-		done += r.Progress.Done
-		if r.Ended() {
-			ended++
+	if !o.wait {
+		for _, id := range ids {
+			fmt.Fprintf(o.stdout, "%s\t%s/domains/classify/%s\n", id, api.BaseURL, id)
 		}
 	}
-	p.progressLine.set(done, p.total, fmt.Sprintf(", %d/%d jobs finished", ended, p.jobs))
+	return ids, nil
+}
+
+// printJobResults prints the jobs' results on stdout, or into --out.
+func (o *submitOptions) printJobResults(reports []*wire.JobReport) error {
+	if o.out == "" {
+		return printResults(o.stdout, reports, o.format())
+	}
+	return writeFileAtomically(o.out, func(w io.Writer) error { return printResults(w, reports, o.format()) })
+}
+
+// resultFormat is how results are printed: a table, or one of these.
+type resultFormat struct{ asJSON, ndjson, asCSV bool }
+
+func (o *submitOptions) format() resultFormat {
+	return resultFormat{asJSON: o.asJSON, ndjson: o.ndjson, asCSV: o.asCSV}
 }
 
 // resultRow is one domain's answer as submit prints it: the API's, with
@@ -252,7 +265,7 @@ func (r resultRow) MarshalJSON() ([]byte, error) {
 	return append(append(append([]byte(`{"job_id":`), id...), ','), b[1:]...), nil
 }
 
-func printResults(w io.Writer, reports []*wire.JobReport, o submitOptions) error {
+func printResults(w io.Writer, reports []*wire.JobReport, o resultFormat) error {
 	var rows []resultRow
 	field := ""
 	for _, rep := range reports {
@@ -319,111 +332,4 @@ func printJobIDs(w io.Writer, what string, ids []string) {
 	if len(ids) > 0 {
 		fmt.Fprintf(w, "%s: %s\n", what, strings.Join(ids, " "))
 	}
-}
-
-// scanDomainList reads one domain per line (blank lines and # comments
-// skipped), or a CSV whose header names a "domain" column, and calls each
-// with every input in order until it returns false. lenient skips CSV
-// records that cannot be read instead of failing.
-func scanDomainList(r io.Reader, lenient bool, each func(string) bool) error {
-	br := bufio.NewReader(r)
-	csvFile, err := firstLineHasComma(br)
-	if err != nil {
-		return err
-	}
-	if csvFile {
-		cr := csv.NewReader(br)
-		cr.FieldsPerRecord = -1
-		header, err := cr.Read()
-		if err != nil {
-			return fmt.Errorf("cannot read the CSV header: %w", err)
-		}
-		col := -1
-		for i, h := range header {
-			if strings.EqualFold(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")), "domain") {
-				col = i
-			}
-		}
-		if col < 0 {
-			return fmt.Errorf("the CSV header has no \"domain\" column: %q", strings.Join(header, ","))
-		}
-		for {
-			rec, err := cr.Read()
-			var perr *csv.ParseError
-			switch {
-			case err == io.EOF:
-				return nil
-			case lenient && errors.As(err, &perr):
-				continue
-			case err != nil:
-				return fmt.Errorf("cannot read the CSV: %w", err)
-			}
-			if col < len(rec) && strings.TrimSpace(rec[col]) != "" {
-				if !each(strings.TrimSpace(rec[col])) {
-					return nil
-				}
-			}
-		}
-	}
-	sc := bufio.NewScanner(br)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			if !each(line) {
-				return nil
-			}
-		}
-	}
-	return sc.Err()
-}
-
-// readDomainList reads every input of a domain list (see scanDomainList).
-func readDomainList(r io.Reader) ([]string, error) {
-	var out []string
-	err := scanDomainList(r, false, func(s string) bool { out = append(out, s); return true })
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// firstLineHasComma tells a CSV file from a list of domains: the first line
-// of a CSV (its header) has a comma.
-func firstLineHasComma(br *bufio.Reader) (bool, error) {
-	first, err := br.Peek(4096)
-	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
-		return false, fmt.Errorf("cannot read the domain list: %w", err)
-	}
-	firstLine, _, _ := strings.Cut(string(first), "\n")
-	return strings.Contains(firstLine, ","), nil
-}
-
-// countDistinct counts the distinct domains among inputs and src's, up to
-// limit (it stops reading there). Inputs that are not domains, and CSV
-// lines that cannot be read, do not count: a list would keep them as
-// rejected rows.
-func countDistinct(inputs []string, src *source, limit int) (int, error) {
-	seen := map[string]bool{}
-	each := func(in string) bool {
-		if d, err := classifier.NormalizeDomain(in); err == nil {
-			seen[d] = true
-		}
-		return len(seen) < limit
-	}
-	for _, in := range inputs {
-		if !each(in) {
-			return len(seen), nil
-		}
-	}
-	if src != nil {
-		r, err := src.open()
-		if err != nil {
-			return 0, err
-		}
-		defer r.Close()
-		if err := scanDomainList(r, true, each); err != nil {
-			return 0, err
-		}
-	}
-	return len(seen), nil
 }
