@@ -27,12 +27,13 @@ import (
 type submitOptions struct {
 	*base
 	invocation
-	url, key, classifier, file, out string
-	tier                            string
-	domainColumn, refColumn         string
-	wait, asJSON, asCSV, ndjson     bool
-	list, dryRun                    bool
-	poll                            time.Duration
+	api                         apiOptions
+	classifier, file, out       string
+	tier                        string
+	domainColumn, refColumn     string
+	wait, asJSON, asCSV, ndjson bool
+	list, dryRun                bool
+	poll                        time.Duration
 }
 
 func (c *base) submitCommand() *cobra.Command {
@@ -46,7 +47,7 @@ func (c *base) submitCommand() *cobra.Command {
 			"per line otherwise), and rows that are not domains come back REJECTED in the results.",
 	}
 	f := cmd.Flags()
-	apiFlags(cmd, c.environ, &o.url, &o.key)
+	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
 	f.StringVar(&o.classifier, "classifier", classifier.DefaultClassifier, "the classifier to ask")
 	f.StringVar(&o.file, "file", "", "read domains from FILE (- for stdin): one per line, or CSV with a \"domain\" column (and an optional \"ref\")")
 	f.BoolVar(&o.list, "list", false, "send one list even for 10 domains or fewer (more are always a list)")
@@ -170,7 +171,7 @@ func (o *submitOptions) submitJobs(ctx context.Context, inputs []string, src *do
 		}
 		return fmt.Errorf("%d of %d domains cannot be classified (listed above); nothing was submitted", len(bad), len(inputs))
 	}
-	api := o.apiClient(o.url, o.key)
+	api := o.apiClient(o.api.url, o.api.key)
 	ids, err := o.sendJobs(ctx, api, domains)
 	if err != nil || !o.wait {
 		return err

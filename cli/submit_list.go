@@ -27,7 +27,7 @@ func (o *submitOptions) submitList(ctx context.Context, args []string, src *doma
 	if err != nil {
 		return err
 	}
-	api := o.apiClient(o.url, o.key)
+	api := o.apiClient(o.api.url, o.api.key)
 	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier,
 		DomainColumn: o.domainColumn, RefColumn: o.refColumn}
 	if o.dryRun {
