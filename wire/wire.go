@@ -1,7 +1,7 @@
 // Package wire defines the JSON documents of the HTTP API and of its
 // webhooks: what callers send and what they get back. The handlers, the
-// webhook worker and the Go client (httpapi/client) all use these types, so
-// each shape is written once; /openapi.yaml describes the same documents
+// webhook worker and the Go client (package client) all use these types,
+// so each shape is written once; /openapi.yaml describes the same documents
 // and a test holds the two together.
 package wire
 

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/wire"
 )
 

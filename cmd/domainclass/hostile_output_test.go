@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi/client"
 	"github.com/domainclass/domainclass/wire/csvcell"
 )
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"go/build"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,7 +27,39 @@ func TestLayers(t *testing.T) {
 		// alone know River's kinds, states and args.
 		{"httpapi", []string{"github.com/riverqueue/"}},
 		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
+		// The commands reach the service only through what main wires.
+		{"cli", []string{mod + "cmd/", "github.com/riverqueue/river/riverdriver", "github.com/jackc/pgx"}},
+		// The callers' client speaks HTTP and the wire shapes only.
+		{"client", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 	}
+	t.Run("NothingButMainImportsTheCLI", func(t *testing.T) {
+		t.Parallel()
+		dirs := 0
+		err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			if name := d.Name(); path != repoRoot && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata") {
+				return filepath.SkipDir
+			}
+			pkg, err := build.ImportDir(path, 0)
+			if err != nil {
+				return nil // no Go files here
+			}
+			dirs++
+			rel, _ := filepath.Rel(repoRoot, path)
+			if slices.Contains(pkg.Imports, mod+"cli") && rel != filepath.Join("cmd", "domainclass") {
+				t.Errorf("%s imports the CLI: only the binary's main may (docs/architecture.md)", rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dirs < 10 {
+			t.Fatalf("%d packages read: the check is broken", dirs)
+		}
+	})
 	for _, r := range rules {
 		pkg, err := build.ImportDir(filepath.Join(repoRoot, r.dir), 0)
 		if err != nil {

@@ -507,33 +507,3 @@ func TestLists(t *testing.T) {
 		}
 	})
 }
-
-func TestListProgressLines(t *testing.T) {
-	t.Parallel()
-	var out strings.Builder
-	p := newListProgress(&out)
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	p.now = func() time.Time { return now }
-	status := func(done int) *wire.ListStatus {
-		return &wire.ListStatus{Progress: wire.ListProgress{Done: done, Total: 50_000}}
-	}
-	p.set(status(180))
-	now = now.Add(10 * time.Second)
-	p.set(status(180))
-	now = now.Add(10 * time.Second)
-	p.set(status(880))
-	now = now.Add(5 * time.Minute)
-	p.set(status(20_000))
-	now = now.Add(10 * time.Minute)
-	p.set(status(50_000))
-	require.Equal(t, "progress: 180/50000 rows done\n"+
-		"progress: 880/50000 rows done, 35 rows/s, about 23m left\n"+
-		"progress: 20000/50000 rows done, 64 rows/s, about 7m51s left\n"+
-		"progress: 50000/50000 rows done, 50 rows/s\n", out.String(),
-		"the rate is of the last minute of looks (here, since the look before)")
-
-	for d, want := range map[time.Duration]string{0: "under a second", 40 * time.Second: "40s", 150 * time.Second: "2m30s",
-		23*time.Minute + 10*time.Second: "23m", 65 * time.Minute: "1h05m", 26 * time.Hour: "26h00m"} {
-		require.Equal(t, want, roughly(d), d)
-	}
-}

@@ -1,5 +1,8 @@
 // Command domainclass is the one binary of the service: the API, the
-// workers, migrations and the operator and caller commands.
+// workers, migrations and the operator and caller commands. The commands
+// are package cli; this package is the wiring: the configuration
+// (config.go), the pools, providers and tracing, the processes (app.go),
+// and the cli.Deployment built from them (wiring.go).
 package main
 
 import "os"

@@ -16,12 +16,12 @@ import (
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi/openapiclient"
+	"github.com/domainclass/domainclass/internal/openapiclient"
 	"github.com/domainclass/domainclass/wire"
 )
 
 // TestGeneratedClient is a caller's day with the client oapi-codegen
-// generates from /openapi.yaml (httpapi/openapiclient), against the real
+// generates from /openapi.yaml (internal/openapiclient), against the real
 // service: a job and a list submitted with an Idempotency-Key and replayed,
 // polled to COMPLETED, the list's rows downloaded, refusals read as typed
 // problems, and each webhook read into its generated type.

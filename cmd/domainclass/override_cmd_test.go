@@ -16,6 +16,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/evals"
+	"github.com/domainclass/domainclass/wire"
 	"github.com/domainclass/domainclass/wire/csvcell"
 )
 
@@ -137,7 +138,7 @@ func TestOverride_AnswersJobs(t *testing.T) {
 	code, out, errOut = e.cli(ctx, "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 		"submit", "--wait", "--json", "--poll", "100ms", "www.unilever.com", "acme.com")
 	require.Equal(t, 0, code, errOut)
-	var rows []resultRow
+	var rows []wire.ResultReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
 	require.Len(t, rows, 2)
 	got := map[string][]any{}

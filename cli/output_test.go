@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/csv"
@@ -28,7 +28,7 @@ func TestPrintResults_HostileText(t *testing.T) {
 	}}}
 
 	var out strings.Builder
-	require.NoError(t, printResults(&out, reports, submitOptions{asCSV: true}))
+	require.NoError(t, printResults(&out, reports, resultFormat{asCSV: true}))
 	records, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
 	require.NoError(t, err)
 	require.Equal(t, `'=HYPERLINK("https://evil.example","click")`, records[1][5])
@@ -43,7 +43,7 @@ func TestPrintResults_HostileText(t *testing.T) {
 	require.Equal(t, `=HYPERLINK("https://evil.example","click")`, csvcell.Unescape(records[1][5]), "the one rule, reversible")
 
 	out.Reset()
-	require.NoError(t, printResults(&out, reports, submitOptions{}))
+	require.NoError(t, printResults(&out, reports, resultFormat{}))
 	require.NotContains(t, out.String(), "\x1b", "no escape sequence reaches the terminal")
 	require.NotContains(t, out.String(), "\x07")
 	require.Contains(t, out.String(), "error: @SUM(A1)\uFFFD]0;title\uFFFD")

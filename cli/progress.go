@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -6,9 +6,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/domainclass/domainclass/wire"
 )
 
-// progressLine shows how far some work is, on one line. On a terminal the
+// progress is the one progress bar of the CLI, for jobs (submit --wait)
+// and lists (submit --wait, lists wait, lists retry --wait): how far some
+// work is, on one line. On a terminal the
 // line is drawn again in place; elsewhere (a log, a pipe) a line is written
 // per change. The rate is measured over the last rateWindow of looks, never
 // from before the first one, so the first frame has none (a bar that
@@ -16,7 +20,7 @@ import (
 // done). Why the API is being retried shows on the same line, not as lines
 // of its own (159 "retrying in 2s" lines broke the bar); elsewhere, once
 // when it starts and then at most every noteEvery.
-type progressLine struct {
+type progress struct {
 	w    io.Writer
 	tty  bool
 	now  func() time.Time
@@ -45,13 +49,14 @@ const (
 	noteEvery = time.Minute
 )
 
-func newProgressLine(w io.Writer, unit string) *progressLine {
-	return &progressLine{w: w, tty: isTerminal(w), now: time.Now, unit: unit}
+// newProgress counts unit ("rows", "domains") on w.
+func newProgress(w io.Writer, unit string) *progress {
+	return &progress{w: w, tty: isTerminal(w), now: time.Now, unit: unit}
 }
 
 // set shows done of total, with extra after the counts (", 3/4 jobs
 // finished"), and the rate and time left while done grows.
-func (p *progressLine) set(done, total int, extra string) {
+func (p *progress) set(done, total int, extra string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -85,9 +90,29 @@ func (p *progressLine) set(done, total int, extra string) {
 	p.draw(line)
 }
 
+// jobs is client.Wait's progress callback for jobs of total domains: the
+// domains done, and how many of the jobs have ended.
+func (p *progress) jobs(total int) func([]*wire.JobReport) {
+	return func(reports []*wire.JobReport) {
+		done, ended := 0, 0
+		for _, r := range reports {
+			done += r.Progress.Done
+			if r.Ended() {
+				ended++
+			}
+		}
+		p.set(done, total, fmt.Sprintf(", %d/%d jobs finished", ended, len(reports)))
+	}
+}
+
+// list is client.WaitList's progress callback: one poll's status.
+func (p *progress) list(s *wire.ListStatus) {
+	p.set(s.Progress.Done, s.Progress.Total, "")
+}
+
 // retrying is the API client's OnRetry while the line is shown: the reason
 // joins the line.
-func (p *progressLine) retrying(reason string, _ time.Duration) {
+func (p *progress) retrying(reason string, _ time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -115,7 +140,7 @@ func (p *progressLine) retrying(reason string, _ time.Duration) {
 
 // draw writes line: in place on a terminal (carriage return, the line,
 // erase to its end), else as a line of its own.
-func (p *progressLine) draw(line string) {
+func (p *progress) draw(line string) {
 	if p.tty {
 		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
 	} else {
@@ -126,7 +151,7 @@ func (p *progressLine) draw(line string) {
 
 // finish ends the line on a terminal, so that what follows starts on a
 // line of its own.
-func (p *progressLine) finish() {
+func (p *progress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty && p.drawn != "" {

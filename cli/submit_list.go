@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -11,12 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -24,36 +22,12 @@ import (
 // its first line has a comma, one domain per line otherwise), after the
 // domains given as arguments, one per line. Nothing is checked locally: the
 // API keeps rows that are not domains as REJECTED and says which.
-func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, src *source) error {
-	contentType := client.ListText
-	prefix := ""
-	if len(args) > 0 {
-		prefix = strings.Join(args, "\n") + "\n"
+func (o *submitOptions) submitList(ctx context.Context, args []string, src *domainFile) error {
+	open, contentType, err := listBody(args, src, o.domainColumn != "" || o.refColumn != "")
+	if err != nil {
+		return err
 	}
-	open := func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(prefix)), nil }
-	if src != nil {
-		isCSV, err := src.isCSV()
-		if err != nil {
-			return err
-		}
-		if isCSV {
-			if len(args) > 0 {
-				return usagef("%s is a CSV file: add the domains given as arguments to it, or send them apart", src.name)
-			}
-			contentType = client.ListCSV
-		} else if o.domainColumn != "" || o.refColumn != "" {
-			return usagef("%s is not a CSV file (its first line has no comma): --domain-column and --ref-column name a CSV's columns", src.name)
-		}
-		open = func() (io.ReadCloser, error) {
-			r, err := src.open()
-			if err != nil {
-				return nil, err
-			}
-			return readCloser{io.MultiReader(strings.NewReader(prefix), r), r}, nil
-		}
-	}
-
-	api := c.apiClient(o.url, o.key)
+	api := o.apiClient(o.api.url, o.api.key)
 	opts := client.ListOptions{Classifier: o.classifier, ContentType: contentType, Tier: o.tier,
 		DomainColumn: o.domainColumn, RefColumn: o.refColumn}
 	if o.dryRun {
@@ -61,7 +35,7 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 		if err != nil {
 			return err
 		}
-		return printEstimate(c.stdout, est, o.asJSON)
+		return printEstimate(o.stdout, est, o.asJSON)
 	}
 
 	// One Idempotency-Key for the list: a retry after a lost answer never
@@ -76,28 +50,34 @@ func (c *cli) submitList(ctx context.Context, o submitOptions, args []string, sr
 		}
 		return err
 	}
-	fmt.Fprintf(c.stderr, "list %s: %d rows, %d domains, %d duplicates, %d rejected\n",
-		a.ListID, a.Rows, a.Domains, a.Duplicates, a.Rejected)
-	for _, r := range a.RejectedSample {
-		fmt.Fprintf(c.stderr, "  row %d %q: %s\n", r.Row, r.Input, r.Reason)
-	}
-	if more := a.Rejected - len(a.RejectedSample); more > 0 {
-		fmt.Fprintf(c.stderr, "  and %d more rejected rows (status REJECTED in the results)\n", more)
-	}
+	printAccepted(o.stderr, a)
 	if !o.wait {
-		fmt.Fprintf(c.stdout, "%s\t%s%s\n", a.ListID, api.BaseURL, a.StatusURL)
+		fmt.Fprintf(o.stdout, "%s\t%s%s\n", a.ListID, api.BaseURL, a.StatusURL)
 		return nil
 	}
 
 	if o.asJSON {
-		fmt.Fprintln(c.stderr, "--json on a list is deprecated: it is --ndjson (one JSON object per row, as \"lists results --ndjson\")")
+		fmt.Fprintln(o.stderr, "--json on a list is deprecated: it is --ndjson (one JSON object per row, as \"lists results --ndjson\")")
 	}
-	return c.waitList(ctx, api, a.ListID, waitOptions{out: o.out, ndjson: o.ndjson || o.asJSON, poll: o.poll})
+	return o.waitList(ctx, api, a.ListID, waitOptions{out: o.out, ndjson: o.ndjson || o.asJSON, poll: o.poll})
+}
+
+// printAccepted says what the API made of an upload: its counts, and a
+// sample of the rows it rejected.
+func printAccepted(w io.Writer, a *wire.ListAccepted) {
+	fmt.Fprintf(w, "list %s: %d rows, %d domains, %d duplicates, %d rejected\n",
+		a.ListID, a.Rows, a.Domains, a.Duplicates, a.Rejected)
+	for _, r := range a.RejectedSample {
+		fmt.Fprintf(w, "  row %d %q: %s\n", r.Row, r.Input, r.Reason)
+	}
+	if more := a.Rejected - len(a.RejectedSample); more > 0 {
+		fmt.Fprintf(w, "  and %d more rejected rows (status REJECTED in the results)\n", more)
+	}
 }
 
 // writeListResults writes a list's results to stdout, or into out (whole
 // or not at all).
-func (c *cli) writeListResults(ctx context.Context, api *client.Client, id, out string, opts client.ResultsOptions) error {
+func (c *base) writeListResults(ctx context.Context, api *client.Client, id, out string, opts client.ResultsOptions) error {
 	var err error
 	if out == "" {
 		_, err = api.ListResults(ctx, id, c.stdout, opts)
@@ -156,95 +136,6 @@ func writeFileAtomically(path string, write func(io.Writer) error) error {
 	}
 	done = true
 	return nil
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
-// source is the --file input. A list upload reads it once per attempt, so
-// stdin is kept: in memory up to stdinInMemory, in a temporary file beyond.
-type source struct {
-	name string // for messages: the path, or "stdin"
-	path string // the file to read; "" when data holds the input
-	data []byte
-	temp bool // path is a temporary file, removed by Close
-}
-
-// stdinInMemory is how much of stdin is kept in memory; a longer input is
-// spooled to a temporary file.
-const stdinInMemory = 4 << 20
-
-func (c *cli) openSource(name string) (*source, error) {
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, fmt.Errorf("cannot open %s: %w", name, errors.Unwrap(err))
-		}
-		_ = f.Close()
-		return &source{name: name, path: name}, nil
-	}
-	data, err := io.ReadAll(io.LimitReader(c.stdin, stdinInMemory+1))
-	if err != nil {
-		return nil, fmt.Errorf("cannot read stdin: %w", err)
-	}
-	if len(data) <= stdinInMemory {
-		return &source{name: "stdin", data: data}, nil
-	}
-	f, err := os.CreateTemp("", "domainclass-stdin-*")
-	if err != nil {
-		return nil, fmt.Errorf("cannot keep stdin in a temporary file: %w", err)
-	}
-	s := &source{name: "stdin", path: f.Name(), temp: true}
-	_, err = io.Copy(f, io.MultiReader(bytes.NewReader(data), c.stdin))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("cannot keep stdin in a temporary file: %w", err)
-	}
-	return s, nil
-}
-
-// open returns the input from its start.
-func (s *source) open() (io.ReadCloser, error) {
-	if s.path == "" {
-		return io.NopCloser(bytes.NewReader(s.data)), nil
-	}
-	f, err := os.Open(s.path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open %s: %w", s.name, errors.Unwrap(err))
-	}
-	return f, nil
-}
-
-// isCSV reports whether the input is a CSV (its first line has a comma).
-func (s *source) isCSV() (bool, error) {
-	r, err := s.open()
-	if err != nil {
-		return false, err
-	}
-	defer r.Close()
-	return firstLineHasComma(bufio.NewReader(r))
-}
-
-// domains reads every input (see scanDomainList).
-func (s *source) domains() ([]string, error) {
-	r, err := s.open()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return readDomainList(r)
-}
-
-// Close removes a temporary file.
-func (s *source) Close() {
-	if s.temp {
-		_ = os.Remove(s.path)
-	}
 }
 
 // printEstimate prints a dry run's estimate: a block to read, or JSON.
@@ -309,16 +200,4 @@ func roughly(d time.Duration) string {
 	}
 	m := (s + 30) / 60
 	return fmt.Sprintf("%dh%02dm", m/60, m%60)
-}
-
-// listProgress shows how far a list is (progressLine).
-type listProgress struct{ *progressLine }
-
-func newListProgress(w io.Writer) *listProgress {
-	return &listProgress{newProgressLine(w, "rows")}
-}
-
-// set shows one poll's status.
-func (p *listProgress) set(s *wire.ListStatus) {
-	p.progressLine.set(s.Progress.Done, s.Progress.Total, "")
 }

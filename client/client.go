@@ -1,6 +1,17 @@
-// Package client is a Go client of the domainclass HTTP API, as a caller
-// would use it: it submits jobs, polls them, and turns error answers into
-// *ProblemError. `domainclass submit` is built on it; teams can import it.
+// Package client is the Go client of the domainclass HTTP API: the one a
+// caller in Go imports (github.com/domainclass/domainclass/client), and the
+// one `domainclass submit` and `domainclass lists` are built on.
+//
+// It does what a caller would otherwise write again: it retries with the
+// same Idempotency-Key when the network fails or the API asks to wait (429,
+// 503), rides out an API that is down while waiting for work to end,
+// uploads lists gzipped, streams a list's results to a writer, and turns
+// every error answer into a *ProblemError carrying the RFC 9457 problem.
+//
+// The client that oapi-codegen generates from /openapi.yaml
+// (internal/openapiclient) is only the test's proof that the document
+// generates a working client; docs/api.md says how to generate one for
+// another language.
 package client
 
 import (

@@ -44,7 +44,7 @@ func TestGenerated(t *testing.T) {
 		committed, err := os.ReadFile("client.gen.go")
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(got, committed),
-			"client.gen.go is not what oapi-codegen makes of the OpenAPI document now: run `go generate ./httpapi/openapiclient` and commit it")
+			"client.gen.go is not what oapi-codegen makes of the OpenAPI document now: run `go generate ./internal/openapiclient` and commit it")
 	})
 
 	// The shortest command a caller would try, with oapi-codegen's

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -20,12 +21,18 @@ import (
 // the answers' provenance (set_by) so that callers see one name for them.
 const importSetBy = "known import"
 
-// overrideImportCommand is `override import` (and `known import`, its
-// first name, for the scripts that call it): it sets a yes override
-// (confidence 5) for each company of the file, by importSetBy, with a note
-// naming the company.
-func (c *cli) overrideImportCommand() *cobra.Command {
-	var classifierName string
+// overrideImport is `override import` (and `known import`, its first
+// name, for the scripts that call it): it sets a yes override (confidence
+// 5) for each company of the file, by importSetBy, with a note naming the
+// company.
+type overrideImport struct {
+	*base
+	invocation
+	classifierName string
+}
+
+func (c *base) overrideImportCommand() *cobra.Command {
+	o := &overrideImport{base: c}
 	cmd := &cobra.Command{
 		Use:   "import FILE.csv",
 		Short: "load a list of companies as yes overrides (header: domain,name; - for stdin): normalized, all rows or none",
@@ -35,68 +42,62 @@ domain and name. Domains are normalized as the API does; a bad row writes
 nothing. "domainclass override set" for a list of companies: see
 "domainclass override --help". "domainclass known import" is the same
 command under its first name.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("%s needs exactly one FILE.csv (or - for stdin)", commandName(cmd))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if _, err := classifier.DefaultRegistry().Get(classifierName); err != nil {
-				return &usageError{err.Error()}
-			}
-			r := c.stdin
-			if path := args[0]; path != "-" {
-				f, err := os.Open(path)
-				if err != nil {
-					return fmt.Errorf("cannot open %s: %w", path, errors.Unwrap(err))
-				}
-				defer f.Close()
-				r = f
-			}
-			rows, dups, err := readCompaniesCSV(r)
-			if err != nil {
-				return err
-			}
-			cfg, err := c.config()
-			if err != nil {
-				return err
-			}
-			d, err := cfg.openDB(ctx, "override-import", 2)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			overrides := make([]classifier.Override, len(rows))
-			for i, r := range rows {
-				overrides[i] = classifier.Override{Classifier: classifierName, Domain: r.domain, Answer: true, Confidence: 5,
-					Note: fmt.Sprintf("Listed as a known %s company (%s).", strings.ToUpper(classifierName), r.name), SetBy: importSetBy}
-			}
-			inserted, updated, err := db.OverrideSet(ctx, d.Pool, overrides)
-			if err != nil {
-				return fmt.Errorf("import failed, nothing was written: %w", err)
-			}
-			fmt.Fprintf(c.stdout, "%s: %d %s for %s (%d new, %d updated", commandName(cmd), len(rows),
-				evals.Plural(len(rows), "company", "companies"), classifierName, inserted, updated)
-			if dups > 0 {
-				fmt.Fprintf(c.stdout, ", %d duplicate rows skipped", dups)
-			}
-			fmt.Fprintln(c.stdout, ")")
-			return nil
-		},
 	}
-	cmd.Flags().StringVar(&classifierName, "classifier", classifier.DefaultClassifier, "the classifier these companies are a yes for")
-	return cmd
+	cmd.Flags().StringVar(&o.classifierName, "classifier", classifier.DefaultClassifier, "the classifier these companies are a yes for")
+	return command(cmd, o)
+}
+
+func (o *overrideImport) Validate() error {
+	if len(o.args) != 1 {
+		return usagef("%s needs exactly one FILE.csv (or - for stdin)", o.name())
+	}
+	if _, err := classifier.DefaultRegistry().Get(o.classifierName); err != nil {
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+func (o *overrideImport) Run(ctx context.Context) error {
+	r := o.stdin
+	if path := o.args[0]; path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("cannot open %s: %w", path, errors.Unwrap(err))
+		}
+		defer f.Close()
+		r = f
+	}
+	rows, dups, err := readCompaniesCSV(r)
+	if err != nil {
+		return err
+	}
+	return o.withDB(ctx, "override-import", func(d *db.DB, _ Deployment) error {
+		overrides := make([]classifier.Override, len(rows))
+		for i, r := range rows {
+			overrides[i] = classifier.Override{Classifier: o.classifierName, Domain: r.domain, Answer: true, Confidence: 5,
+				Note: fmt.Sprintf("Listed as a known %s company (%s).", strings.ToUpper(o.classifierName), r.name), SetBy: importSetBy}
+		}
+		inserted, updated, err := db.OverrideSet(ctx, d.Pool, overrides)
+		if err != nil {
+			return fmt.Errorf("import failed, nothing was written: %w", err)
+		}
+		fmt.Fprintf(o.stdout, "%s: %d %s for %s (%d new, %d updated", o.name(), len(rows),
+			evals.Plural(len(rows), "company", "companies"), o.classifierName, inserted, updated)
+		if dups > 0 {
+			fmt.Fprintf(o.stdout, ", %d duplicate rows skipped", dups)
+		}
+		fmt.Fprintln(o.stdout, ")")
+		return nil
+	})
 }
 
 // company is one row of an import.
 type company struct{ domain, name string }
 
-// commandName is how the command was called, without the program's name:
+// name is how the command was called, without the program's name:
 // "override import" or "known import".
-func commandName(cmd *cobra.Command) string {
-	_, name, _ := strings.Cut(cmd.CommandPath(), " ")
+func (i *invocation) name() string {
+	_, name, _ := strings.Cut(i.path(), " ")
 	return name
 }
 

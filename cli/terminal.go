@@ -1,9 +1,12 @@
-package main
+package cli
 
 import (
 	"io"
+	"os"
 	"strings"
 	"unicode"
+
+	"golang.org/x/term"
 )
 
 // terminalWriter passes text on to a terminal with its control characters
@@ -51,6 +54,12 @@ func (t *terminalWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // printable replaces control characters, escape sequences' ESC among them,

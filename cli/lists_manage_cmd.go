@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -34,11 +34,11 @@ type waitOptions struct {
 // lasts), then writes its results (into o.out, whole, or to stdout). It
 // fails when the list did not complete, and says how to wait again when
 // the wait is cut short.
-func (c *cli) waitList(ctx context.Context, api *client.Client, id string, o waitOptions) error {
-	progress := newListProgress(c.stderr)
+func (c *base) waitList(ctx context.Context, api *client.Client, id string, o waitOptions) error {
+	progress := newProgress(c.stderr, "rows")
 	onRetry := api.OnRetry
 	api.OnRetry = progress.retrying
-	st, err := api.WaitList(ctx, id, o.poll, progress.set)
+	st, err := api.WaitList(ctx, id, o.poll, progress.list)
 	api.OnRetry = onRetry
 	progress.finish()
 	if err != nil {
@@ -96,132 +96,153 @@ func waitFlags(cmd *cobra.Command, o *waitOptions, what string) {
 	f.DurationVar(&o.poll, "poll", time.Second, what+"how often to ask for progress")
 }
 
-func (c *cli) listsWaitCommand() *cobra.Command {
-	var (
-		url, key string
-		o        waitOptions
-	)
+// listsWait is `lists wait`.
+type listsWait struct {
+	*base
+	invocation
+	api  apiOptions
+	wait waitOptions
+}
+
+func (c *base) listsWaitCommand() *cobra.Command {
+	o := &listsWait{base: c}
 	cmd := &cobra.Command{
 		Use:   "wait LIST_ID [--out FILE] [--ndjson]",
 		Short: "wait for a list to end, showing progress, then write its results (as submit --wait does)",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if o.poll < 100*time.Millisecond {
-				return usagef("--poll must be at least 100ms")
-			}
-			return listID(cmd, args)
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.waitList(cmd.Context(), c.apiClient(url, key), args[0], o)
-		},
 	}
-	apiFlags(cmd, c.environ, &url, &key)
-	waitFlags(cmd, &o, "")
-	return cmd
+	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
+	waitFlags(cmd, &o.wait, "")
+	return command(cmd, o)
 }
 
-func (c *cli) listsRetryCommand() *cobra.Command {
-	var (
-		url, key     string
-		asJSON, wait bool
-		o            waitOptions
-	)
+func (o *listsWait) Validate() error {
+	if o.wait.poll < 100*time.Millisecond {
+		return usagef("--poll must be at least 100ms")
+	}
+	return o.listID()
+}
+
+func (o *listsWait) Run(ctx context.Context) error {
+	return o.waitList(ctx, o.apiClient(o.api.url, o.api.key), o.args[0], o.wait)
+}
+
+// listsRetry is `lists retry`.
+type listsRetry struct {
+	*base
+	invocation
+	api          apiOptions
+	asJSON, wait bool
+	waitOptions  waitOptions
+}
+
+func (c *base) listsRetryCommand() *cobra.Command {
+	o := &listsRetry{base: c}
 	cmd := &cobra.Command{
 		Use:   "retry LIST_ID [--wait [--out FILE]]",
 		Short: "queue a list's FAILED and never-answered rows again (once it has ended); safe to repeat",
-		Args: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case (o.out != "" || o.ndjson) && !wait:
-				return usagef("--out and --ndjson write the results, so they need --wait")
-			case asJSON && wait:
-				return usagef("choose --json (the retry's answer) or --wait (the results), not both")
-			case o.poll < 100*time.Millisecond:
-				return usagef("--poll must be at least 100ms")
-			}
-			return listID(cmd, args)
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			api := c.apiClient(url, key)
-			r, err := api.RetryList(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(c.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
-			}
-			switch {
-			case r.Requeued > 0:
-				fmt.Fprintf(c.stderr, "list %s: %d rows queued again\n", r.List.ListID, r.Requeued)
-			case !r.List.Ended():
-				fmt.Fprintf(c.stderr, "list %s is %s: nothing queued again (retry it once it has ended)\n", r.List.ListID, r.List.Status)
-			default:
-				fmt.Fprintf(c.stderr, "list %s has no FAILED row: nothing queued again\n", r.List.ListID)
-			}
-			if wait {
-				return c.waitList(cmd.Context(), api, r.List.ListID, o)
-			}
-			return printListStatus(c.stdout, &r.List, api.BaseURL, false)
-		},
 	}
-	apiFlags(cmd, c.environ, &url, &key)
+	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
 	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, "print the answer as JSON, as the API gives it")
-	f.BoolVar(&wait, "wait", false, "then wait for the list to end and write its results")
-	waitFlags(cmd, &o, "with --wait: ")
-	return cmd
+	f.BoolVar(&o.asJSON, "json", false, "print the answer as JSON, as the API gives it")
+	f.BoolVar(&o.wait, "wait", false, "then wait for the list to end and write its results")
+	waitFlags(cmd, &o.waitOptions, "with --wait: ")
+	return command(cmd, o)
 }
 
-func (c *cli) listsLsCommand() *cobra.Command {
-	var (
-		url, key string
-		limit    int
-		all      bool
-		asJSON   bool
-	)
+func (o *listsRetry) Validate() error {
+	w := o.waitOptions
+	switch {
+	case (w.out != "" || w.ndjson) && !o.wait:
+		return usagef("--out and --ndjson write the results, so they need --wait")
+	case o.asJSON && o.wait:
+		return usagef("choose --json (the retry's answer) or --wait (the results), not both")
+	case w.poll < 100*time.Millisecond:
+		return usagef("--poll must be at least 100ms")
+	}
+	return o.listID()
+}
+
+func (o *listsRetry) Run(ctx context.Context) error {
+	api := o.apiClient(o.api.url, o.api.key)
+	r, err := api.RetryList(ctx, o.args[0])
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(o.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	switch {
+	case r.Requeued > 0:
+		fmt.Fprintf(o.stderr, "list %s: %d rows queued again\n", r.List.ListID, r.Requeued)
+	case !r.List.Ended():
+		fmt.Fprintf(o.stderr, "list %s is %s: nothing queued again (retry it once it has ended)\n", r.List.ListID, r.List.Status)
+	default:
+		fmt.Fprintf(o.stderr, "list %s has no FAILED row: nothing queued again\n", r.List.ListID)
+	}
+	if o.wait {
+		return o.waitList(ctx, api, r.List.ListID, o.waitOptions)
+	}
+	return printListStatus(o.stdout, &r.List, api.BaseURL, false)
+}
+
+// listsLs is `lists ls`.
+type listsLs struct {
+	*base
+	invocation
+	api         apiOptions
+	limit       int
+	all, asJSON bool
+}
+
+func (c *base) listsLsCommand() *cobra.Command {
+	o := &listsLs{base: c}
 	cmd := &cobra.Command{
 		Use:   "ls [--limit N] [--all] [--json]",
 		Short: "list your lists, newest first: id, status, progress, when",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("%s takes no arguments", cmd.CommandPath())
-			}
-			if limit < 1 || limit > 100 {
-				return usagef("--limit must be from 1 to 100")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			api := c.apiClient(url, key)
-			var lists []wire.ListStatus
-			cursor := ""
-			for {
-				page, err := api.Lists(cmd.Context(), limit, cursor)
-				if err != nil {
-					return err
-				}
-				lists = append(lists, page.Lists...)
-				cursor = page.NextCursor
-				if cursor == "" || !all {
-					break
-				}
-			}
-			if asJSON {
-				return json.NewEncoder(c.stdout).Encode(wire.ListIndex{Lists: lists, NextCursor: cursor})
-			}
-			printListTable(c.stdout, lists)
-			if cursor != "" {
-				fmt.Fprintf(c.stderr, "more lists: add --all\n")
-			}
-			return nil
-		},
 	}
-	apiFlags(cmd, c.environ, &url, &key)
+	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
 	f := cmd.Flags()
-	f.IntVar(&limit, "limit", 20, "lists per page (1-100)")
-	f.BoolVar(&all, "all", false, "every list, page after page")
-	f.BoolVar(&asJSON, "json", false, "print the lists as JSON (the API's page, all pages with --all)")
-	return cmd
+	f.IntVar(&o.limit, "limit", 20, "lists per page (1-100)")
+	f.BoolVar(&o.all, "all", false, "every list, page after page")
+	f.BoolVar(&o.asJSON, "json", false, "print the lists as JSON (the API's page, all pages with --all)")
+	return command(cmd, o)
+}
+
+func (o *listsLs) Validate() error {
+	if len(o.args) > 0 {
+		return usagef("%s takes no arguments", o.path())
+	}
+	if o.limit < 1 || o.limit > 100 {
+		return usagef("--limit must be from 1 to 100")
+	}
+	return nil
+}
+
+func (o *listsLs) Run(ctx context.Context) error {
+	api := o.apiClient(o.api.url, o.api.key)
+	var lists []wire.ListStatus
+	cursor := ""
+	for {
+		page, err := api.Lists(ctx, o.limit, cursor)
+		if err != nil {
+			return err
+		}
+		lists = append(lists, page.Lists...)
+		cursor = page.NextCursor
+		if cursor == "" || !o.all {
+			break
+		}
+	}
+	if o.asJSON {
+		return json.NewEncoder(o.stdout).Encode(wire.ListIndex{Lists: lists, NextCursor: cursor})
+	}
+	printListTable(o.stdout, lists)
+	if cursor != "" {
+		fmt.Fprintf(o.stderr, "more lists: add --all\n")
+	}
+	return nil
 }
 
 // printListTable prints lists, one a line.

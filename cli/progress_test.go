@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"strings"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/domainclass/domainclass/wire"
 )
 
 // TestProgressLine: one line that retries do not break (issue 27: the
@@ -13,7 +15,7 @@ import (
 // lines broke it).
 func TestProgressLine(t *testing.T) {
 	t.Parallel()
-	clock := func(p *progressLine) func(time.Duration) {
+	clock := func(p *progress) func(time.Duration) {
 		now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 		p.now = func() time.Time { return now }
 		return func(d time.Duration) { now = now.Add(d) }
@@ -22,7 +24,7 @@ func TestProgressLine(t *testing.T) {
 	t.Run("OnATerminalEverythingIsDrawnOnOneLine", func(t *testing.T) {
 		t.Parallel()
 		var out strings.Builder
-		p := newProgressLine(&out, "rows")
+		p := newProgress(&out, "rows")
 		p.tty = true
 		tick := clock(p)
 		p.set(333_000, 1_000_000, "") // a list a third done when the wait starts
@@ -45,7 +47,7 @@ func TestProgressLine(t *testing.T) {
 	t.Run("ElsewhereARetryIsALineAMinuteAtMost", func(t *testing.T) {
 		t.Parallel()
 		var out strings.Builder
-		p := newProgressLine(&out, "rows")
+		p := newProgress(&out, "rows")
 		tick := clock(p)
 		p.set(10, 100, "")
 		for range 159 {
@@ -63,4 +65,36 @@ func TestProgressLine(t *testing.T) {
 			"retrying (for 5m00s): 503 Service Unavailable: The database is unavailable.\n"+
 			"progress: 20/100 rows done, 0.03 rows/s, about 43m left\n", out.String())
 	})
+}
+
+// TestListProgressLines: off a terminal, a list's progress is a line per
+// change, with the rate of the last minute and the time left.
+func TestListProgressLines(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	p := newProgress(&out, "rows")
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
+	status := func(done int) *wire.ListStatus {
+		return &wire.ListStatus{Progress: wire.ListProgress{Done: done, Total: 50_000}}
+	}
+	p.list(status(180))
+	now = now.Add(10 * time.Second)
+	p.list(status(180))
+	now = now.Add(10 * time.Second)
+	p.list(status(880))
+	now = now.Add(5 * time.Minute)
+	p.list(status(20_000))
+	now = now.Add(10 * time.Minute)
+	p.list(status(50_000))
+	require.Equal(t, "progress: 180/50000 rows done\n"+
+		"progress: 880/50000 rows done, 35 rows/s, about 23m left\n"+
+		"progress: 20000/50000 rows done, 64 rows/s, about 7m51s left\n"+
+		"progress: 50000/50000 rows done, 50 rows/s\n", out.String(),
+		"the rate is of the last minute of looks (here, since the look before)")
+
+	for d, want := range map[time.Duration]string{0: "under a second", 40 * time.Second: "40s", 150 * time.Second: "2m30s",
+		23*time.Minute + 10*time.Second: "23m", 65 * time.Minute: "1h05m", 26 * time.Hour: "26h00m"} {
+		require.Equal(t, want, roughly(d), d)
+	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/httpapi/client"
+	"github.com/domainclass/domainclass/client"
 )
 
 // TestWaitList_RidesOutAnUnavailableAPI: a list runs for hours, and the API
