@@ -89,10 +89,13 @@ type scheduler struct {
 	weights     map[string]float64
 	inUse       map[Class]int
 	interactive []*waiter
-	callers     map[string]*callerShare
-	timer       *time.Timer // set while waiting for the rate, the tokens or a cool-down
-	timerAt     time.Time
-	stopping    bool
+	// interactiveLoad is the moving mean of the interactive calls in
+	// flight and waiting, the demand a lease reports for them.
+	interactiveLoad meanLoad
+	callers         map[string]*callerShare
+	timer           *time.Timer // set while waiting for the rate, the tokens or a cool-down
+	timerAt         time.Time
+	stopping        bool
 }
 
 type waiter struct {
@@ -125,7 +128,8 @@ type listShare struct {
 // newScheduler returns a scheduler of slots calls in flight, started no
 // faster than requests allows (nil: no rate).
 func newScheduler(slots int, requests *bucket, obs SlotObserver) *scheduler {
-	return &scheduler{requests: requests, obs: obs, slots: slots, inUse: map[Class]int{}, callers: map[string]*callerShare{}}
+	return &scheduler{requests: requests, obs: obs, slots: slots, inUse: map[Class]int{}, callers: map[string]*callerShare{},
+		interactiveLoad: meanLoad{window: interactiveWindow}}
 }
 
 // limits are a scheduler's bounds: slots in flight, requests and tokens a
@@ -185,8 +189,15 @@ func (s *scheduler) correct(delta float64) {
 	s.dispatch()
 }
 
-// demand is what the process's calls ask for now: calls in flight and
-// waiting, interactive and by list caller.
+// countInteractive records the interactive calls in flight and waiting
+// now. s.mu is held.
+func (s *scheduler) countInteractive() {
+	s.interactiveLoad.set(time.Now(), s.inUse[ClassInteractive]+len(s.interactive))
+}
+
+// demand is what the process's calls ask for: list calls in flight and
+// waiting now, by caller, and the interactive calls' moving mean (see
+// interactiveWindow).
 func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,7 +209,7 @@ func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
 		}
 		lists[name] = float64(n)
 	}
-	return float64(s.inUse[ClassInteractive] + len(s.interactive)), lists
+	return s.interactiveLoad.read(time.Now()), lists
 }
 
 // acquire waits for a slot, a rate token and tokens for a call of share s,
@@ -250,6 +261,7 @@ func (s *scheduler) stop() {
 		w.refused = true
 		close(w.ready)
 	}
+	s.countInteractive()
 }
 
 func (s *scheduler) release(sh Share) {
@@ -257,6 +269,7 @@ func (s *scheduler) release(sh Share) {
 	defer s.mu.Unlock()
 	s.busy--
 	s.inUse[sh.Class]--
+	s.countInteractive()
 	if sh.Class == ClassList {
 		c := s.callers[sh.Caller]
 		c.inUse--
@@ -270,6 +283,7 @@ func (s *scheduler) release(sh Share) {
 func (s *scheduler) enqueue(w *waiter) {
 	if w.share.Class != ClassList {
 		s.interactive = append(s.interactive, w)
+		s.countInteractive()
 		if len(s.interactive) == 1 && s.inUse[ClassInteractive] == 0 {
 			s.wakeBudget()
 		}
@@ -299,6 +313,7 @@ func (s *scheduler) wakeBudget() {
 func (s *scheduler) dequeue(w *waiter) {
 	if w.share.Class != ClassList {
 		s.interactive = remove(s.interactive, w)
+		s.countInteractive()
 		return
 	}
 	l := s.callers[w.share.Caller].lists[w.share.List]

@@ -27,14 +27,17 @@ import (
 // sharing one provider account whose limit binds (LLM_ACCOUNT_RPM, below
 // what even one process could send): interactive jobs beside a big list,
 // and the lists of two callers, for the deployment. With four processes each
-// runs fewer lists at once (LIST_WORKERS ÷ LIST_CHUNKS_IN_FLIGHT = 2) than
-// the three lists of the two-caller steps, so no process sees every list.
-// Knobs: BENCH_FAIR_WORKERS (the runs, default 1,2,4),
+// has room for every chunk of two lists (LIST_WORKERS ÷ LIST_CHUNKS_IN_FLIGHT
+// = 8 ÷ 4), fewer than the three lists of the two-caller steps; four chunks
+// of a list in flight give each process some of it, as the default of 8 does
+// on two processes.
+// Knobs: BENCH_FAIR_WORKERS (the runs, default 1,2,4; none: only `all`),
 // BENCH_FAIR_ACCOUNT_RPM (default 3600),
 // BENCH_FAIR_SECONDS (interactive load per step, default 60),
 // BENCH_FAIR_WINDOW (rate windows of the two-caller step, default 20s),
 // BENCH_FAIR_STAGGER (how long caller A's list runs before B's, default 30s),
-// BENCH_FAIR_ALL_ROWS (the list beside the probe in `all`, default 1000000).
+// BENCH_FAIR_ALL_ROWS (the list beside the probe in `all`, default 1000000),
+// BENCH_FAIR_ALL=off (skip the `all` run).
 
 type fairBench struct {
 	t       *testing.T
@@ -50,9 +53,14 @@ type fairBench struct {
 func benchFair(t *testing.T) []benchRow {
 	var rows []benchRow
 	for _, workers := range envInts("BENCH_FAIR_WORKERS", []int{1, 2, 4}) {
+		if os.Getenv("BENCH_FAIR_WORKERS") == "none" {
+			break
+		}
 		rows = append(rows, fairRun(t, workers)...)
 	}
-	rows = append(rows, fairAllRun(t)...)
+	if os.Getenv("BENCH_FAIR_ALL") != "off" {
+		rows = append(rows, fairAllRun(t)...)
+	}
 	return rows
 }
 
@@ -72,7 +80,7 @@ func fairRun(t *testing.T, workers int) []benchRow {
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	}
 	if workers == 4 {
-		env["LIST_WORKERS"], env["LIST_CHUNKS_IN_FLIGHT"] = "4", "2"
+		env["LIST_WORKERS"], env["LIST_CHUNKS_IN_FLIGHT"] = "8", "4"
 	}
 	for _, k := range []string{"LIST_DOMAIN_CONCURRENCY", "LIST_CHUNKS_IN_FLIGHT", "LIST_WORKERS"} {
 		if v := os.Getenv("BENCH_" + k); v != "" {
@@ -287,7 +295,7 @@ func fairAllRun(t *testing.T) []benchRow {
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(int(c/latency.Seconds()) * 60 * 10),
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
-	for _, k := range []string{"API_DB_MAX_CONNS", "WORKER_DB_MAX_CONNS", "LIST_WORKERS", "LIST_DOMAIN_CONCURRENCY"} {
+	for _, k := range []string{"API_DB_MAX_CONNS", "WORKER_DB_MAX_CONNS", "LIST_WORKERS", "LIST_DOMAIN_CONCURRENCY", "GOMAXPROCS"} {
 		if v := os.Getenv("BENCH_" + k); v != "" {
 			e.env[k] = v
 		}
