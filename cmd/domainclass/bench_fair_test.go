@@ -87,14 +87,16 @@ func fairRun(t *testing.T, workers int) []benchRow {
 		}
 	}
 	e := newE2E(t, llmtest.Steady(true, 4, "x", latency), env)
-	api := e.start(RoleAPI)
+	// Processes of their own, as a deployment runs them (the fake model
+	// and search serve from this one).
+	api := e.startProcess(RoleAPI)
 	for range workers {
-		e.start(RoleWorker)
+		e.startProcess(RoleWorker)
 	}
 	f := &fairBench{t: t, e: e, workers: workers, ideal: math.Min(ideal*float64(workers), float64(account)/60),
-		app:   client.New(api.APIURL(), e.apiKey("app")),
-		teamA: client.New(api.APIURL(), e.apiKey("team-a")),
-		teamB: client.New(api.APIURL(), e.apiKey("team-b")),
+		app:   client.New(api.URL, e.apiKey("app")),
+		teamA: client.New(api.URL, e.apiKey("team-a")),
+		teamB: client.New(api.URL, e.apiKey("team-b")),
 	}
 	procs := fmt.Sprintf("%d worker", workers)
 	if workers > 1 {
