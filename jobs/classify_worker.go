@@ -122,7 +122,6 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("job %s: %w", id, err))
 	}
-	ctx = classifier.WithSpender(ctx, w.Spend.For(j.Caller))
 
 	// 2. Answer every domain not final yet, storing each as it comes.
 	var pending []pendingDomain
@@ -134,7 +133,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 		}
 	}
 	log.DebugContext(ctx, "classify job started", "domains", out.Domains, "pending", len(pending))
-	o := w.answerer(j.Want).answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
+	o := w.answerer(j).answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
 		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
 			return db.JobDomainFinish(ctx, w.DB, id, d.Key, r, owner)
 		})
@@ -160,9 +159,12 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	return nil
 }
 
-func (w *ClassifyWorker) answerer(want classifier.Want) answerer {
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: want,
-		retry: newDomainRetry(w.Settings)}
+// answerer answers job j's domains: interactive model calls, counted
+// against its caller's budget.
+func (w *ClassifyWorker) answerer(j *classifier.Job) answerer {
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: j.Want,
+		retry: newDomainRetry(w.Settings), call: classifier.CallOptions{
+			Share: classifier.Share{Class: classifier.ClassInteractive}, Spender: w.Spend.For(j.Caller)}}
 	if w.Price != nil {
 		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price(model, u, false) }
 	}
