@@ -222,10 +222,10 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 	rows *listReader, fingerprint []byte) {
 	l := &classifier.List{ID: id, Caller: caller.Name, Classifier: req.cls.Name, CallbackURL: req.callbackURL,
 		Rows: rows.rows, Domains: rows.domains, Duplicates: rows.duplicates, Rejected: rows.rejected,
-		ChunkRows: s.cfg.Lists.Queue.ListChunkRows, Tier: req.tier, Want: req.want, Retention: s.cfg.Lists.Queue.ListRetention}
+		ChunkRows: s.cfg.Queue.ListChunkRows, Tier: req.tier, Want: req.want, Retention: s.cfg.Queue.ListRetention}
 	if req.tier == classifier.TierEconomy {
 		// A chunk of an economy list is one provider batch.
-		l.ChunkRows = s.cfg.Lists.Queue.BatchMaxRequests
+		l.ChunkRows = s.cfg.Queue.BatchMaxRequests
 	}
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
 	if err := s.listBudget(ctx, tx, l, req.partial); err != nil {
@@ -272,7 +272,7 @@ func (s *Server) listInsert(ctx context.Context, c *gin.Context, tx pgx.Tx, call
 		s.writeError(c, err)
 		return
 	}
-	s.cfg.Lists.OnRows(classifier.StatusRejected, l.Rejected)
+	s.cfg.ListCounts.OnRows(classifier.StatusRejected, l.Rejected)
 	c.Header("Location", accepted.StatusURL)
 	c.Data(http.StatusAccepted, "application/json", resp)
 }

@@ -53,7 +53,7 @@ func (s *Server) listCancel(c *gin.Context) {
 		}
 		if end.CallbackURL != "" {
 			if _, err := s.cfg.River.InsertTx(ctx, tx, jobs.WebhookArgs{ListID: id.String(), EndedAt: end.CompletedAt},
-				&river.InsertOpts{MaxAttempts: s.cfg.Lists.Queue.WebhookMaxAttempts()}); err != nil {
+				&river.InsertOpts{MaxAttempts: s.cfg.Queue.WebhookMaxAttempts()}); err != nil {
 				s.writeError(c, fmt.Errorf("error enqueueing the list's webhook: %w", db.Translate(err)))
 				return
 			}
@@ -69,8 +69,8 @@ func (s *Server) listCancel(c *gin.Context) {
 		return
 	}
 	if ended {
-		s.cfg.Lists.OnRows(classifier.StatusCancelled, l.Unfinished())
-		s.cfg.Lists.OnEnded(classifier.StatusCancelled)
+		s.cfg.ListCounts.OnRows(classifier.StatusCancelled, l.Unfinished())
+		s.cfg.ListCounts.OnEnded(classifier.StatusCancelled)
 	}
 	c.JSON(http.StatusOK, wire.NewListStatus(l))
 }

@@ -182,7 +182,7 @@ func (s *Server) retryRows(ctx context.Context, tx pgx.Tx, caller Caller, l *cla
 	if err != nil || r.Rows == 0 {
 		return 0, err
 	}
-	fed, err := jobs.FeedChunks(ctx, s.cfg.River, tx, l.ID, s.cfg.Lists.Queue.ListChunksInFlight)
+	fed, err := jobs.FeedChunks(ctx, s.cfg.River, tx, l.ID, s.cfg.Queue.ListChunksInFlight)
 	if err != nil {
 		return 0, fmt.Errorf("error queueing the list's chunks: %w", err)
 	}

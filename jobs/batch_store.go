@@ -62,7 +62,7 @@ func (r *batchRun) verdict(it *batchItem, resp classifier.CompletionResponse, ba
 	answer := r.w.Pipeline.Verdict(r.c, it.prepared, resp)
 	answer.BatchID = batchID
 	if r.w.Price != nil {
-		answer.Usage.CostUSD = r.w.Price(answer.Model, answer.Usage, true)
+		answer.Usage.CostUSD = r.w.Price.Usage(answer.Model, answer.Usage, true)
 	}
 	return answer
 }
@@ -83,7 +83,7 @@ func (r *batchRun) askUnanswered(ctx context.Context, st llm.BatchStatus) error 
 			return err
 		}
 		if r.w.Price != nil && answer.Usage != nil {
-			answer.Usage.CostUSD = r.w.Price(answer.Model, answer.Usage, false)
+			answer.Usage.CostUSD = r.w.Price.Usage(answer.Model, answer.Usage, false)
 		}
 		if err := r.storeAnswer(ctx, it, answer, classifier.TierStandard); err != nil {
 			return err

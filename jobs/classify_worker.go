@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -53,8 +54,8 @@ type ClassifyWorker struct {
 	Registry *classifier.Registry
 	Settings Settings
 	Logger   *slog.Logger
-	Metrics  *Metrics // nil: no metrics
-	Price    Pricer   // nil: unpriced
+	Metrics  *Metrics   // nil: no metrics
+	Price    llm.Pricer // nil: unpriced
 	// Spend counts the caller's model calls against its budget (nil: no
 	// budgets).
 	Spend *Spenders
@@ -166,7 +167,7 @@ func (w *ClassifyWorker) answerer(j *classifier.Job) answerer {
 		retry: newDomainRetry(w.Settings), call: classifier.CallOptions{
 			Share: classifier.Share{Class: classifier.ClassInteractive}, Spender: w.Spend.For(j.Caller)}}
 	if w.Price != nil {
-		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price(model, u, false) }
+		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price.Usage(model, u, false) }
 	}
 	return a
 }

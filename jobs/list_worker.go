@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -76,7 +77,7 @@ type ClassifyListWorker struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics     // nil: no metrics
 	Lists    *ListMetrics // nil: no metrics
-	Price    Pricer       // nil: unpriced
+	Price    llm.Pricer   // nil: unpriced
 	Spend    *Spenders    // nil: no budgets
 }
 
@@ -289,7 +290,7 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 	if w.Price == nil {
 		return nil
 	}
-	return func(model string, u *classifier.Usage) float64 { return w.Price(model, u, batch) }
+	return func(model string, u *classifier.Usage) float64 { return w.Price.Usage(model, u, batch) }
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
