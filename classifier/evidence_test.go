@@ -54,7 +54,7 @@ func TestPromptWithAHostilePage(t *testing.T) {
 	})
 	cpg, err := classifier.DefaultRegistry().Get("cpg")
 	require.NoError(t, err)
-	r, err := p.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{})
+	r, err := p.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{}, classifier.CallOptions{})
 	require.NoError(t, err)
 	require.Equal(t, classifier.StatusCompleted, r.Status)
 
@@ -78,7 +78,7 @@ func TestPromptWithAHostilePage(t *testing.T) {
 	}
 
 	again := p
-	_, err = again.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{})
+	_, err = again.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{}, classifier.CallOptions{})
 	require.NoError(t, err)
 	second := fence.FindStringSubmatch(model.Requests()[1].User)
 	require.NotEqual(t, m[1], second[1], "a new id for every prompt")
@@ -155,7 +155,7 @@ func TestPipeline_ErrorsHoldNoControlCharacters(t *testing.T) {
 	p := classifier.NewPipeline(classifier.PipelineConfig{LLM: c, Model: "test-model", Logger: slog.New(slog.DiscardHandler)})
 	cpg, err := classifier.DefaultRegistry().Get("cpg")
 	require.NoError(t, err)
-	r, err := p.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{})
+	r, err := p.Decide(context.Background(), cpg, "acme.com", classifier.DecideOptions{}, classifier.CallOptions{})
 	require.NoError(t, err)
 	require.Equal(t, classifier.StatusFailed, r.Status)
 	require.Equal(t, "unreadable model output: confidence is not a number: [2J x", r.Error)

@@ -29,9 +29,11 @@ type ResultStore interface {
 	ClaimRelease(ctx context.Context, classifier, domain, owner string) error
 }
 
-// Completer is an OpenAI-compatible chat model.
+// Completer is an OpenAI-compatible chat model. call says whose the call
+// is and what it must pass before it starts (CallOptions: a list's gate
+// touches Postgres); a Completer that schedules nothing ignores it.
 type Completer interface {
-	Complete(ctx context.Context, req CompletionRequest) (CompletionResponse, error)
+	Complete(ctx context.Context, req CompletionRequest, call CallOptions) (CompletionResponse, error)
 }
 
 // CompletionRequest is one chat completion asking for a JSON object.
@@ -147,13 +149,15 @@ func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 // caller's claim on the domain (the River job): when the answer comes from
 // the model the claim is still held, and the caller must release it in the
 // transaction that stores the answer, so no other worker pays for the same
-// domain.
+// domain. call counts the model call against the caller's budget (a
+// Postgres write before and after it) and schedules it (its share, and its
+// gate, which may hold a Postgres transaction while the request is sent).
 //
 // It returns ErrBusy when another owner is asking the model and did not
 // finish in time, an error with RetryAfter when the provider is throttling,
 // and other errors for transient failures (retry later). Permanent provider
 // errors and unreadable output come back as a FAILED Result, not an error.
-func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
+func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owner string, want Want, call CallOptions) (Result, error) {
 	if err := p.stopping(); err != nil {
 		return Result{}, err
 	}
@@ -168,13 +172,13 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	}
 	// The caller's budget first: a caller at its budget asks no search
 	// and no model, and its domain ends FAILED with the reason.
-	spend, err := reserve(ctx, p.cfg.Model)
+	spend, err := reserve(ctx, call.Spender, p.cfg.Model)
 	if reason, spent := BudgetSpent(err); spent {
 		return failed(c, domain, reason, p.cfg.Now()), nil
 	} else if err != nil {
 		return Result{}, fmt.Errorf("error counting a model call of %s: %w", domain, err)
 	}
-	r, err := p.claimAndDecide(ctx, c, domain, owner, want)
+	r, err := p.claimAndDecide(ctx, c, domain, owner, want, call)
 	called := err == nil && r.Source == SourceLLM && r.Usage != nil
 	spend.Settle(r.Usage, r.Model, called)
 	return r, err
@@ -182,7 +186,7 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 
 // claimAndDecide claims the domain and asks the model, unless another
 // owner's answer (or an override) comes meanwhile.
-func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, owner string, want Want) (Result, error) {
+func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, owner string, want Want, call CallOptions) (Result, error) {
 	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, want); err != nil || r != nil {
 		return deref(r), err
 	}
@@ -192,7 +196,7 @@ func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, ow
 		p.release(ctx, c, domain, owner)
 		return deref(r), err
 	}
-	r, err := p.Decide(ctx, c, domain, DecideOptions{})
+	r, err := p.Decide(ctx, c, domain, DecideOptions{}, call)
 	if err != nil {
 		p.release(ctx, c, domain, owner)
 		return Result{}, err
@@ -300,10 +304,11 @@ type DecideOptions struct {
 }
 
 // Decide runs the search and model step for one domain, with no cache and no
-// override. The worker and the evaluation harness both use it.
+// override. The worker and the evaluation harness both use it; call
+// schedules the model call (Completer.Complete).
 // It returns a FAILED Result for permanent problems (refusal, unreadable
 // output, a request the provider rejects) and an error for transient ones.
-func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opts DecideOptions) (Result, error) {
+func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opts DecideOptions, call CallOptions) (Result, error) {
 	if p.cfg.LLM == nil {
 		return failed(c, domain, ErrNoLLM, p.cfg.Now()), nil
 	}
@@ -311,16 +316,17 @@ func (p *Pipeline) Decide(ctx context.Context, c *Classifier, domain string, opt
 	if err != nil {
 		return Result{}, err
 	}
-	return p.Ask(ctx, c, pr)
+	return p.Ask(ctx, c, pr, call)
 }
 
 // Ask sends a prepared request to the model now and reads the answer: the
-// second half of Decide, and the fallback of a batch item.
-func (p *Pipeline) Ask(ctx context.Context, c *Classifier, pr Prepared) (Result, error) {
+// second half of Decide, and the fallback of a batch item. call schedules
+// the model call (Completer.Complete).
+func (p *Pipeline) Ask(ctx context.Context, c *Classifier, pr Prepared, call CallOptions) (Result, error) {
 	if p.cfg.LLM == nil {
 		return failed(c, pr.Domain, ErrNoLLM, p.cfg.Now()), nil
 	}
-	resp, err := p.cfg.LLM.Complete(ctx, pr.Request)
+	resp, err := p.cfg.LLM.Complete(ctx, pr.Request, call)
 	if err != nil {
 		if IsPermanent(err) {
 			r := failed(c, pr.Domain, "model request rejected: "+err.Error(), p.cfg.Now())
@@ -406,7 +412,9 @@ func (p *Pipeline) Verdict(c *Classifier, pr Prepared, resp CompletionResponse) 
 // answers comes back answered; a fresh one is claimed for owner for ttl
 // (the batch's whole window) and comes back as the request to batch, with
 // a PENDING Result. The claim stays held until the answer is stored.
-func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
+// call.Spender counts the staged call against the caller's budget; no
+// model call is made here, so its share and gate are not asked.
+func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want, call CallOptions) (Result, *Prepared, error) {
 	if err := p.stopping(); err != nil {
 		return Result{}, nil, err
 	}
@@ -418,7 +426,7 @@ func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner strin
 	}
 	// A batched call counts against the caller's budget when it is staged,
 	// at its estimate.
-	spend, err := reserve(ctx, p.cfg.Model)
+	spend, err := reserve(ctx, call.Spender, p.cfg.Model)
 	if reason, spent := BudgetSpent(err); spent {
 		return failed(c, domain, reason, p.cfg.Now()), nil, nil
 	} else if err != nil {

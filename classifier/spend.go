@@ -8,7 +8,7 @@ import (
 // A Spender counts a caller's model calls against its budget: the
 // pipeline asks it before the search and model call of a domain that no
 // override or cached answer answers (never for those), and settles once
-// the call ended. The worker sets one per job or list (WithSpender).
+// the call ended. The worker passes one per job or list (CallOptions.Spender).
 type Spender interface {
 	// Reserve counts one call of model before it starts. It returns an
 	// error that BudgetSpent recognises when the caller's budget has no
@@ -41,22 +41,9 @@ func BudgetSpent(err error) (string, bool) {
 	return "", false
 }
 
-type spenderKey struct{}
-
-// WithSpender returns ctx with the spender of the model calls made under
-// it.
-func WithSpender(ctx context.Context, s Spender) context.Context {
+// reserve reserves a call with s; a Spend that does nothing when s is nil.
+func reserve(ctx context.Context, s Spender, model string) (Spend, error) {
 	if s == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, spenderKey{}, s)
-}
-
-// reserve reserves a call with ctx's spender; a Spend that does nothing
-// when ctx has none.
-func reserve(ctx context.Context, model string) (Spend, error) {
-	s, ok := ctx.Value(spenderKey{}).(Spender)
-	if !ok {
 		return noSpend{}, nil
 	}
 	return s.Reserve(ctx, model)

@@ -62,7 +62,7 @@ type cachedResponse struct {
 // and stores its answer; hit reports a cached answer. A hit carries the
 // latency and tokens of the original call, so a rerun's report matches the
 // first.
-func (c *Cache) complete(ctx context.Context, next classifier.Completer, req classifier.CompletionRequest, sample int) (_ classifier.CompletionResponse, hit bool, _ error) {
+func (c *Cache) complete(ctx context.Context, next classifier.Completer, req classifier.CompletionRequest, call classifier.CallOptions, sample int) (_ classifier.CompletionResponse, hit bool, _ error) {
 	key, err := responseKey(req, sample)
 	if err != nil {
 		return classifier.CompletionResponse{}, false, err
@@ -76,7 +76,7 @@ func (c *Cache) complete(ctx context.Context, next classifier.Completer, req cla
 			Latency: time.Duration(math.Round(cr.LatencyMS * float64(time.Millisecond))),
 		}, true, nil
 	}
-	resp, err := next.Complete(ctx, req)
+	resp, err := next.Complete(ctx, req, call)
 	if err != nil {
 		return resp, false, err
 	}

@@ -85,16 +85,30 @@ func (ps Prices) Lookup(model string) (Price, bool) {
 	return Price{}, false
 }
 
-// Cost is the price of the given tokens in US dollars.
-func (p Price) Cost(promptTokens, completionTokens int) float64 {
-	return (float64(promptTokens)*p.Input + float64(completionTokens)*p.Output) / 1e6
+// Price is what promptTokens and completionTokens of model cost in US
+// dollars (means, for an estimate), at the Batch API's price when batch;
+// ok is false for a model the table does not list. Its method value is the
+// deployment's llm.Pricer: the dry run, the spend budgets and the stored
+// answers are priced by it.
+func (ps Prices) Price(model string, promptTokens, completionTokens float64, batch bool) (usd float64, ok bool) {
+	p, ok := ps.Lookup(model)
+	if !ok {
+		return 0, false
+	}
+	return p.cost(promptTokens, completionTokens, batch), true
 }
 
-// BatchCost is the price of a call made through the Batch API: the batch
-// prices, or the standard ones when the table has none.
-func (p Price) BatchCost(promptTokens, completionTokens int) float64 {
-	if p.BatchInput == 0 && p.BatchOutput == 0 {
-		return p.Cost(promptTokens, completionTokens)
+// Cost is the price of the given tokens in US dollars.
+func (p Price) Cost(promptTokens, completionTokens int) float64 {
+	return p.cost(float64(promptTokens), float64(completionTokens), false)
+}
+
+// cost is the one formula: dollars per million tokens, the batch prices
+// when batch and the table has them.
+func (p Price) cost(promptTokens, completionTokens float64, batch bool) float64 {
+	in, out := p.Input, p.Output
+	if batch && (p.BatchInput != 0 || p.BatchOutput != 0) {
+		in, out = p.BatchInput, p.BatchOutput
 	}
-	return (float64(promptTokens)*p.BatchInput + float64(completionTokens)*p.BatchOutput) / 1e6
+	return (promptTokens*in + completionTokens*out) / 1e6
 }

@@ -248,7 +248,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 func answer(ctx context.Context, cfg Config, p *classifier.Pipeline, cand Candidate, domain string, sample int) (Answer, error) {
 	wait := cfg.RetryWait
 	for attempt := 1; ; attempt++ {
-		r, err := p.Decide(ctx, cfg.Classifier, domain, classifier.DecideOptions{Model: cand.Model, PromptVersion: cand.Prompt})
+		r, err := p.Decide(ctx, cfg.Classifier, domain, classifier.DecideOptions{Model: cand.Model, PromptVersion: cand.Prompt},
+			classifier.CallOptions{}) // interactive, ungated, on no caller's budget
 		if err == nil {
 			return toAnswer(r, sample), nil
 		}
@@ -306,12 +307,12 @@ type completer struct {
 	nCalls, nHits atomic.Int64
 }
 
-func (c *completer) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
+func (c *completer) Complete(ctx context.Context, req classifier.CompletionRequest, call classifier.CallOptions) (classifier.CompletionResponse, error) {
 	if c.cache == nil {
 		c.nCalls.Add(1)
-		return c.next.Complete(ctx, req)
+		return c.next.Complete(ctx, req, call)
 	}
-	resp, hit, err := c.cache.complete(ctx, c.next, req, c.sample)
+	resp, hit, err := c.cache.complete(ctx, c.next, req, call, c.sample)
 	if hit {
 		c.nHits.Add(1)
 	} else {

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -67,7 +68,7 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 	if err != nil || !b.Limited() || partial {
 		return err
 	}
-	calls, err := db.ListModelCalls(ctx, tx, l.ID, l.Classifier, s.cfg.Lists.Freshness, l.Want, time.Now())
+	calls, err := db.ListModelCalls(ctx, tx, l.ID, l.Classifier, s.cfg.Estimate.Freshness, l.Want, time.Now())
 	if err != nil || calls == 0 {
 		return err
 	}
@@ -107,18 +108,18 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 // any), at the standard or the batch price. priced is false for a model
 // the table does not list.
 func (s *Server) perCallUSD(ctx context.Context, tx db.DBTX, classifierName string, batch bool) (usd float64, priced bool, err error) {
-	if s.cfg.Lists.Price == nil {
+	if s.cfg.Estimate.Price == nil {
 		return 0, false, nil
 	}
 	stats, err := db.ModelStatsRecent(ctx, tx, classifierName, modelStatsSample)
 	if err != nil {
 		return 0, false, err
 	}
-	prompt, completion := float64(DefaultPromptTokens), float64(DefaultCompletionTokens)
+	prompt, completion := float64(llm.DefaultPromptTokens), float64(llm.DefaultCompletionTokens)
 	if stats.Samples > 0 {
 		prompt, completion = stats.PromptTokens, stats.CompletionTokens
 	}
-	usd, priced = s.cfg.Lists.Price(s.cfg.Lists.Model, prompt, completion, batch)
+	usd, priced = s.cfg.Estimate.Price(s.cfg.Estimate.Model, prompt, completion, batch)
 	return usd, priced, nil
 }
 

@@ -54,8 +54,11 @@ type setupOpts struct {
 	// webhooks and allowPrivate are Config.Webhooks and
 	// Config.CallbackAllowPrivate.
 	webhooks, allowPrivate bool
-	// lists overrides the list limits (zero fields: the defaults).
-	lists httpapi.ListConfig
+	// lists overrides the list limits, queue the queue settings and
+	// estimate the estimator's inputs (zero fields: the defaults).
+	lists    httpapi.ListLimits
+	queue    jobs.Settings
+	estimate httpapi.Estimator
 	// tracer, when set, is Config.TracerProvider, with W3C trace context
 	// as the propagator.
 	tracer trace.TracerProvider
@@ -151,7 +154,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
-		Lists: opts.lists,
+		Lists: opts.lists, Queue: opts.queue, Estimate: opts.estimate,
 	}).Handler())
 	t.Cleanup(srv.Close)
 	b.url = srv.URL

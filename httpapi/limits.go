@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"time"
 
@@ -82,14 +83,6 @@ const (
 	// lets a team run a backfill, a weekly export and a test at once; more
 	// would only queue behind one another.
 	DefaultCallerMaxActiveLists = 3
-	// DefaultCallSeconds is the estimate's time for one fresh domain before
-	// any model call was measured: search ≈ 0.5–1 s and model ≈ 1.5 s.
-	DefaultCallSeconds = 2.5
-	// DefaultPromptTokens and DefaultCompletionTokens are the estimate's
-	// tokens per call before any call was measured: the cpg prompt with a
-	// homepage's evidence, and a one-line verdict.
-	DefaultPromptTokens     = 800
-	DefaultCompletionTokens = 60
 )
 
 // The reviewed upload bounds (LIST_UPLOADS_PER_PROCESS, CALLER_MAX_UPLOADS,
@@ -127,8 +120,8 @@ const (
 	uploadsRetryAfter = 10 * time.Second
 )
 
-// ListConfig configures the list routes.
-type ListConfig struct {
+// ListLimits are the list routes' limits.
+type ListLimits struct {
 	MaxBytes  int64
 	MaxRows   int
 	MaxActive int
@@ -144,41 +137,17 @@ type ListConfig struct {
 	// SpoolDir holds the uploads' spool files (each deleted as soon as it
 	// is created: it lives while its request does); "" is os.TempDir().
 	SpoolDir string
-	// Queue holds the chunking (ListChunkRows, ListChunksInFlight) and the
-	// webhooks' attempts, which an upload and a cancel use.
-	Queue jobs.Settings
-	// The estimate's inputs: the model and its price (per call, from its
-	// tokens; nil or false: unknown), the bounds of one worker process, the
-	// search's share of a call (the measured latency is the model's), and
-	// the cache policy.
-	Model              string
-	Price              func(model string, promptTokens, completionTokens float64, batch bool) (usd float64, ok bool)
-	ModelConcurrency   int
-	ModelRatePerMinute int
-	DefaultCallSeconds float64
-	SearchSeconds      float64
-	// Cores is the CPUs the rows' work shares (the service and Postgres);
-	// 0 is this machine's.
-	Cores     int
-	Freshness classifier.Freshness
-	// Rows and Ended, when set, count rows made final here (rejected at
-	// upload, cancelled) and lists ended here (cancelled), for metrics.
-	Rows  func(status classifier.Status, n int)
-	Ended func(status classifier.Status)
 }
 
-// DefaultListConfig is the reviewed list limits, with the queue settings'
-// chunking and the model bounds' defaults.
-func DefaultListConfig() ListConfig {
-	return ListConfig{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
+// DefaultListLimits are the reviewed list limits.
+func DefaultListLimits() ListLimits {
+	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
 		MaxUploads: DefaultListUploadsPerProcess, CallerMaxUploads: DefaultCallerMaxUploads,
-		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow, SpoolDir: os.TempDir(),
-		Queue: jobs.DefaultSettings(), ModelConcurrency: 8, ModelRatePerMinute: 300,
-		DefaultCallSeconds: DefaultCallSeconds, Freshness: classifier.DefaultFreshness()}
+		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow, SpoolDir: os.TempDir()}
 }
 
 // Validate returns an error for a limit below 1.
-func (l ListConfig) Validate() error {
+func (l ListLimits) Validate() error {
 	if l.MaxBytes < 1 || l.MaxRows < 1 || l.MaxActive < 1 {
 		return errors.New("MaxBytes, MaxRows and MaxActive must be at least 1")
 	}
@@ -196,59 +165,67 @@ func (l ListConfig) Validate() error {
 	return nil
 }
 
+// ListCounters count, for metrics, the rows made final here (rejected at
+// upload, cancelled) and the lists ended here (cancelled); a nil func
+// counts nothing.
+type ListCounters struct {
+	Rows  func(status classifier.Status, n int)
+	Ended func(status classifier.Status)
+}
+
 // OnRows counts n rows made final with status.
-func (l ListConfig) OnRows(status classifier.Status, n int) {
-	if l.Rows != nil && n > 0 {
-		l.Rows(status, n)
+func (c ListCounters) OnRows(status classifier.Status, n int) {
+	if c.Rows != nil && n > 0 {
+		c.Rows(status, n)
 	}
 }
 
 // OnEnded counts a list that ended with status.
-func (l ListConfig) OnEnded(status classifier.Status) {
-	if l.Ended != nil {
-		l.Ended(status)
+func (c ListCounters) OnEnded(status classifier.Status) {
+	if c.Ended != nil {
+		c.Ended(status)
 	}
 }
 
-// withDefaults is l with each field left zero set to its default (tests
-// and embedders set only what they care about).
-func (l ListConfig) withDefaults() ListConfig {
-	def := DefaultListConfig()
+// withDefaults is cfg with each setting left zero set to its default, the
+// one place the API's defaults are applied (tests and embedders set only
+// what they care about; cmd/domainclass starts from the same Default*).
+func (cfg Config) withDefaults() Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Auth == nil {
+		cfg.Auth = AuthNone{}
+	}
+	if cfg.DBTimeout <= 0 {
+		cfg.DBTimeout = DefaultDBTimeout
+	}
+	cfg.Lists = cfg.Lists.withDefaults()
+	def := jobs.DefaultSettings()
+	if cfg.Queue.ListChunkRows <= 0 {
+		cfg.Queue = def
+	}
+	if cfg.Queue.ListRetention <= 0 {
+		cfg.Queue.ListRetention = def.ListRetention
+	}
+	cfg.Estimate = cfg.Estimate.withDefaults()
+	return cfg
+}
+
+func (l ListLimits) withDefaults() ListLimits {
+	def := DefaultListLimits()
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = def.MaxBytes
 	}
-	if l.MaxRows <= 0 {
-		l.MaxRows = def.MaxRows
-	}
-	if l.MaxActive <= 0 {
-		l.MaxActive = def.MaxActive
-	}
-	if l.MaxUploads <= 0 {
-		l.MaxUploads = def.MaxUploads
-	}
-	if l.CallerMaxUploads <= 0 {
-		l.CallerMaxUploads = def.CallerMaxUploads
-	}
+	l.MaxRows = cmpOr(l.MaxRows, def.MaxRows)
+	l.MaxActive = cmpOr(l.MaxActive, def.MaxActive)
+	l.MaxUploads = cmpOr(l.MaxUploads, def.MaxUploads)
+	l.CallerMaxUploads = cmpOr(l.CallerMaxUploads, def.CallerMaxUploads)
 	if l.UploadMinRate <= 0 || l.UploadRateWindow <= 0 {
 		l.UploadMinRate, l.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
 	}
 	if l.SpoolDir == "" {
 		l.SpoolDir = def.SpoolDir
-	}
-	if l.Queue.ListChunkRows <= 0 {
-		l.Queue = def.Queue
-	}
-	if l.Queue.ListRetention <= 0 {
-		l.Queue.ListRetention = def.Queue.ListRetention
-	}
-	if l.ModelConcurrency <= 0 || l.ModelRatePerMinute <= 0 {
-		l.ModelConcurrency, l.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
-	}
-	if l.DefaultCallSeconds <= 0 {
-		l.DefaultCallSeconds = def.DefaultCallSeconds
-	}
-	if l.Freshness == (classifier.Freshness{}) {
-		l.Freshness = def.Freshness
 	}
 	return l
 }

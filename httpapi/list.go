@@ -224,7 +224,7 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 	if req.idemKey != "" {
 		a.Key = &db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, ListID: id, Fingerprint: fingerprint, Response: resp}
 	}
-	if err := jobs.AcceptList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, a); err != nil {
+	if err := jobs.AcceptList(ctx, tx, s.cfg.River, s.cfg.Queue, a); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -232,7 +232,7 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 		s.writeError(c, err)
 		return
 	}
-	s.cfg.Lists.OnRows(classifier.StatusRejected, l.Rejected)
+	s.cfg.ListCounts.OnRows(classifier.StatusRejected, l.Rejected)
 	c.Header("Location", accepted.StatusURL)
 	c.Data(http.StatusAccepted, "application/json", resp)
 }

@@ -31,7 +31,7 @@ func (s *Server) listCancel(c *gin.Context) {
 		return
 	}
 	defer db.Rollback(ctx, tx)
-	ended, err := jobs.CancelList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, id, caller)
+	ended, err := jobs.CancelList(ctx, tx, s.cfg.River, s.cfg.Queue, id, caller)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -46,8 +46,8 @@ func (s *Server) listCancel(c *gin.Context) {
 		return
 	}
 	if ended {
-		s.cfg.Lists.OnRows(classifier.StatusCancelled, l.Unfinished())
-		s.cfg.Lists.OnEnded(classifier.StatusCancelled)
+		s.cfg.ListCounts.OnRows(classifier.StatusCancelled, l.Unfinished())
+		s.cfg.ListCounts.OnEnded(classifier.StatusCancelled)
 	}
 	c.JSON(http.StatusOK, wire.NewListStatus(l))
 }

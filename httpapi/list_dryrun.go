@@ -28,13 +28,13 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 	var est wire.ListEstimate
 	err = pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
-		est.Overridden, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Lists.Freshness, fresh, time.Now())
+		est.Overridden, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Estimate.Freshness, fresh, time.Now())
 		if err != nil {
 			return err
 		}
 		est.Known = est.Overridden // its deprecated name
 		est.Rows, est.Domains, est.Duplicates, est.Rejected = rows.rows, rows.domains, rows.duplicates, rows.rejected
-		est.Model = s.cfg.Lists.Model
+		est.Model = s.cfg.Estimate.Model
 		stats, err := db.ModelStatsRecent(ctx, tx, cls.Name, modelStatsSample)
 		if err != nil {
 			return err
@@ -46,7 +46,7 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 			return err
 		}
 		var standard, economy wire.TierEstimate
-		standard, economy, est.Basis = s.cfg.Lists.estimate(est, stats, load)
+		standard, economy, est.Basis = s.cfg.Estimate.estimate(est, stats, load)
 		est.Tier, est.Tiers = tier, map[string]wire.TierEstimate{classifier.TierStandard: standard, classifier.TierEconomy: economy}
 		est.EstimatedSeconds, est.EstimatedCostUSD = est.Tiers[tier].EstimatedSeconds, est.Tiers[tier].EstimatedCostUSD
 		return errDryRun // nothing that was written outlives the estimate

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -52,12 +54,62 @@ const (
 // about 250 rows a second whatever the model does.
 const rowCPUSeconds = 0.008
 
+// DefaultCallSeconds is the estimate's time for one fresh domain before
+// any model call was measured: search ≈ 0.5–1 s and model ≈ 1.5 s.
+const DefaultCallSeconds = 2.5
+
+// Estimator is what a list's estimate (the dry run) and a caller's budget
+// check are computed from.
+type Estimator struct {
+	// Model is the model the workers ask, and Price its price per call
+	// (nil: unpriced), the same Pricer the workers charge the callers'
+	// spend with.
+	Model string
+	Price llm.Pricer
+	// ModelConcurrency and ModelRatePerMinute are the bounds of one worker
+	// process (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE).
+	ModelConcurrency   int
+	ModelRatePerMinute int
+	// DefaultCallSeconds is a fresh domain's time before any call was
+	// measured; SearchSeconds the search's share of one (the measured
+	// latency is the model's).
+	DefaultCallSeconds float64
+	SearchSeconds      float64
+	// Cores is the CPUs the rows' work shares (the service and Postgres);
+	// 0 is this machine's.
+	Cores int
+	// Freshness is the cache policy: which domains are answered without
+	// the model.
+	Freshness classifier.Freshness
+}
+
+// DefaultEstimator is an estimator of the model bounds' defaults (llm's)
+// and the reviewed cache policy, for an unnamed, unpriced model.
+func DefaultEstimator() Estimator {
+	return Estimator{ModelConcurrency: llm.DefaultMaxConcurrency, ModelRatePerMinute: llm.DefaultRatePerMinute,
+		DefaultCallSeconds: DefaultCallSeconds, Freshness: classifier.DefaultFreshness()}
+}
+
+func (l Estimator) withDefaults() Estimator {
+	def := DefaultEstimator()
+	if l.ModelConcurrency <= 0 || l.ModelRatePerMinute <= 0 {
+		l.ModelConcurrency, l.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
+	}
+	if l.DefaultCallSeconds <= 0 {
+		l.DefaultCallSeconds = def.DefaultCallSeconds
+	}
+	if l.Freshness == (classifier.Freshness{}) {
+		l.Freshness = def.Freshness
+	}
+	return l
+}
+
 // estimate is what the fresh domains cost in each tier (nil for a model
 // the price table does not list), how long the list takes in the standard
 // tier (see above) and what that time came from; in the economy tier, the
 // provider's 24-hour window.
-func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats, load db.Load) (standard, economy wire.TierEstimate, basis wire.EstimateBasis) {
-	promptTokens, completionTokens := float64(DefaultPromptTokens), float64(DefaultCompletionTokens)
+func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.Load) (standard, economy wire.TierEstimate, basis wire.EstimateBasis) {
+	promptTokens, completionTokens := float64(llm.DefaultPromptTokens), float64(llm.DefaultCompletionTokens)
 	if stats.Samples > 0 {
 		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
 	}
@@ -94,7 +146,7 @@ func (l ListConfig) estimate(est wire.ListEstimate, stats db.ModelStats, load db
 
 // basis is the model answers a second (measured, or from the configured
 // bounds) and the rows a second the CPU allows.
-func (l ListConfig) basis(stats db.ModelStats, load db.Load) wire.EstimateBasis {
+func (l Estimator) basis(stats db.ModelStats, load db.Load) wire.EstimateBasis {
 	var b wire.EstimateBasis
 	if load.BusySeconds >= measuredMinBusy && load.ModelAnswers >= measuredMinAnswers {
 		b.ModelAnswersPerSecond, b.Measured = float64(load.ModelAnswers)/load.BusySeconds, true

@@ -25,7 +25,8 @@ func TestListEstimateTime(t *testing.T) {
 
 	// The bounds of one worker process say 8 calls of 2 s at once: 4 a
 	// second. The deployment measurably answered 2 a second.
-	config := httpapi.ListConfig{ModelConcurrency: 8, ModelRatePerMinute: 60_000, DefaultCallSeconds: 2, Cores: 2, MaxActive: 10}
+	config := setupOpts{estimate: httpapi.Estimator{ModelConcurrency: 8, ModelRatePerMinute: 60_000, DefaultCallSeconds: 2, Cores: 2},
+		lists: httpapi.ListLimits{MaxActive: 10}}
 	dryRun := func(t *testing.T, b *testBundle, body string) wire.ListEstimate {
 		t.Helper()
 		r := b.do(t, "POST", "/lists?dry_run=true", body, "Content-Type", "text/plain")
@@ -64,7 +65,7 @@ func TestListEstimateTime(t *testing.T) {
 
 	t.Run("FromTheMeasuredThroughput", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: config})
+		b := setup(t, config)
 		seedThroughput(t, b, 2)
 		est := dryRun(t, b, domains("fresh", 200))
 		require.Equal(t, 200, est.Fresh)
@@ -76,7 +77,7 @@ func TestListEstimateTime(t *testing.T) {
 
 	t.Run("SharedWithTheListsRunning", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: config})
+		b := setup(t, config)
 		seedThroughput(t, b, 2)
 		// Another caller's list with 1,000 rows to answer, and a small one.
 		other, a := b.upload(t, "text/plain", domains("theirs", 1000), "Authorization", "Bearer "+b.keyB)
@@ -95,7 +96,7 @@ func TestListEstimateTime(t *testing.T) {
 
 	t.Run("NeverFasterThanTheRowsCPU", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: config})
+		b := setup(t, config)
 		// 4,000 rows answered from the cache: no model, but each row costs
 		// the service and Postgres about 8 ms of CPU; 2 cores do 250 a second.
 		_, err := b.db.Pool.Exec(ctx, `
@@ -111,7 +112,7 @@ func TestListEstimateTime(t *testing.T) {
 
 	t.Run("WithoutMeasurementsFromTheConfiguredBounds", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: config})
+		b := setup(t, config)
 		est := dryRun(t, b, domains("fresh", 200))
 		within(t, 50, est.EstimatedSeconds, "8 calls of 2 s at once, 4 a second")
 		require.False(t, est.Basis.Measured)

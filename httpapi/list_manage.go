@@ -127,7 +127,7 @@ func (s *Server) listRetry(c *gin.Context) {
 		return
 	}
 	defer db.Rollback(ctx, tx)
-	l, requeued, err := jobs.RetryList(ctx, tx, s.cfg.River, s.cfg.Lists.Queue, id, caller.Name,
+	l, requeued, err := jobs.RetryList(ctx, tx, s.cfg.River, s.cfg.Queue, id, caller.Name,
 		func() error { return s.listSlotFree(ctx, caller, tx) })
 	if err != nil {
 		s.writeListError(c, err)

@@ -78,11 +78,11 @@ func TestListRetry(t *testing.T) {
 		require.NoError(t, err)
 		return a.ListID
 	}
-	lists := httpapi.ListConfig{Queue: chunking(2, 2)}
+	lists := setupOpts{queue: chunking(2, 2)}
 
 	t.Run("ACompletedListsFailedRowsAreQueuedAgainOnceAndCounted", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: lists})
+		b := setup(t, lists)
 		id := newList(t, b)
 		finish(t, b, id, 4, "slow.com", classifier.StatusCompleted)
 		_, ended, err := db.ListComplete(ctx, b.db.Pool, uuid.MustParse(id))
@@ -114,7 +114,7 @@ func TestListRetry(t *testing.T) {
 
 	t.Run("AFailedListsNeverAnsweredRowsAreQueuedToo", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: lists})
+		b := setup(t, lists)
 		id := newList(t, b)
 		_, ended, err := db.ListFail(ctx, b.db.Pool, uuid.MustParse(id), "the service could not go on")
 		require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestListRetry(t *testing.T) {
 
 	t.Run("ARunningOrAnsweredListIsLeftAsItIs", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: lists})
+		b := setup(t, lists)
 		running := newList(t, b)
 		before := b.rowStatuses(t, running)
 		out := retried(t, b.do(t, "POST", "/lists/"+running+"/retry", ""))
@@ -152,7 +152,7 @@ func TestListRetry(t *testing.T) {
 
 	t.Run("ACancelledListIsNotResumed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: lists})
+		b := setup(t, lists)
 		id := newList(t, b)
 		require.Equal(t, http.StatusOK, b.do(t, "DELETE", "/lists/"+id, "").status)
 		before := b.rowStatuses(t, id)
@@ -162,7 +162,7 @@ func TestListRetry(t *testing.T) {
 
 	t.Run("AnotherCallersListIsNotFound", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: lists})
+		b := setup(t, lists)
 		id := newList(t, b)
 		_, _, err := db.ListFail(ctx, b.db.Pool, uuid.MustParse(id), "x")
 		require.NoError(t, err)
@@ -174,7 +174,7 @@ func TestListRetry(t *testing.T) {
 
 	t.Run("RetryingCountsTowardTheCallersActiveLists", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{Queue: chunking(2, 2), MaxActive: 1}})
+		b := setup(t, setupOpts{queue: chunking(2, 2), lists: httpapi.ListLimits{MaxActive: 1}})
 		id := newList(t, b)
 		_, _, err := db.ListFail(ctx, b.db.Pool, uuid.MustParse(id), "x")
 		require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestListIndex(t *testing.T) {
 
 	t.Run("ACallersListsNewestFirstAPageAtATime", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxActive: 10}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 10}})
 		var ids []string
 		for i := range 5 {
 			r, a := b.upload(t, "text/plain", fmt.Sprintf("brand%d.com\n", i))

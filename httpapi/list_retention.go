@@ -32,7 +32,7 @@ func (s *Server) listRowsFit(ctx context.Context, caller Caller, rows int, exec 
 	if stored.Rows+int64(rows) <= limit {
 		return nil
 	}
-	retention := s.cfg.Lists.Queue.ListRetention
+	retention := s.cfg.Queue.ListRetention
 	when, retryAfter := fmt.Sprintf("None of your lists has ended yet; a list's rows count until %s after it ends.",
 		days(retention)), listRetryAfter
 	if next := stored.NextExpiry; next != nil {

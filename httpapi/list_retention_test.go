@@ -42,7 +42,7 @@ func TestListRetention(t *testing.T) {
 
 	t.Run("StatusSaysUntilWhenAndAPurgedListIsNotFound", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{Queue: kept(48 * time.Hour)}})
+		b := setup(t, setupOpts{queue: kept(48 * time.Hour)})
 		r, a := b.upload(t, "text/plain", "acme.com\nbeta.com\n")
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 		status := func() (wire.ListStatus, map[string]any) {
@@ -84,7 +84,7 @@ func TestListRetention(t *testing.T) {
 	t.Run("StoredRowsAreCappedPerCaller", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{limits: httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 25},
-			lists: httpapi.ListConfig{MaxActive: 10, Queue: kept(48 * time.Hour)}})
+			lists: httpapi.ListLimits{MaxActive: 10}, queue: kept(48 * time.Hour)})
 		var first wire.ListAccepted
 		for i := range 2 {
 			r, a := b.upload(t, "text/plain", domainLines(fmt.Sprint("a", i), 10))
@@ -136,7 +136,7 @@ func TestListRetention(t *testing.T) {
 	t.Run("TheCapIsExactUnderConcurrentUploads", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{limits: httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 25},
-			lists: httpapi.ListConfig{MaxActive: 20}})
+			lists: httpapi.ListLimits{MaxActive: 20}})
 		var (
 			wg       sync.WaitGroup
 			mu       sync.Mutex

@@ -37,7 +37,7 @@ type spool struct {
 // is stored as the three of U+FFFD), and a domain, a reason and their
 // lengths (spoolRowBytes). A CRM export's row takes about 60 bytes: a
 // million rows, 60 MB.
-func spoolLimit(l ListConfig) int64 { return 3*l.MaxBytes + int64(l.MaxRows)*spoolRowBytes }
+func spoolLimit(l ListLimits) int64 { return 3*l.MaxBytes + int64(l.MaxRows)*spoolRowBytes }
 
 // spoolRowBytes bounds what a row adds to its input and ref: a domain (253
 // bytes), a reason and five lengths.

@@ -89,7 +89,7 @@ func TestListCreate(t *testing.T) {
 
 	t.Run("AcceptsACSVWithRefsDuplicatesAndRejectedRowsInOrder", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{Queue: chunking(2, 2)}})
+		b := setup(t, setupOpts{queue: chunking(2, 2)})
 		r, a := b.upload(t, "text/csv", csvBody)
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 		require.Equal(t, "/lists/"+a.ListID, r.header.Get("Location"))
@@ -179,7 +179,7 @@ func TestListCreate(t *testing.T) {
 	for _, tt := range rejected {
 		t.Run("Rejects"+tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxRows: 3, MaxBytes: 1000}})
+			b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxRows: 3, MaxBytes: 1000}})
 			r := b.do(t, "POST", "/lists"+tt.query, tt.body, append([]string{"Content-Type", tt.contentType}, tt.headers...)...)
 			requireProblem(t, r, tt.status, tt.slug)
 			require.Equal(t, noList, b.listCounts(t), "nothing may be written on a %d", tt.status)
@@ -192,7 +192,7 @@ func TestListCreate(t *testing.T) {
 	// "connection reset by peer", then retries the whole upload.
 	t.Run("ATooLargeListIsAnsweredBeforeTheConnectionCloses", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxBytes: 1000}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxBytes: 1000}})
 		conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
 		require.NoError(t, err)
 		defer conn.Close()
@@ -230,7 +230,7 @@ func TestListCreate(t *testing.T) {
 
 	t.Run("ALimitCrossedOnTheLastRowWritesNothing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxRows: 1000}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxRows: 1000}})
 		var body strings.Builder
 		for i := range 1001 {
 			fmt.Fprintf(&body, "brand%04d.com\n", i)
@@ -241,7 +241,7 @@ func TestListCreate(t *testing.T) {
 
 	t.Run("ActiveListsAreLimitedPerCaller", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxActive: 2}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 2}})
 		for range 2 {
 			r, _ := b.upload(t, "text/plain", "a.com")
 			require.Equal(t, http.StatusAccepted, r.status)
@@ -278,7 +278,7 @@ func TestListCreate(t *testing.T) {
 
 	t.Run("DryRunEstimatesAndWritesNothing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{ModelConcurrency: 8, ModelRatePerMinute: 60_000,
+		b := setup(t, setupOpts{estimate: httpapi.Estimator{ModelConcurrency: 8, ModelRatePerMinute: 60_000,
 			Model: "gpt-5.4-mini", DefaultCallSeconds: 2, Cores: 2,
 			Price: func(_ string, _, _ float64, batch bool) (float64, bool) {
 				if batch {
@@ -330,7 +330,7 @@ func TestListCreate(t *testing.T) {
 		requireProblem(t, b.do(t, "POST", "/lists?tier=cheap", body.String(), "Content-Type", "text/plain"), 400, "invalid-query")
 		require.Equal(t, before, b.listCounts(t))
 
-		unknownPrice := setup(t, setupOpts{lists: httpapi.ListConfig{Model: "my-local-model"}})
+		unknownPrice := setup(t, setupOpts{estimate: httpapi.Estimator{Model: "my-local-model"}})
 		r = unknownPrice.do(t, "POST", "/lists?dry_run=true", "a.com", "Content-Type", "text/plain")
 		require.Equal(t, http.StatusOK, r.status)
 		require.Contains(t, string(r.body), `"estimated_cost_usd":null`)

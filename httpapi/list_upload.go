@@ -88,7 +88,7 @@ type listBody struct {
 // l; rc sets the connection's read deadline (nil: none). The body it
 // returns, even with an error, must be finished once the answer is
 // written.
-func openListBody(r *http.Request, rc *http.ResponseController, l ListConfig, hashed bool) (*listBody, error) {
+func openListBody(r *http.Request, rc *http.ResponseController, l ListLimits, hashed bool) (*listBody, error) {
 	raw := &countingReader{r: newRateReader(r.Body, rc, l.UploadMinRate, l.UploadRateWindow)}
 	b := &listBody{max: l.MaxBytes, raw: raw, req: r}
 	in := http.MaxBytesReader(nil, io.NopCloser(raw), l.MaxBytes)

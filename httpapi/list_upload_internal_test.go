@@ -34,7 +34,7 @@ func TestListBody_AGzipBombStopsEarly(t *testing.T) {
 
 	req := httptest.NewRequest(http.MethodPost, "/lists", bytes.NewReader(gz.Bytes()))
 	req.Header.Set("Content-Encoding", "gzip")
-	body, err := openListBody(req, nil, DefaultListConfig(), false)
+	body, err := openListBody(req, nil, DefaultListLimits(), false)
 	require.NoError(t, err)
 	_, err = io.Copy(io.Discard, body)
 	var p *problem

@@ -572,7 +572,7 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	// Uploads: CSV (refs, a duplicate, rejected rows, an empty input) with
 	// an Idempotency-Key, replayed; NDJSON; plain text; gzip CSV; three of
 	// them with a callback. The service can sign, and reaches loopback.
-	l := setup(t, setupOpts{webhooks: true, allowPrivate: true, lists: httpapi.ListConfig{MaxActive: 100}})
+	l := setup(t, setupOpts{webhooks: true, allowPrivate: true, lists: httpapi.ListLimits{MaxActive: 100}})
 	auth := "Bearer " + l.keyA
 	csvBody := "company,domain,ref\n" +
 		"Unilever,https://www.Unilever.com/brands,crm-1\n" +
@@ -599,8 +599,8 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	estimate := upload(l, "?dry_run=true", "text/plain", "unilever.com\nfresh.com\nlocalhost\n")
 	require.Equal(t, http.StatusOK, estimate.status, "%s", estimate.body)
 	require.Contains(t, string(estimate.body), `"estimated_cost_usd":null`)
-	small := setup(t, setupOpts{lists: httpapi.ListConfig{MaxRows: 3, MaxBytes: 1000, MaxActive: 1, Model: "gpt-test",
-		Price: func(string, float64, float64, bool) (float64, bool) { return 0.001, true }}})
+	small := setup(t, setupOpts{lists: httpapi.ListLimits{MaxRows: 3, MaxBytes: 1000, MaxActive: 1},
+		estimate: httpapi.Estimator{Model: "gpt-test", Price: func(string, float64, float64, bool) (float64, bool) { return 0.001, true }}})
 	priced := upload(small, "?dry_run=true", "text/plain", "a.com\nb.com\n")
 	require.Equal(t, http.StatusOK, priced.status, "%s", priced.body)
 	var est wire.ListEstimate
@@ -609,7 +609,7 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 
 	// An upload too slow: 408 (sent by hand, a byte at a time, and checked
 	// against the document as the transport checks the others).
-	trickled := setup(t, setupOpts{lists: httpapi.ListConfig{UploadMinRate: 1000, UploadRateWindow: time.Second}})
+	trickled := setup(t, setupOpts{lists: httpapi.ListLimits{UploadMinRate: 1000, UploadRateWindow: time.Second}})
 	tooSlow := startTrickle(t, trickled.url, trickled.keyA, "/lists", "text/plain", 100*time.Millisecond).answered(15 * time.Second)
 	require.NotNil(t, tooSlow)
 	requireProblem(t, *tooSlow, http.StatusRequestTimeout, "upload-too-slow")

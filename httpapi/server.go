@@ -57,8 +57,17 @@ type Config struct {
 	// Webhooks is set when WEBHOOK_SECRET is configured: only then is an
 	// X-Callback-URL accepted (deliveries could not be signed otherwise).
 	Webhooks bool
-	// Lists configures the list routes; zero fields get DefaultListConfig's.
-	Lists ListConfig
+	// Lists are the list routes' limits; zero fields: DefaultListLimits's.
+	Lists ListLimits
+	// Queue holds the lists' chunking (ListChunkRows, ListChunksInFlight,
+	// BatchMaxRequests), their retention and the webhooks' attempts, which
+	// an upload, a retry and a cancel use; zero: jobs.DefaultSettings().
+	Queue jobs.Settings
+	// Estimate is what a dry run's estimate and a caller's budget check
+	// are computed from; zero fields: DefaultEstimator's.
+	Estimate Estimator
+	// ListCounts count rows and lists that end here, for metrics.
+	ListCounts ListCounters
 	// TracerProvider, when set, makes a server span per request. The trace
 	// context a caller sends is read with Propagator (nil: the global one)
 	// and, unless TrustIncomingTrace, only linked: the span starts a trace
@@ -96,16 +105,7 @@ const MaxBodyBytes = 64 << 10
 
 // New returns a server with its routes.
 func New(cfg Config) *Server {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Auth == nil {
-		cfg.Auth = AuthNone{}
-	}
-	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = DefaultDBTimeout
-	}
-	cfg.Lists = cfg.Lists.withDefaults()
+	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves

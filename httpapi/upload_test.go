@@ -137,10 +137,10 @@ func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil
 
 // lenientRate lets a trickle of a byte a second go on for the test's
 // length: the tests of the other bounds do not meet the minimum rate.
-var lenientRate = httpapi.ListConfig{UploadMinRate: 1, UploadRateWindow: 10 * time.Minute}
+var lenientRate = httpapi.ListLimits{UploadMinRate: 1, UploadRateWindow: 10 * time.Minute}
 
 // uploadBounds is lenientRate with room for n uploads at once.
-func uploadBounds(n int) httpapi.ListConfig {
+func uploadBounds(n int) httpapi.ListLimits {
 	l := lenientRate
 	l.MaxUploads, l.CallerMaxUploads, l.MaxActive = n, n, 100
 	return l
@@ -249,7 +249,7 @@ func TestHostileUploads(t *testing.T) {
 
 	t.Run("ATrickleIsEndedByTheMinimumReadRate", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{UploadMinRate: 100, UploadRateWindow: time.Second}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{UploadMinRate: 100, UploadRateWindow: time.Second}})
 		for _, every := range []time.Duration{100 * time.Millisecond, time.Hour} { // a byte at a time; nothing at all
 			tr := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", every)
 			require.True(t, tr.reading(dbtest.Patience()))
@@ -365,7 +365,7 @@ func TestListCSV(t *testing.T) {
 	// Issue 27: exports name their columns as they like.
 	t.Run("ColumnsAreNamedInTheQuery", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListConfig{MaxActive: 100}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 100}})
 		body := "Company,Domain,Website,Account_ID\nAcme,old.com,acme.com,A-1\nBeta,,https://www.beta.com/,A-2\n"
 		r, a := b.upload(t, "text/csv", body)
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)

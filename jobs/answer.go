@@ -61,6 +61,10 @@ type answerer struct {
 	cost func(model string, u *classifier.Usage) float64
 	// want is what the job or list accepts as a cached answer.
 	want classifier.Want
+	// call is how each domain's model call is counted and scheduled: the
+	// caller's spender, the call's share and, for a list, its gate (which
+	// opens a Postgres transaction as the call starts).
+	call classifier.CallOptions
 }
 
 // domainRetry is how one run retries a domain: a transient failure to
@@ -169,7 +173,7 @@ func (a answerer) one(ctx context.Context, log *slog.Logger, c *classifier.Class
 		if a.classify != nil {
 			r, err = a.classify(ctx, c, d, owner)
 		} else {
-			r, err = a.pipeline.ClassifyWant(ctx, c, d.Domain, owner, a.want)
+			r, err = a.pipeline.ClassifyWant(ctx, c, d.Domain, owner, a.want, a.call)
 		}
 		if !a.retriable(ctx, err) || try >= a.retry.attempts {
 			break

@@ -62,7 +62,7 @@ func (r *batchRun) verdict(it *batchItem, resp classifier.CompletionResponse, ba
 	answer := r.w.Pipeline.Verdict(r.c, it.prepared, resp)
 	answer.BatchID = batchID
 	if r.w.Price != nil {
-		answer.Usage.CostUSD = r.w.Price(answer.Model, answer.Usage, true)
+		answer.Usage.CostUSD = r.w.Price.Usage(answer.Model, answer.Usage, true)
 	}
 	return answer
 }
@@ -72,18 +72,18 @@ func (r *batchRun) verdict(it *batchItem, resp classifier.CompletionResponse, ba
 // the batch ran, else by a call at the standard price. An error leaves the
 // rest to River's retry; the answered ones are final and skipped.
 func (r *batchRun) askUnanswered(ctx context.Context, st llm.BatchStatus) error {
-	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: r.l.Caller, List: r.l.ID.String()})
+	call := classifier.CallOptions{Share: classifier.Share{Class: classifier.ClassList, Caller: r.l.Caller, List: r.l.ID.String()}}
 	fallbacks, err := r.unansweredRequests(ctx)
 	if err != nil {
 		return err
 	}
 	for _, it := range fallbacks {
-		answer, err := r.fallback(ctx, it.prepared)
+		answer, err := r.fallback(ctx, it.prepared, call)
 		if err != nil {
 			return err
 		}
 		if r.w.Price != nil && answer.Usage != nil {
-			answer.Usage.CostUSD = r.w.Price(answer.Model, answer.Usage, false)
+			answer.Usage.CostUSD = r.w.Price.Usage(answer.Model, answer.Usage, false)
 		}
 		if err := r.storeAnswer(ctx, it, answer, classifier.TierStandard); err != nil {
 			return err
@@ -117,14 +117,15 @@ func (r *batchRun) unansweredRequests(ctx context.Context) ([]*batchItem, error)
 }
 
 // fallback answers a request the batch did not: by the domain's override
-// when one was set while the batch ran, else by a call.
-func (r *batchRun) fallback(ctx context.Context, pr classifier.Prepared) (classifier.Result, error) {
+// when one was set while the batch ran, else by a call (counted against
+// the caller's budget when it was staged).
+func (r *batchRun) fallback(ctx context.Context, pr classifier.Prepared, call classifier.CallOptions) (classifier.Result, error) {
 	if o, err := r.w.Pipeline.Override(ctx, r.c, pr.Domain); err != nil {
 		return classifier.Result{}, err
 	} else if o != nil {
 		return *o, nil
 	}
-	return r.w.Pipeline.Ask(ctx, r.c, pr)
+	return r.w.Pipeline.Ask(ctx, r.c, pr, call)
 }
 
 // storeAnswer stores one answer of the list (and its duplicates), releases

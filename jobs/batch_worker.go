@@ -31,10 +31,6 @@ type Batcher interface {
 	BatchResults(ctx context.Context, b llm.BatchStatus, fn func(llm.BatchResult) error) error
 }
 
-// Pricer prices a model call's usage, at the batch price when batch; 0
-// when the model is not in the price table.
-type Pricer func(model string, u *classifier.Usage, batch bool) float64
-
 // BatchArgs follows one provider batch of an economy list's chunk. Like
 // the others it is a claim check: the batch and its requests live in
 // Postgres (llm_batch, llm_batch_item).
@@ -77,7 +73,7 @@ type BatchWorker struct {
 	Pipeline *classifier.Pipeline
 	Registry *classifier.Registry
 	Settings Settings
-	Price    Pricer // nil: unpriced
+	Price    llm.Pricer // nil: unpriced
 	Logger   *slog.Logger
 	Metrics  *Metrics
 	Lists    *ListMetrics

@@ -37,12 +37,12 @@ type economyBundle struct {
 
 // testPrice: $1 per million prompt tokens and $2 per million completion
 // tokens, half in a batch.
-func testPrice(_ string, u *classifier.Usage, batch bool) float64 {
-	usd := (float64(u.PromptTokens)*1 + float64(u.CompletionTokens)*2) / 1e6
+func testPrice(_ string, promptTokens, completionTokens float64, batch bool) (float64, bool) {
+	usd := (promptTokens*1 + completionTokens*2) / 1e6
 	if batch {
 		usd /= 2
 	}
-	return usd
+	return usd, true
 }
 
 func setupEconomy(t *testing.T, handle func(llmtest.Request) llmtest.Reply, mutate func(*jobs.Settings)) *economyBundle {
@@ -162,7 +162,8 @@ func TestEconomyList(t *testing.T) {
 		require.Equal(t, rows[1].Result.ProvenanceID, rows[4].Result.ProvenanceID)
 		require.NotZero(t, rows[1].Result.ProvenanceID)
 		require.Equal(t, []int{5, 4, 1, 1, 3}, []int{now.Done, now.Completed, now.Override, now.Rejected, now.LLM})
-		want := 2 * testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, true)
+		batch, _ := testPrice("", 120, 25, true)
+		want := 2 * batch
 		require.InDelta(t, want, now.CostUSD, 1e-12, "two answers at the batch price")
 
 		cached, err := db.ResultGet(ctx, e.tx, "cpg", "acme.com")
@@ -209,7 +210,7 @@ func TestEconomyList(t *testing.T) {
 		}
 		require.Equal(t, classifier.SourceOverride, rows[4].Result.Source)
 		require.Equal(t, 1, now.Override)
-		full := testPrice("", &classifier.Usage{PromptTokens: 120, CompletionTokens: 25}, false)
+		full, _ := testPrice("", 120, 25, false)
 		require.InDelta(t, 3*full, now.CostUSD, 1e-12, "fallbacks cost the standard price")
 	})
 

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -53,8 +54,8 @@ type ClassifyWorker struct {
 	Registry *classifier.Registry
 	Settings Settings
 	Logger   *slog.Logger
-	Metrics  *Metrics // nil: no metrics
-	Price    Pricer   // nil: unpriced
+	Metrics  *Metrics   // nil: no metrics
+	Price    llm.Pricer // nil: unpriced
 	// Spend counts the caller's model calls against its budget (nil: no
 	// budgets).
 	Spend *Spenders
@@ -122,7 +123,6 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("job %s: %w", id, err))
 	}
-	ctx = classifier.WithSpender(ctx, w.Spend.For(j.Caller))
 
 	// 2. Answer every domain not final yet, storing each as it comes.
 	var pending []pendingDomain
@@ -134,7 +134,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 		}
 	}
 	log.DebugContext(ctx, "classify job started", "domains", out.Domains, "pending", len(pending))
-	o := w.answerer(j.Want).answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
+	o := w.answerer(j).answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending,
 		func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
 			return db.JobDomainFinish(ctx, w.DB, id, d.Key, r, owner)
 		})
@@ -160,11 +160,14 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	return nil
 }
 
-func (w *ClassifyWorker) answerer(want classifier.Want) answerer {
-	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: want,
-		retry: newDomainRetry(w.Settings)}
+// answerer answers job j's domains: interactive model calls, counted
+// against its caller's budget.
+func (w *ClassifyWorker) answerer(j *classifier.Job) answerer {
+	a := answerer{pipeline: w.Pipeline, concurrency: w.Settings.DomainConcurrency, metrics: w.Metrics, want: j.Want,
+		retry: newDomainRetry(w.Settings), call: classifier.CallOptions{
+			Share: classifier.Share{Class: classifier.ClassInteractive}, Spender: w.Spend.For(j.Caller)}}
 	if w.Price != nil {
-		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price(model, u, false) }
+		a.cost = func(model string, u *classifier.Usage) float64 { return w.Price.Usage(model, u, false) }
 	}
 	return a
 }

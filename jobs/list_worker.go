@@ -77,7 +77,7 @@ type ClassifyListWorker struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics     // nil: no metrics
 	Lists    *ListMetrics // nil: no metrics
-	Price    Pricer       // nil: unpriced
+	Price    llm.Pricer   // nil: unpriced
 	Spend    *Spenders    // nil: no budgets
 }
 
@@ -128,7 +128,6 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	if err != nil {
 		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
 	}
-	ctx = classifier.WithSpender(ctx, w.Spend.For(l.Caller))
 	a := w.answerer(ctx, log, job, l)
 	from, to := l.ChunkRange(job.Args.Chunk)
 	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
@@ -172,11 +171,13 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 // answers its domains or stages them for a batch: the list's concurrency,
 // domain retries and run budget (ListRunBudget, from the run's start), and,
 // once all its domains have started, the feed of the chunk after the
-// window (this one still counted in it).
+// window (this one still counted in it). Its model calls are the list's
+// (its share and gate, answerRows), counted against its caller's budget.
 func (w *ClassifyListWorker) answerer(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], l *classifier.List) answerer {
 	inFlight := w.Settings.ListChunksInFlight
 	return answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
 		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()),
+		call:       classifier.CallOptions{Spender: w.Spend.For(l.Caller)},
 		allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
 }
 
@@ -194,7 +195,7 @@ func (w *ClassifyListWorker) storeRow(l *classifier.List) func(context.Context, 
 // duplicates as it comes, and returns the outcome and how many domains it
 // had to answer. A model call starts only through the list's gate, which a
 // cancel closes, and in its list's turn: behind interactive jobs, beside
-// other callers' lists (llm.Share).
+// other callers' lists (classifier.Share).
 func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
 	l *classifier.List, c *classifier.Classifier, a answerer, rows []classifier.ListRow) (outcome, int) {
 	pending := make([]pendingDomain, len(rows))
@@ -202,8 +203,9 @@ func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, j
 		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
 	}
 	a.cost, a.want = w.cost(false), l.Want
-	ctx = llm.WithShare(ctx, llm.Share{Class: llm.ClassList, Caller: l.Caller, List: l.ID.String()})
-	o := a.answer(llm.WithGate(ctx, w.gate(l.ID)), log, c, fmt.Sprintf("river:%d", job.ID), pending, w.storeRow(l))
+	a.call.Share = classifier.Share{Class: classifier.ClassList, Caller: l.Caller, List: l.ID.String()}
+	a.call.Gate = w.gate(l.ID)
+	o := a.answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending, w.storeRow(l))
 	return o, len(pending)
 }
 
@@ -228,7 +230,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		for i := range nums {
 			pending[i] = pendingDomain{Key: nums[i], Domain: domains[i]}
 		}
-		a.classify = w.stageInto(b, l)
+		a.classify = w.stageInto(b, l, a.call)
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, w.storeRow(l))
 		o.summary(ctx, log, "list chunk staged", len(pending))
 		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
@@ -247,10 +249,11 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 
 // stageInto answers a domain of list l the way a batch will: by override or
 // cache now, else claimed and searched, its request staged in batch b (a
-// PENDING result, stored when the batch answers).
-func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
+// PENDING result, stored when the batch answers), counted with call's
+// spender.
+func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call classifier.CallOptions) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
 	return func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want)
+		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want, call)
 		if err != nil || pr == nil {
 			return r, err
 		}
@@ -287,12 +290,13 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 	if w.Price == nil {
 		return nil
 	}
-	return func(model string, u *classifier.Usage) float64 { return w.Price(model, u, batch) }
+	return func(model string, u *classifier.Usage) float64 { return w.Price.Usage(model, u, batch) }
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
-// gate lock until the call's request is written (see db.ListGate).
-func (w *ClassifyListWorker) gate(id uuid.UUID) llm.Gate {
+// gate lock until the call's request is written (see db.ListGate): a
+// Postgres transaction opened as each model call of the list starts.
+func (w *ClassifyListWorker) gate(id uuid.UUID) classifier.Gate {
 	return func(ctx context.Context) (func(), error) {
 		tx, err := db.Begin(ctx, w.DB)
 		if err != nil {

@@ -81,7 +81,7 @@ func (p *budgetProc) calls(ctx context.Context, prefix string, n, workers int) [
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				_, err := p.lim.Complete(ctx, completion(fmt.Sprintf("%s%d.com", prefix, i)))
+				_, err := p.lim.Complete(ctx, completion(fmt.Sprintf("%s%d.com", prefix, i)), classifier.CallOptions{})
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -134,7 +134,7 @@ func TestBudget_TwoProcessesShareTheAccountsTokens(t *testing.T) {
 		for i := range 10 {
 			req := completion(fmt.Sprintf("%s%d.com", prefix, i))
 			req.User += "\n" + strings.Repeat("evidence ", 100)
-			if _, err := p.lim.Complete(context.Background(), req); err != nil {
+			if _, err := p.lim.Complete(context.Background(), req, classifier.CallOptions{}); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -224,7 +224,7 @@ func TestBudget_A429SlowsTheWholeDeployment(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; ctx.Err() == nil; i++ {
-			_, _ = b.lim.Complete(ctx, completion(fmt.Sprintf("second%d.com", i)))
+			_, _ = b.lim.Complete(ctx, completion(fmt.Sprintf("second%d.com", i)), classifier.CallOptions{})
 		}
 	})
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(arrivals) > 0 }, dbtest.Patience(), time.Millisecond)

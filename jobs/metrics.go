@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -80,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.llmCost.WithLabelValues("standard")
 	m.llmCost.WithLabelValues("economy")
-	for _, c := range llm.Classes() {
+	for _, c := range classifier.CallClasses() {
 		m.llmSlotsInUse.WithLabelValues(string(c))
 		m.llmWait.WithLabelValues(string(c))
 	}
@@ -194,7 +193,7 @@ func (m *Metrics) BatchTokens(u *classifier.Usage) {
 }
 
 // ObserveSlotsInUse records how many model slots class holds (llm.SlotObserver).
-func (m *Metrics) ObserveSlotsInUse(c llm.Class, n int) {
+func (m *Metrics) ObserveSlotsInUse(c classifier.CallClass, n int) {
 	if m != nil {
 		m.llmSlotsInUse.WithLabelValues(string(c)).Set(float64(n))
 	}
@@ -202,7 +201,7 @@ func (m *Metrics) ObserveSlotsInUse(c llm.Class, n int) {
 
 // ObserveSlotWait records how long a model call of class waited for its
 // slot (llm.SlotObserver).
-func (m *Metrics) ObserveSlotWait(c llm.Class, d time.Duration) {
+func (m *Metrics) ObserveSlotWait(c classifier.CallClass, d time.Duration) {
 	if m != nil {
 		m.llmWait.WithLabelValues(string(c)).Observe(d.Seconds())
 	}

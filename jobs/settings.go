@@ -37,7 +37,7 @@ const (
 	DefaultClassifyWorkers = 10
 	// DefaultListWorkers: River MaxWorkers of queue "list", the chunks of
 	// lists running at once per process. Fair share is decided where model
-	// slots are handed out (llm.Share), and it can only share between lists
+	// slots are handed out (classifier.Share), and it can only share between lists
 	// that have calls waiting there: a list whose chunks all sit queued in
 	// River behind another's gets nothing. 32 runs every chunk in flight of
 	// four lists (DefaultListChunksInFlight each) at once, instead of

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -21,10 +22,6 @@ const (
 	// the rest of a big list fails fast; an operator who raises the budget
 	// sees it apply within that.
 	spentRecheck = 5 * time.Second
-	// estimatePromptTokens and estimateCompletionTokens price a call
-	// before any was answered: the dry run's defaults (httpapi/limits.go).
-	estimatePromptTokens     = 800
-	estimateCompletionTokens = 60
 )
 
 // Spenders count the callers' model calls against their daily budgets in
@@ -34,7 +31,7 @@ const (
 // *Spenders counts nothing.
 type Spenders struct {
 	DB     db.DBTX
-	Price  Pricer // nil: calls are counted at $0
+	Price  llm.Pricer // nil: calls are counted at $0
 	Logger *slog.Logger
 
 	mu    sync.Mutex
@@ -88,7 +85,9 @@ func (s *Spenders) estimate(model string) float64 {
 	if s.mean > 0 || s.Price == nil {
 		return s.mean
 	}
-	return s.Price(model, &classifier.Usage{PromptTokens: estimatePromptTokens, CompletionTokens: estimateCompletionTokens}, false)
+	// Before any call was answered: a call's default tokens, as the dry
+	// run prices them.
+	return s.Price.Usage(model, &classifier.Usage{PromptTokens: llm.DefaultPromptTokens, CompletionTokens: llm.DefaultCompletionTokens}, false)
 }
 
 type callerSpend struct {
@@ -105,7 +104,7 @@ func (sp *callerSpend) Settle(u *classifier.Usage, model string, called bool) {
 	case !called:
 		calls, usd = -1, -sp.usd
 	case u != nil && s.Price != nil:
-		actual := s.Price(model, u, false)
+		actual := s.Price.Usage(model, u, false)
 		usd = actual - sp.usd
 		s.mu.Lock()
 		s.mean = ewmaCost(s.mean, actual)

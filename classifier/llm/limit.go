@@ -67,19 +67,26 @@ func (l *Limited) Stopping() error {
 	return nil
 }
 
-// Complete waits for a slot, the rate and the tokens, in ctx's Share's
-// turn, asks ctx's Gate, if any, and then calls the model. The call's
-// tokens are estimated from its prompt before it starts and corrected from
-// its usage once it ends (given back when no answer came).
-func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
+// Complete waits for a slot, the rate and the tokens, in call.Share's
+// turn (zero: interactive), asks call.Gate, if any (a list's opens a
+// Postgres transaction, held until the request is written), and then
+// calls the model. The call's tokens are estimated from its prompt before
+// it starts and corrected from its usage once it ends (given back when no
+// answer came). It returns ErrStopping once Stop was called, the gate's
+// refusal wrapped, and the model's errors.
+func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest, call classifier.CallOptions) (classifier.CompletionResponse, error) {
 	estimate := l.tokens.estimate(req)
-	release, err := l.slots.acquire(ctx, ShareOf(ctx), estimate)
+	share := call.Share
+	if share.Class == "" {
+		share = classifier.Share{Class: classifier.ClassInteractive}
+	}
+	release, err := l.slots.acquire(ctx, share, estimate)
 	if err != nil {
 		return classifier.CompletionResponse{}, err
 	}
 	defer release()
-	if gate, ok := ctx.Value(gateKey{}).(Gate); ok {
-		release, err := gate(ctx)
+	if call.Gate != nil {
+		release, err := call.Gate(ctx)
 		if err != nil {
 			l.slots.correct(-estimate)
 			return classifier.CompletionResponse{}, fmt.Errorf("model call refused: %w", err)
@@ -92,7 +99,7 @@ func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest
 		})
 	}
 	start := time.Now()
-	resp, err := l.next.Complete(ctx, req)
+	resp, err := l.next.Complete(ctx, req, call)
 	if err != nil {
 		l.slots.correct(-estimate) // no answer: the provider counted nothing we know of
 		return resp, err
@@ -102,18 +109,4 @@ func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest
 		l.slots.correct(float64(used) - estimate)
 	}
 	return resp, nil
-}
-
-// A Gate is asked right before a model call starts (its slot and the rate
-// allow it): it refuses the call with an error, or lets it go and returns a
-// release, called once the call's request has been written to the
-// provider. Lists use it so that a cancel orders itself against the calls
-// that are starting.
-type Gate func(ctx context.Context) (release func(), err error)
-
-type gateKey struct{}
-
-// WithGate returns ctx with the gate of the calls made under it.
-func WithGate(ctx context.Context, g Gate) context.Context {
-	return context.WithValue(ctx, gateKey{}, g)
 }

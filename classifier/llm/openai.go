@@ -127,7 +127,7 @@ func New(cfg Config) (*Client, error) {
 // *RejectedError (a 4xx other than 408, 409 and 429, once every response
 // format was tried) is permanent; anything else (5xx, timeouts, connection
 // errors) is transient.
-func (c *Client) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
+func (c *Client) Complete(ctx context.Context, req classifier.CompletionRequest, _ classifier.CallOptions) (classifier.CompletionResponse, error) {
 	// A client span in OpenTelemetry's GenAI conventions: the model asked,
 	// the model that answered, the tokens; never the prompt or the key.
 	ctx, span := tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),

@@ -38,7 +38,7 @@ func TestClient_Complete(t *testing.T) {
 	t.Run("AsksForJSONSchemaAndReturnsContentAndUsage", func(t *testing.T) {
 		t.Parallel()
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Snacks.") })
-		resp, err := newClient(t, srv, "").Complete(ctx, request("acme.com"))
+		resp, err := newClient(t, srv, "").Complete(ctx, request("acme.com"), classifier.CallOptions{})
 		require.NoError(t, err)
 		require.JSONEq(t, `{"is_cpg":true,"confidence":5,"reasoning":"Snacks."}`, resp.Content)
 		require.Equal(t, 120, resp.PromptTokens)
@@ -57,9 +57,9 @@ func TestClient_Complete(t *testing.T) {
 			return llmtest.Answer(false, 4, "Software.")
 		})
 		c := newClient(t, srv, "auto")
-		_, err := c.Complete(ctx, request("a.com"))
+		_, err := c.Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.NoError(t, err)
-		_, err = c.Complete(ctx, request("b.com"))
+		_, err = c.Complete(ctx, request("b.com"), classifier.CallOptions{})
 		require.NoError(t, err)
 
 		var formats []string
@@ -73,7 +73,7 @@ func TestClient_Complete(t *testing.T) {
 	t.Run("FixedFormatDoesNotFallBack", func(t *testing.T) {
 		t.Parallel()
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusBadRequest, nil) })
-		_, err := newClient(t, srv, "json_schema").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "json_schema").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.True(t, classifier.IsPermanent(err), "want a permanent error, got %v", err)
 		require.Equal(t, 1, srv.Total())
 	})
@@ -83,7 +83,7 @@ func TestClient_Complete(t *testing.T) {
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
 			return llmtest.Status(http.StatusTooManyRequests, map[string]string{"Retry-After": "7"})
 		})
-		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		after, ok := classifier.RetryAfter(err)
 		require.True(t, ok, "want a rate-limit error, got %v", err)
 		require.Equal(t, 7*time.Second, after)
@@ -95,7 +95,7 @@ func TestClient_Complete(t *testing.T) {
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
 			return llmtest.Status(http.StatusTooManyRequests, map[string]string{"Retry-After-Ms": "1500", "Retry-After": "9"})
 		})
-		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		after, ok := classifier.RetryAfter(err)
 		require.True(t, ok)
 		require.Equal(t, 1500*time.Millisecond, after)
@@ -106,7 +106,7 @@ func TestClient_Complete(t *testing.T) {
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
 			return llmtest.Reply{Status: http.StatusTooManyRequests, ErrorCode: "insufficient_quota"}
 		})
-		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.Error(t, err)
 		_, throttled := classifier.RetryAfter(err)
 		require.False(t, throttled, "a quota error must use up attempts, not snooze forever")
@@ -116,7 +116,7 @@ func TestClient_Complete(t *testing.T) {
 	t.Run("ServerErrorIsTransient", func(t *testing.T) {
 		t.Parallel()
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusBadGateway, nil) })
-		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.Error(t, err)
 		require.False(t, classifier.IsPermanent(err))
 		_, throttled := classifier.RetryAfter(err)
@@ -127,7 +127,7 @@ func TestClient_Complete(t *testing.T) {
 	t.Run("BadKeyIsPermanentAndDoesNotLeakTheKey", func(t *testing.T) {
 		t.Parallel()
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusUnauthorized, nil) })
-		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.True(t, classifier.IsPermanent(err))
 		require.NotContains(t, err.Error(), "sk-test")
 	})
@@ -135,7 +135,7 @@ func TestClient_Complete(t *testing.T) {
 	t.Run("GarbageBodyIsAnError", func(t *testing.T) {
 		t.Parallel()
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Raw: "<html>oops"} })
-		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"))
+		_, err := newClient(t, srv, "").Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.Error(t, err)
 	})
 
@@ -146,7 +146,7 @@ func TestClient_Complete(t *testing.T) {
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
 		c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "k", Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
-		_, err = c.Complete(ctx, request("a.com"))
+		_, err = c.Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.Error(t, err)
 		require.False(t, classifier.IsPermanent(err))
 	})
@@ -166,7 +166,7 @@ func TestLimit(t *testing.T) {
 		limited := llm.Limit(newClient(t, srv, ""), 3, 60_000, nil)
 		var wg sync.WaitGroup
 		for range 10 {
-			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
+			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{}) })
 		}
 		require.Eventually(t, func() bool { return srv.Total() == 3 }, dbtest.Patience(), 5*time.Millisecond)
 		close(release)
@@ -192,7 +192,7 @@ func TestLimit(t *testing.T) {
 		limited := llm.Limit(next, 10, 1200, nil) // one call per 50 ms
 		var wg sync.WaitGroup
 		for range 5 {
-			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com")) })
+			wg.Go(func() { _, _ = limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{}) })
 		}
 		wg.Wait()
 		require.Len(t, starts, 5)
@@ -211,13 +211,83 @@ func TestLimit(t *testing.T) {
 		defer close(block)
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
 		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
-		go func() { _, _ = limited.Complete(context.Background(), request("a.com")) }()
+		go func() { _, _ = limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{}) }()
 		require.Eventually(t, func() bool { return srv.Total() == 1 }, dbtest.Patience(), 5*time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := limited.Complete(ctx, request("b.com"))
+		_, err := limited.Complete(ctx, request("b.com"), classifier.CallOptions{})
 		require.True(t, errors.Is(err, context.Canceled))
 	})
+}
+
+// TestLimit_CallOptions: what a worker passes with a call decides its
+// turn and whether it starts; nothing rides in the context.
+func TestLimit_CallOptions(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AGateThatRefusesStopsTheCallBeforeTheModel", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") })
+		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
+		ended := errors.New("list ended")
+		gate := func(context.Context) (func(), error) { return nil, ended }
+		_, err := limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{Gate: gate})
+		require.ErrorIs(t, err, ended)
+		require.Equal(t, 0, srv.Total(), "a refused call must not reach the model")
+	})
+
+	t.Run("AGateIsReleasedOnceTheRequestIsWritten", func(t *testing.T) {
+		t.Parallel()
+		answer := make(chan struct{})
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
+			r := llmtest.Answer(true, 5, "x")
+			r.Wait = answer
+			return r
+		})
+		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
+		released := make(chan struct{})
+		gate := func(context.Context) (func(), error) { return func() { close(released) }, nil }
+		done := make(chan error, 1)
+		go func() {
+			_, err := limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{Gate: gate})
+			done <- err
+		}()
+		select { // the model has not answered yet: the gate is let go as the request is sent
+		case <-released:
+		case <-time.After(dbtest.Patience()):
+			t.Fatal("the gate was not released while the model was thinking")
+		}
+		close(answer)
+		require.NoError(t, <-done)
+	})
+
+	t.Run("AListsShareTakesAListSlot", func(t *testing.T) {
+		t.Parallel()
+		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") })
+		obs := &slotRecorder{}
+		limited := llm.Limit(newClient(t, srv, ""), 2, 60_000, obs)
+		list := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "l1"}
+		_, err := limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{Share: list})
+		require.NoError(t, err)
+		_, err = limited.Complete(context.Background(), request("b.com"), classifier.CallOptions{})
+		require.NoError(t, err)
+		require.Equal(t, []classifier.CallClass{classifier.ClassList, classifier.ClassInteractive}, obs.waited,
+			"the first call is the list's, the second (no share) interactive")
+	})
+}
+
+// slotRecorder records the class of each call that got a slot.
+type slotRecorder struct {
+	mu     sync.Mutex
+	waited []classifier.CallClass
+}
+
+func (r *slotRecorder) ObserveSlotsInUse(classifier.CallClass, int) {}
+
+func (r *slotRecorder) ObserveSlotWait(c classifier.CallClass, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waited = append(r.waited, c)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -238,7 +308,7 @@ func maxTime(a, b time.Time) time.Time {
 // behind the limiter.
 type completerFunc func(context.Context, classifier.CompletionRequest) (classifier.CompletionResponse, error)
 
-func (f completerFunc) Complete(ctx context.Context, req classifier.CompletionRequest) (classifier.CompletionResponse, error) {
+func (f completerFunc) Complete(ctx context.Context, req classifier.CompletionRequest, _ classifier.CallOptions) (classifier.CompletionResponse, error) {
 	return f(ctx, req)
 }
 
@@ -268,7 +338,7 @@ func TestClient_RateLimitHeaders(t *testing.T) {
 		c := newClient(t, srv, "")
 		var err error
 		for range 4 {
-			if _, err = c.Complete(ctx, request("a.com")); err != nil {
+			if _, err = c.Complete(ctx, request("a.com"), classifier.CallOptions{}); err != nil {
 				break
 			}
 		}
@@ -285,9 +355,9 @@ func TestClient_RateLimitHeaders(t *testing.T) {
 		rec := &saidRecorder{}
 		c, err := llm.New(llm.Config{BaseURL: srv.BaseURL(), APIKey: "sk-test", Feedback: rec})
 		require.NoError(t, err)
-		_, err = c.Complete(ctx, request("a.com"))
+		_, err = c.Complete(ctx, request("a.com"), classifier.CallOptions{})
 		require.NoError(t, err)
-		_, err = c.Complete(ctx, request("b.com"))
+		_, err = c.Complete(ctx, request("b.com"), classifier.CallOptions{})
 		_, throttled := classifier.RetryAfter(err)
 		require.True(t, throttled, "the second request in 100 ms is over the account's limit: %v", err)
 

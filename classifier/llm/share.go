@@ -10,49 +10,11 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 )
 
-// Class is who a model call serves, for the order in which calls get a
-// model slot: every waiting interactive call before any list's.
-type Class string
-
-const (
-	// ClassInteractive: a job of POST /domains/classify, whose caller is
-	// waiting for ten answers. The default for a call without a Share.
-	ClassInteractive Class = "interactive"
-	// ClassList: a row of a list.
-	ClassList Class = "list"
-)
-
-// Classes lists every class, in the order they are served.
-func Classes() []Class { return []Class{ClassInteractive, ClassList} }
-
-// A Share names whose a model call is: its class and, for a list, the
-// caller and the list.
-type Share struct {
-	Class  Class
-	Caller string
-	List   string
-}
-
-type shareKey struct{}
-
-// WithShare returns ctx with the share of the model calls made under it.
-func WithShare(ctx context.Context, s Share) context.Context {
-	return context.WithValue(ctx, shareKey{}, s)
-}
-
-// ShareOf returns ctx's share: interactive when none was set.
-func ShareOf(ctx context.Context) Share {
-	if s, ok := ctx.Value(shareKey{}).(Share); ok && s.Class != "" {
-		return s
-	}
-	return Share{Class: ClassInteractive}
-}
-
 // SlotObserver is told how many slots each class holds whenever that
 // changes, and how long each call waited for its slot.
 type SlotObserver interface {
-	ObserveSlotsInUse(c Class, n int)
-	ObserveSlotWait(c Class, d time.Duration)
+	ObserveSlotsInUse(c classifier.CallClass, n int)
+	ObserveSlotWait(c classifier.CallClass, d time.Duration)
 }
 
 // scheduler hands out a process's model slots, its rate and its tokens, a
@@ -87,7 +49,7 @@ type scheduler struct {
 	tokens      *bucket // nil: no tokens limit
 	cooldown    time.Time
 	weights     map[string]float64
-	inUse       map[Class]int
+	inUse       map[classifier.CallClass]int
 	interactive []*waiter
 	// interactiveLoad is the moving mean of the interactive calls in
 	// flight and waiting, the demand a lease reports for them.
@@ -99,7 +61,7 @@ type scheduler struct {
 }
 
 type waiter struct {
-	share   Share
+	share   classifier.Share
 	tokens  float64
 	since   time.Time
 	ready   chan struct{} // closed when granted, or refused
@@ -128,7 +90,7 @@ type listShare struct {
 // newScheduler returns a scheduler of slots calls in flight, started no
 // faster than requests allows (nil: no rate).
 func newScheduler(slots int, requests *bucket, obs SlotObserver) *scheduler {
-	return &scheduler{requests: requests, obs: obs, slots: slots, inUse: map[Class]int{}, callers: map[string]*callerShare{},
+	return &scheduler{requests: requests, obs: obs, slots: slots, inUse: map[classifier.CallClass]int{}, callers: map[string]*callerShare{},
 		interactiveLoad: meanLoad{window: interactiveWindow}}
 }
 
@@ -192,7 +154,7 @@ func (s *scheduler) correct(delta float64) {
 // countInteractive records the interactive calls in flight and waiting
 // now. s.mu is held.
 func (s *scheduler) countInteractive() {
-	s.interactiveLoad.set(time.Now(), s.inUse[ClassInteractive]+len(s.interactive))
+	s.interactiveLoad.set(time.Now(), s.inUse[classifier.ClassInteractive]+len(s.interactive))
 }
 
 // demand is what the process's calls ask for: list calls in flight and
@@ -214,7 +176,7 @@ func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
 
 // acquire waits for a slot, a rate token and tokens for a call of share s,
 // and returns the slot's release.
-func (s *scheduler) acquire(ctx context.Context, sh Share, tokens float64) (release func(), err error) {
+func (s *scheduler) acquire(ctx context.Context, sh classifier.Share, tokens float64) (release func(), err error) {
 	w := &waiter{share: sh, tokens: tokens, since: time.Now(), ready: make(chan struct{})}
 	s.mu.Lock()
 	if s.stopping {
@@ -255,7 +217,7 @@ func (s *scheduler) stop() {
 	defer s.mu.Unlock()
 	s.stopping = true
 	for w := s.next(true); w != nil; w = s.next(true) {
-		if w.share.Class == ClassList {
+		if w.share.Class == classifier.ClassList {
 			s.forget(w.share)
 		}
 		w.refused = true
@@ -264,13 +226,13 @@ func (s *scheduler) stop() {
 	s.countInteractive()
 }
 
-func (s *scheduler) release(sh Share) {
+func (s *scheduler) release(sh classifier.Share) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.busy--
 	s.inUse[sh.Class]--
 	s.countInteractive()
-	if sh.Class == ClassList {
+	if sh.Class == classifier.ClassList {
 		c := s.callers[sh.Caller]
 		c.inUse--
 		c.lists[sh.List].inUse--
@@ -281,10 +243,10 @@ func (s *scheduler) release(sh Share) {
 }
 
 func (s *scheduler) enqueue(w *waiter) {
-	if w.share.Class != ClassList {
+	if w.share.Class != classifier.ClassList {
 		s.interactive = append(s.interactive, w)
 		s.countInteractive()
-		if len(s.interactive) == 1 && s.inUse[ClassInteractive] == 0 {
+		if len(s.interactive) == 1 && s.inUse[classifier.ClassInteractive] == 0 {
 			s.wakeBudget()
 		}
 		return
@@ -311,7 +273,7 @@ func (s *scheduler) wakeBudget() {
 
 // dequeue removes w, which gave up before it was granted.
 func (s *scheduler) dequeue(w *waiter) {
-	if w.share.Class != ClassList {
+	if w.share.Class != classifier.ClassList {
 		s.interactive = remove(s.interactive, w)
 		s.countInteractive()
 		return
@@ -323,7 +285,7 @@ func (s *scheduler) dequeue(w *waiter) {
 
 // forget drops the entries of a list and a caller that hold no slot and
 // have no call waiting.
-func (s *scheduler) forget(sh Share) {
+func (s *scheduler) forget(sh classifier.Share) {
 	c := s.callers[sh.Caller]
 	if l := c.lists[sh.List]; l.inUse == 0 && len(l.waiting) == 0 {
 		delete(c.lists, sh.List)
@@ -358,7 +320,7 @@ func (s *scheduler) dispatch() {
 		s.tokens.take(w.tokens)
 		s.busy++
 		s.inUse[w.share.Class]++
-		if w.share.Class == ClassList {
+		if w.share.Class == classifier.ClassList {
 			c := s.callers[w.share.Caller]
 			c.inUse++
 			c.lists[w.share.List].inUse++
@@ -450,7 +412,7 @@ func (s *scheduler) weight(caller string) float64 {
 	return 1
 }
 
-func (s *scheduler) observe(c Class) {
+func (s *scheduler) observe(c classifier.CallClass) {
 	if s.obs != nil {
 		s.obs.ObserveSlotsInUse(c, s.inUse[c])
 	}

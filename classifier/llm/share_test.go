@@ -13,7 +13,7 @@ import (
 )
 
 // queue adds a waiting call of share sh, as acquire does, and returns it.
-func queue(s *scheduler, sh Share) *waiter {
+func queue(s *scheduler, sh classifier.Share) *waiter {
 	w := &waiter{share: sh, since: time.Now(), ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -37,19 +37,19 @@ func unlimited(slots int) *scheduler {
 
 func TestScheduler_InteractiveFirst(t *testing.T) {
 	s := unlimited(1)
-	a := Share{Class: ClassList, Caller: "a", List: "a1"}
+	a := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
 	first := queue(s, a)
 	require.True(t, granted(first), "a free slot goes to whoever asks")
 
 	listCall := queue(s, a)
-	jobCall := queue(s, Share{Class: ClassInteractive})
+	jobCall := queue(s, classifier.Share{Class: classifier.ClassInteractive})
 	require.False(t, granted(listCall))
 	require.False(t, granted(jobCall))
 
 	s.release(a)
 	require.True(t, granted(jobCall), "the interactive call, although it asked after the list's")
 	require.False(t, granted(listCall))
-	s.release(Share{Class: ClassInteractive})
+	s.release(classifier.Share{Class: classifier.ClassInteractive})
 	require.True(t, granted(listCall), "lists get every slot no interactive call wants")
 }
 
@@ -58,9 +58,9 @@ func TestScheduler_InteractiveFirst(t *testing.T) {
 // caller's share.
 func TestScheduler_CallersShareEvenly(t *testing.T) {
 	s := unlimited(12)
-	a1 := Share{Class: ClassList, Caller: "a", List: "a1"}
-	a2 := Share{Class: ClassList, Caller: "a", List: "a2"}
-	b1 := Share{Class: ClassList, Caller: "b", List: "b1"}
+	a1 := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
+	a2 := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a2"}
+	b1 := classifier.Share{Class: classifier.ClassList, Caller: "b", List: "b1"}
 	var calls []*waiter // in the order they asked
 	for i := 0; i < 12; i++ {
 		calls = append(calls, queue(s, a1)) // a1 came first and took every slot
@@ -113,13 +113,13 @@ func TestScheduler_CallersShareEvenly(t *testing.T) {
 
 func TestScheduler_GivingUpFreesNothingAndLeaksNothing(t *testing.T) {
 	s := unlimited(1)
-	a := Share{Class: ClassList, Caller: "a", List: "a1"}
+	a := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
 	release, err := s.acquire(context.Background(), a, 0)
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = s.acquire(ctx, Share{Class: ClassList, Caller: "b", List: "b1"}, 0)
+	_, err = s.acquire(ctx, classifier.Share{Class: classifier.ClassList, Caller: "b", List: "b1"}, 0)
 	require.ErrorIs(t, err, context.Canceled)
 	s.mu.Lock()
 	require.NotContains(t, s.callers, "b", "the caller that gave up is forgotten")
@@ -136,41 +136,45 @@ func TestScheduler_GivingUpFreesNothingAndLeaksNothing(t *testing.T) {
 	defer s.mu.Unlock()
 	require.Equal(t, 0, s.busy)
 	require.Empty(t, s.callers)
-	require.Zero(t, s.inUse[ClassList])
+	require.Zero(t, s.inUse[classifier.ClassList])
 }
 
 // recorder notes the class of every slot granted, in order (the scheduler
 // reports slots in use under its lock).
 type recorder struct {
-	grants []Class
-	inUse  map[Class]int
+	grants []classifier.CallClass
+	inUse  map[classifier.CallClass]int
 }
 
-func (r *recorder) ObserveSlotsInUse(c Class, n int) {
+func (r *recorder) ObserveSlotsInUse(c classifier.CallClass, n int) {
 	if n > r.inUse[c] {
 		r.grants = append(r.grants, c)
 	}
 	r.inUse[c] = n
 }
 
-func (r *recorder) ObserveSlotWait(Class, time.Duration) {}
+func (r *recorder) ObserveSlotWait(classifier.CallClass, time.Duration) {}
 
 // The rate is taken in the same turn as the slot: list calls waiting for
 // the rate do not hold slots, and an interactive call that arrives while
 // they wait goes first.
 func TestScheduler_RateInTurn(t *testing.T) {
-	rec := &recorder{inUse: map[Class]int{}}
+	rec := &recorder{inUse: map[classifier.CallClass]int{}}
 	s := newScheduler(10, newBucket(1.0/3600, 1, time.Now()), rec)
 	ctx := context.Background()
-	list := Share{Class: ClassList, Caller: "a", List: "a1"}
+	list := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
 	release, err := s.acquire(ctx, list, 0) // the bucket's one token
 	require.NoError(t, err)
 	defer release()
 
-	done := make(chan Class, 2)
-	go func() { r, _ := s.acquire(ctx, list, 0); r(); done <- ClassList }()
+	done := make(chan classifier.CallClass, 2)
+	go func() { r, _ := s.acquire(ctx, list, 0); r(); done <- classifier.ClassList }()
 	waitQueued(t, s, 1)
-	go func() { r, _ := s.acquire(ctx, Share{Class: ClassInteractive}, 0); r(); done <- ClassInteractive }()
+	go func() {
+		r, _ := s.acquire(ctx, classifier.Share{Class: classifier.ClassInteractive}, 0)
+		r()
+		done <- classifier.ClassInteractive
+	}()
 	waitQueued(t, s, 2)
 	s.mu.Lock()
 	require.Equal(t, 1, s.busy, "calls waiting for the rate hold no slot")
@@ -179,7 +183,7 @@ func TestScheduler_RateInTurn(t *testing.T) {
 	s.mu.Unlock()
 	<-done
 	<-done
-	require.Equal(t, []Class{ClassList, ClassInteractive, ClassList}, rec.grants,
+	require.Equal(t, []classifier.CallClass{classifier.ClassList, classifier.ClassInteractive, classifier.ClassList}, rec.grants,
 		"the interactive call got the first token after the list's first call, before the list's second")
 }
 
@@ -206,8 +210,8 @@ func waitQueued(t *testing.T, s *scheduler, n int) {
 // less: slots go in proportion to the weights.
 func TestScheduler_WeightsSplitCallersSlots(t *testing.T) {
 	s := unlimited(0)
-	x := Share{Class: ClassList, Caller: "x", List: "x1"}
-	y := Share{Class: ClassList, Caller: "y", List: "y1"}
+	x := classifier.Share{Class: classifier.ClassList, Caller: "x", List: "x1"}
+	y := classifier.Share{Class: classifier.ClassList, Caller: "y", List: "y1"}
 	var xs, ys []*waiter
 	for range 6 {
 		xs, ys = append(xs, queue(s, x)), append(ys, queue(s, y))
@@ -234,9 +238,9 @@ func TestScheduler_TokensBindAndAreCorrected(t *testing.T) {
 	s.mu.Lock()
 	s.tokens.level = 1000 // as if it had filled
 	s.mu.Unlock()
-	a := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
-	b := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
-	c := &waiter{share: Share{Class: ClassInteractive}, tokens: 400, ready: make(chan struct{})}
+	a := &waiter{share: classifier.Share{Class: classifier.ClassInteractive}, tokens: 400, ready: make(chan struct{})}
+	b := &waiter{share: classifier.Share{Class: classifier.ClassInteractive}, tokens: 400, ready: make(chan struct{})}
+	c := &waiter{share: classifier.Share{Class: classifier.ClassInteractive}, tokens: 400, ready: make(chan struct{})}
 	for _, w := range []*waiter{a, b, c} {
 		s.mu.Lock()
 		s.enqueue(w)
@@ -255,7 +259,7 @@ func TestScheduler_NothingStartsBeforeACooldown(t *testing.T) {
 	s := unlimited(4)
 	until := time.Now().Add(100 * time.Millisecond)
 	s.setLimits(limits{slots: 4, requestsPerSec: math.Inf(1), tokensPerSec: math.Inf(1), cooldown: until})
-	w := queue(s, Share{Class: ClassInteractive})
+	w := queue(s, classifier.Share{Class: classifier.ClassInteractive})
 	require.False(t, granted(w))
 	<-w.ready
 	require.False(t, time.Now().Before(until))
@@ -266,11 +270,14 @@ func TestScheduler_NothingStartsBeforeACooldown(t *testing.T) {
 func TestScheduler_StopRefusesWhatHasNotStarted(t *testing.T) {
 	s := unlimited(1)
 	ctx := context.Background()
-	inFlight, err := s.acquire(ctx, Share{Class: ClassInteractive}, 0)
+	inFlight, err := s.acquire(ctx, classifier.Share{Class: classifier.ClassInteractive}, 0)
 	require.NoError(t, err)
 	errs := make(chan error, 2)
-	go func() { _, err := s.acquire(ctx, Share{Class: ClassList, Caller: "a", List: "a1"}, 0); errs <- err }()
-	go func() { _, err := s.acquire(ctx, Share{Class: ClassInteractive}, 0); errs <- err }()
+	go func() {
+		_, err := s.acquire(ctx, classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}, 0)
+		errs <- err
+	}()
+	go func() { _, err := s.acquire(ctx, classifier.Share{Class: classifier.ClassInteractive}, 0); errs <- err }()
 	waitQueued(t, s, 2)
 	s.stop()
 	for range 2 {
@@ -278,7 +285,7 @@ func TestScheduler_StopRefusesWhatHasNotStarted(t *testing.T) {
 		require.ErrorIs(t, err, ErrStopping)
 		require.ErrorIs(t, err, classifier.ErrBusy, "the domain is given back, the job snoozes")
 	}
-	_, err = s.acquire(ctx, Share{Class: ClassInteractive}, 0)
+	_, err = s.acquire(ctx, classifier.Share{Class: classifier.ClassInteractive}, 0)
 	require.ErrorIs(t, err, ErrStopping)
 	inFlight()
 	s.mu.Lock()

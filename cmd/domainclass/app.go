@@ -254,7 +254,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
 	})
 	workers := river.NewWorkers()
-	price := pricer(evals.DefaultPrices())
+	price := modelPrices()
 	spend := &jobs.Spenders{DB: m.WorkerDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
@@ -305,7 +305,8 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
-		Lists: m.listConfig(),
+		Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
+		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded},
 	}
 	if traced {
 		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
@@ -331,41 +332,24 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 	return httpapi.New(api).Handler(), nil
 }
 
-// listConfig is the list routes' limits, with what the estimate needs: the
-// model, its price (the eval price table), the bounds of a worker process.
-func (m *Main) listConfig() httpapi.ListConfig {
+// estimator is what the dry run's estimate is computed from: the model,
+// its price (the same Pricer the workers charge the callers' spend with),
+// the bounds of a worker process and the cache policy.
+func (m *Main) estimator() httpapi.Estimator {
 	cfg := m.Config
-	l := cfg.Lists
-	l.Queue, l.Freshness = cfg.Queue, cfg.Freshness
-	l.Model, l.ModelConcurrency, l.ModelRatePerMinute = cfg.OpenAIModel, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute
+	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(), ModelConcurrency: cfg.LLMMaxConcurrency,
+		ModelRatePerMinute: cfg.LLMRatePerMinute, DefaultCallSeconds: httpapi.DefaultCallSeconds, Freshness: cfg.Freshness}
 	if cfg.SearchProvider != search.ProviderNone {
-		l.SearchSeconds = searchSeconds
+		e.SearchSeconds = searchSeconds
 	}
-	prices := evals.DefaultPrices()
-	l.Price = func(model string, promptTokens, completionTokens float64, batch bool) (float64, bool) {
-		p, ok := prices.Lookup(model)
-		if batch && (p.BatchInput != 0 || p.BatchOutput != 0) {
-			return (promptTokens*p.BatchInput + completionTokens*p.BatchOutput) / 1e6, ok
-		}
-		return (promptTokens*p.Input + completionTokens*p.Output) / 1e6, ok
-	}
-	l.Rows, l.Ended = m.listMetrics.ListRows, m.listMetrics.ListEnded
-	return l
+	return e
 }
 
-// pricer prices the workers' model calls from the price table (the eval's).
-func pricer(prices evals.Prices) jobs.Pricer {
-	return func(model string, u *classifier.Usage, batch bool) float64 {
-		p, ok := prices.Lookup(model)
-		if !ok || u == nil {
-			return 0
-		}
-		if batch {
-			return p.BatchCost(u.PromptTokens, u.CompletionTokens)
-		}
-		return p.Cost(u.PromptTokens, u.CompletionTokens)
-	}
-}
+// modelPrices is the deployment's price of a model call, from the reviewed
+// price table (evals/prices.yaml): the one Pricer of the dry run's
+// estimate, the callers' spend budgets and the cost stored with each
+// answer.
+func modelPrices() llm.Pricer { return evals.DefaultPrices().Price }
 
 // searchSeconds is a search's share of a fresh domain's time, which the
 // measured model latency leaves out: a homepage fetch or a Brave query

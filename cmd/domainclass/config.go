@@ -88,7 +88,7 @@ type Config struct {
 
 	Queue     jobs.Settings
 	Callers   httpapi.Limits
-	Lists     httpapi.ListConfig // its limits only; the rest is wired from the other settings
+	Lists     httpapi.ListLimits
 	Freshness classifier.Freshness
 	ClaimWait time.Duration
 }
@@ -116,7 +116,7 @@ func DefaultConfig() Config {
 		LogLevel:               "info",
 		Queue:                  jobs.DefaultSettings(),
 		Callers:                httpapi.DefaultLimits(),
-		Lists:                  httpapi.DefaultListConfig(),
+		Lists:                  httpapi.DefaultListLimits(),
 		Freshness:              classifier.DefaultFreshness(),
 		ClaimWait:              classifier.DefaultClaimWait,
 	}
