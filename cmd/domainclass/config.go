@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,7 +139,12 @@ type envVar struct {
 // (CLAIM_WAIT), classifier/llm (model bounds and timeout),
 // classifier/search (search timeout) and pools.go (the database pools).
 func (c *Config) environment() []envVar {
-	q := &c.Queue
+	return slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv())
+}
+
+// serviceEnv: the process, its database, the model, search, security,
+// tracing and logs.
+func (c *Config) serviceEnv() []envVar {
 	return []envVar{
 		{"DATABASE_URL", &c.DatabaseURL, ""},
 		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
@@ -180,7 +186,12 @@ func (c *Config) environment() []envVar {
 		{"TRACE_TRUST_INCOMING", &c.TraceTrustIncoming, ""},
 		{"LOG_FORMAT", &c.LogFormat, ""},
 		{"LOG_LEVEL", &c.LogLevel, ""},
+	}
+}
 
+// limitsEnv: the callers' and the lists' limits, the cache's freshness.
+func (c *Config) limitsEnv() []envVar {
+	return []envVar{
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
 		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
@@ -198,7 +209,13 @@ func (c *Config) environment() []envVar {
 		{"CACHE_TTL_MEDIUM", &c.Freshness.Medium, "Medium"},
 		{"CACHE_TTL_LOW", &c.Freshness.Low, "Low"},
 		{"CLAIM_WAIT", &c.ClaimWait, ""},
+	}
+}
 
+// queueEnv: the queues' settings (jobs.Settings).
+func (c *Config) queueEnv() []envVar {
+	q := &c.Queue
+	return []envVar{
 		{"CLASSIFY_WORKERS", &q.ClassifyWorkers, "ClassifyWorkers"},
 		{"DOMAIN_CONCURRENCY", &q.DomainConcurrency, "DomainConcurrency"},
 		{"JOB_MAX_ATTEMPTS", &q.MaxAttempts, "MaxAttempts"},
