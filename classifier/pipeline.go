@@ -114,8 +114,9 @@ type PipelineConfig struct {
 // transaction across a search or model call.
 type Pipeline struct {
 	cfg PipelineConfig
-	// unsaved: answers paid for and not yet stored (Keep).
-	unsaved unsaved
+	// unsaved: answers paid for and not yet stored (Keep), shared with
+	// the pipelines made by WithStore.
+	unsaved *unsaved
 }
 
 // NewPipeline returns a pipeline; zero durations get defaults.
@@ -138,7 +139,18 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{cfg: cfg}
+	return &Pipeline{cfg: cfg, unsaved: &unsaved{}}
+}
+
+// WithStore is the same pipeline storing through store: the same model,
+// search and settings, and the same answers kept unsaved (an answer a list
+// paid for and could not store is found by a job of this process too). A
+// process gives its list work its own pool this way, so that interactive
+// jobs never wait behind a draining list's statements.
+func (p *Pipeline) WithStore(store ResultStore) *Pipeline {
+	cfg := p.cfg
+	cfg.Store = store
+	return &Pipeline{cfg: cfg, unsaved: p.unsaved}
 }
 
 // HasLLM reports whether a model is configured.

@@ -39,7 +39,7 @@ func (p *Pipeline) Keep(r Result) bool {
 	if r.Source != SourceLLM || r.Status == StatusPending {
 		return false
 	}
-	u := &p.unsaved
+	u := p.unsaved
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := p.cfg.Now()
@@ -63,7 +63,7 @@ func (p *Pipeline) Keep(r Result) bool {
 // kept takes back the answer Keep remembered for domain, if want accepts
 // it; the caller stores it (and Keeps it again if that fails too).
 func (p *Pipeline) kept(c *Classifier, domain string, want Want) (*Result, bool) {
-	u := &p.unsaved
+	u := p.unsaved
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	k := unsavedKey{c.Name, domain}

@@ -67,7 +67,10 @@ type Main struct {
 	// connection (see pools.go).
 	WorkerDB    *db.DB
 	WorkerRiver *jobs.Client
-	Registry    *classifier.Registry
+	// ListDB is the pool of the workers' list work (chunks and batches):
+	// a draining list's statements never queue ahead of a classify job's.
+	ListDB   *db.DB
+	Registry *classifier.Registry
 	// Metrics is this process's Prometheus registry, served on /metrics.
 	Metrics        *prometheus.Registry
 	QueueCollector *jobs.QueueCollector
@@ -131,6 +134,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
 	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
+	m.Metrics.MustRegister(newPoolCollector(m.pools()))
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
 	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
@@ -262,14 +266,17 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 	}); err != nil {
 		return nil, err
 	}
+	// List work on its own pool (pools.go), with the same model slots.
+	listPipeline := pipeline.WithStore(jobs.NewPipelineStore(m.ListDB.Pool))
+	listSpend := &jobs.Spenders{DB: m.ListDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
-		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: spend,
+		DB: m.ListDB.Pool, Pipeline: listPipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
+		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: listSpend,
 	}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.BatchWorker{
-		DB: m.WorkerDB.Pool, Batcher: batcher, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue,
+		DB: m.ListDB.Pool, Batcher: batcher, Pipeline: listPipeline, Registry: m.Registry, Settings: cfg.Queue,
 		Logger: m.Logger, Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
 	}); err != nil {
 		return nil, err
@@ -438,6 +445,9 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()
+	}
+	if m.ListDB != nil {
+		m.ListDB.Close()
 	}
 	if m.WorkerDB != nil && m.WorkerDB != m.DB {
 		m.WorkerDB.Close()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -328,11 +329,12 @@ func fairAllRun(t *testing.T) []benchRow {
 	wg.Wait()
 	f.cancel(f.teamA, big)
 	within, served := statusWithin10ms(t, all.URL)
+	waits := poolWaits(t, all.URL)
 	p95Idle, p95Loaded, p99Status := percentile(idle, 0.95), percentile(loaded, 0.95), percentile(status, 0.99)
 	setting := fmt.Sprintf("`all`, C=%d, L=%s", c, latency)
 	return []benchRow{
 		{"fair", fmt.Sprintf("%s: 10-domain jobs at 1/s beside a %s-row list draining: p95 completion", setting, count(n)),
-			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s", ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5))),
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; %s", ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), waits),
 			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
 		{"fair", "  the same: answers retried (503) or not received, of the probe's and the list's polls",
 			strconv.FormatInt(refused.Load(), 10), fmt.Sprintf("%d jobs, %d list polls", len(idle)+len(loaded), len(status)),
@@ -361,4 +363,31 @@ func (f *fairBench) pollList(c *client.Client, id string, stop <-chan struct{}) 
 		require.NoError(f.t, err)
 		lat = append(lat, time.Since(start))
 	}
+}
+
+// poolWaits reads a process's pool metrics: for each pool, the acquires
+// that waited for a connection and how long they waited in all.
+func poolWaits(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	waits, seconds := map[string]float64{}, map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		for prefix, m := range map[string]map[string]float64{
+			"domainclass_db_pool_acquire_waits_total{":        waits,
+			"domainclass_db_pool_acquire_wait_seconds_total{": seconds,
+		} {
+			if rest, ok := strings.CutPrefix(line, prefix+`pool="`); ok {
+				name, value, _ := strings.Cut(rest, `"} `)
+				m[name], _ = strconv.ParseFloat(value, 64)
+			}
+		}
+	}
+	var parts []string
+	for _, name := range []string{RoleAPI, RoleWorker, "lists"} {
+		parts = append(parts, fmt.Sprintf("%s %.0f (%.1f s)", name, waits[name], seconds[name]))
+	}
+	return "pool waits " + strings.Join(parts, ", ")
 }

@@ -34,7 +34,8 @@ type Config struct {
 	// whose own size is not set; 0 everywhere is each role's default.
 	DBMaxConns       int32
 	APIDBMaxConns    int32 // the API's pool (api, all)
-	WorkerDBMaxConns int32 // the workers' pool (worker, all)
+	WorkerDBMaxConns int32 // the workers' connections (worker, all)
+	ListDBMaxConns   int32 // of them, list work's pool
 	// APIDBTimeout bounds a short request's wait for Postgres (a
 	// connection, then its queries) before it answers 503.
 	APIDBTimeout time.Duration
@@ -151,6 +152,7 @@ func (c *Config) serviceEnv() []envVar {
 		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
 		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
 		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
+		{"LIST_DB_MAX_CONNS", &c.ListDBMaxConns, ""},
 		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},

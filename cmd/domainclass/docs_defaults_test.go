@@ -27,6 +27,7 @@ func TestDocsDefaults(t *testing.T) {
 	// The pools' sizes are 0 ("the role's default") until pools.go sizes them.
 	defaults["API_DB_MAX_CONNS"] = int64(cfg.apiDBMaxConns())
 	defaults["WORKER_DB_MAX_CONNS"] = int64(cfg.workerDBMaxConns())
+	defaults["LIST_DB_MAX_CONNS"] = int64(cfg.listDBMaxConns())
 
 	t.Run("named", func(t *testing.T) {
 		t.Parallel()

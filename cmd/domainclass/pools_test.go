@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/db"
@@ -18,11 +19,12 @@ import (
 	"github.com/domainclass/domainclass/wire"
 )
 
-// In `all` the API's requests never wait behind the workers' connections:
-// while list work holds every connection the workers may open, another
-// caller's accept and status poll, the list owner's status poll, /readyz
-// and River UI are answered, none with a 503.
-func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
+// In `all` neither the API's requests nor interactive jobs wait behind
+// list work's connections: while list work holds every connection it may
+// open, another caller's accept and status poll, the list owner's status
+// poll, /readyz and River UI are answered, none with a 503, and the
+// accepted job is worked to its end.
+func TestAll_APIAndJobsGoOnWhileListWorkHoldsEveryListConnection(t *testing.T) {
 	t.Parallel()
 	const conns = 8
 	e := newE2E(t, nil, map[string]string{
@@ -33,6 +35,8 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 	})
 	m := e.start(RoleAll)
 	require.NotSame(t, m.DB.Pool, m.WorkerDB.Pool, "the API and the workers have a pool each")
+	require.NotSame(t, m.ListDB.Pool, m.WorkerDB.Pool, "list work has a pool of its own")
+	listConns := int(m.Config.listDBMaxConns())
 	owner, other := e.apiKey("team-a"), e.apiKey("app")
 	// A request that waits for a worker connection would wait as long as
 	// the gate is held (the whole test): the client gives up only after
@@ -47,7 +51,7 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 	// A cancel of the list that has taken its gate and not committed (by a
 	// caller who does not own it, so nothing changes when it ends): every
 	// model call of the list that starts now waits for the gate in a
-	// transaction, on a worker connection, until all of them do.
+	// transaction, on a connection of list work, until all of them do.
 	ctx := context.Background()
 	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 2})
 	require.NoError(t, err)
@@ -64,8 +68,8 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 			gatePID).Scan(&n))
 		return n
 	}
-	require.Eventually(t, func() bool { return waiting() >= conns }, dbtest.Patience(), 50*time.Millisecond,
-		"every worker connection waits at the list's gate")
+	require.Eventually(t, func() bool { return waiting() >= listConns }, dbtest.Patience(), 50*time.Millisecond,
+		"every connection of list work waits at the list's gate")
 
 	// Another caller's first request (its key is looked up), its status
 	// poll, the owner's poll of the list, and readiness.
@@ -83,7 +87,15 @@ func TestAll_APIAnswersWhileListWorkHoldsEveryWorkerConnection(t *testing.T) {
 	status, body = call(t, api, http.MethodGet, e.api.APIURL()+"/riverui/api/health-checks/complete", "", "", "")
 	require.Equal(t, http.StatusOK, status, "River UI, which queries through the API's own River client: %s", body)
 
-	require.GreaterOrEqual(t, waiting(), conns, "the worker connections were held all along")
+	// The job is worked meanwhile: its statements and River's run on the
+	// workers' other connections.
+	completed := assert.Eventually(t, func() bool {
+		status, body = call(t, api, http.MethodGet, e.api.APIURL()+job.StatusURL, other, "", "")
+		return status == http.StatusOK && strings.Contains(body, `"status":"COMPLETED"`)
+	}, dbtest.Patience(), 50*time.Millisecond)
+	require.True(t, completed, "the job completes while list work waits at the gate; last seen %d %s", status, body)
+
+	require.GreaterOrEqual(t, waiting(), listConns, "list work's connections were held all along")
 	require.NoError(t, tx.Rollback(ctx))
 }
 
@@ -125,19 +137,23 @@ func domainsOf(prefix string, n int) string {
 func TestConfig_PoolSizes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		env         []string
-		api, worker int32
+		env                     []string
+		api, worker, jobs, list int32
 	}{
-		{nil, DefaultAPIDBMaxConns, 10 + 16 + 10},
-		{[]string{"CLASSIFY_WORKERS=20", "LIST_WORKERS=4"}, DefaultAPIDBMaxConns, 20 + 4 + 10},
-		{[]string{"DB_MAX_CONNS=12"}, 12, 12},
-		{[]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5"}, 5, 12},
-		{[]string{"WORKER_DB_MAX_CONNS=50"}, DefaultAPIDBMaxConns, 50},
+		{nil, DefaultAPIDBMaxConns, 10 + 16 + 10, 10 + 10, 16},
+		{[]string{"CLASSIFY_WORKERS=20", "LIST_WORKERS=4"}, DefaultAPIDBMaxConns, 20 + 4 + 10, 20 + 10, 4},
+		{[]string{"DB_MAX_CONNS=12"}, 12, 12, 6, 6},
+		{[]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5"}, 5, 12, 6, 6},
+		{[]string{"WORKER_DB_MAX_CONNS=50"}, DefaultAPIDBMaxConns, 50, 34, 16},
+		{[]string{"WORKER_DB_MAX_CONNS=50", "LIST_DB_MAX_CONNS=40"}, DefaultAPIDBMaxConns, 50, 10, 40},
 	} {
 		cfg, err := LoadConfig(tc.env)
 		require.NoError(t, err)
-		require.Equal(t, []int32{tc.api, tc.worker}, []int32{cfg.apiDBMaxConns(), cfg.workerDBMaxConns()}, "%v", tc.env)
+		require.Equal(t, []int32{tc.api, tc.worker, tc.jobs, tc.list},
+			[]int32{cfg.apiDBMaxConns(), cfg.workerDBMaxConns(), cfg.jobsDBMaxConns(), cfg.listDBMaxConns()}, "%v", tc.env)
 	}
 	_, err := LoadConfig([]string{"API_DB_MAX_CONNS=-1"})
 	require.ErrorContains(t, err, "API_DB_MAX_CONNS")
+	_, err = LoadConfig([]string{"WORKER_DB_MAX_CONNS=10", "LIST_DB_MAX_CONNS=9"})
+	require.ErrorContains(t, err, "LIST_DB_MAX_CONNS (9) must leave at least 2 of the workers' 10 connections")
 }

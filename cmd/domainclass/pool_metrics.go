@@ -1,0 +1,45 @@
+package main
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// poolCollector exports each database pool of the process, labelled pool
+// ("api", "worker", "lists"): its size, connections in use, and the
+// acquires that had to wait and for how long in all. A pool whose waits
+// climb is one whose work queues for connections, not in Postgres.
+type poolCollector struct {
+	pools                              map[string]*pgxpool.Pool
+	max, inUse, acquires, waits, waitS *prometheus.Desc
+}
+
+func newPoolCollector(pools map[string]*pgxpool.Pool) *poolCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("domainclass_db_pool_"+name, help, []string{"pool"}, nil)
+	}
+	return &poolCollector{pools: pools,
+		max:      desc("max_connections", "The pool's size (API_DB_MAX_CONNS, WORKER_DB_MAX_CONNS less LIST_DB_MAX_CONNS, LIST_DB_MAX_CONNS)."),
+		inUse:    desc("connections_in_use", "Connections of the pool held by a request, a job or River now."),
+		acquires: desc("acquires_total", "Connections taken from the pool."),
+		waits:    desc("acquire_waits_total", "Connections taken from the pool that had to wait for one to be free (or opened)."),
+		waitS:    desc("acquire_wait_seconds_total", "Time the acquires that waited spent waiting for a connection of the pool."),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.max, c.inUse, c.acquires, c.waits, c.waitS} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, p := range c.pools {
+		s := p.Stat()
+		ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.MaxConns()), name)
+		ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(s.AcquiredConns()), name)
+		ch <- prometheus.MustNewConstMetric(c.acquires, prometheus.CounterValue, float64(s.AcquireCount()), name)
+		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(s.EmptyAcquireCount()), name)
+		ch <- prometheus.MustNewConstMetric(c.waitS, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds(), name)
+	}
+}
