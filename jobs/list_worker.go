@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
@@ -297,41 +295,22 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 
 // gate refuses a model call once the list has ended, and holds the list's
 // gate lock until the call's request is written (see db.ListGate): a
-// Postgres transaction opened as each model call of the list starts. Its
-// connection is taken before the call waits for its model slot, so that
-// no slot (which an interactive job may be waiting for) is held while
-// list work waits for a connection of its pool.
+// Postgres transaction opened as each model call of the list starts.
 func (w *ClassifyListWorker) gate(id uuid.UUID) classifier.Gate {
-	return func(ctx context.Context) (classifier.Pass, error) {
-		exec, give := w.DB, func() {}
-		if pool, ok := w.DB.(interface {
-			Acquire(context.Context) (*pgxpool.Conn, error)
-		}); ok {
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				return classifier.Pass{}, db.Translate(err)
-			}
-			exec, give = conn, conn.Release
+	return func(ctx context.Context) (func(), error) {
+		tx, err := db.Begin(ctx, w.DB)
+		if err != nil {
+			return nil, err
 		}
-		var once sync.Once
-		done := func() { once.Do(give) }
-		enter := func(ctx context.Context) (func(), error) {
-			tx, err := db.Begin(ctx, exec)
-			if err != nil {
-				return nil, err
-			}
-			if err := db.ListGate(ctx, tx, id); err != nil {
+		if err := db.ListGate(ctx, tx, id); err != nil {
+			db.Rollback(ctx, tx)
+			return nil, err
+		}
+		return func() {
+			if err := db.Commit(context.WithoutCancel(ctx), tx); err != nil {
 				db.Rollback(ctx, tx)
-				return nil, err
 			}
-			return func() {
-				if err := db.Commit(context.WithoutCancel(ctx), tx); err != nil {
-					db.Rollback(ctx, tx)
-				}
-				done()
-			}, nil
-		}
-		return classifier.Pass{Enter: enter, Close: done}, nil
+		}, nil
 	}
 }
 

@@ -67,11 +67,10 @@ func (l *Limited) Stopping() error {
 	return nil
 }
 
-// Complete asks call.Gate, if any, for a pass (a list's takes a database
-// connection: no slot is held while it waits for one), waits for a slot,
-// the rate and the tokens, in call.Share's turn (zero: interactive),
-// enters the pass (a list's opens a Postgres transaction, held until the
-// request is written), and then calls the model. The call's tokens are estimated from its prompt before
+// Complete waits for a slot, the rate and the tokens, in call.Share's
+// turn (zero: interactive), asks call.Gate, if any (a list's opens a
+// Postgres transaction, held until the request is written), and then
+// calls the model. The call's tokens are estimated from its prompt before
 // it starts and corrected from its usage once it ends (given back when no
 // answer came). It returns ErrStopping once Stop was called, the gate's
 // refusal wrapped, and the model's errors.
@@ -81,23 +80,13 @@ func (l *Limited) Complete(ctx context.Context, req classifier.CompletionRequest
 	if share.Class == "" {
 		share = classifier.Share{Class: classifier.ClassInteractive}
 	}
-	var (
-		pass classifier.Pass
-		err  error
-	)
-	if call.Gate != nil {
-		if pass, err = call.Gate(ctx); err != nil {
-			return classifier.CompletionResponse{}, fmt.Errorf("model call refused: %w", err)
-		}
-		defer pass.Close()
-	}
 	release, err := l.slots.acquire(ctx, share, estimate)
 	if err != nil {
 		return classifier.CompletionResponse{}, err
 	}
 	defer release()
-	if pass.Enter != nil {
-		release, err := pass.Enter(ctx)
+	if call.Gate != nil {
+		release, err := call.Gate(ctx)
 		if err != nil {
 			l.slots.correct(-estimate)
 			return classifier.CompletionResponse{}, fmt.Errorf("model call refused: %w", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,9 +230,7 @@ func TestLimit_CallOptions(t *testing.T) {
 		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") })
 		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
 		ended := errors.New("list ended")
-		gate := func(context.Context) (classifier.Pass, error) {
-			return classifier.Pass{Enter: func(context.Context) (func(), error) { return nil, ended }, Close: func() {}}, nil
-		}
+		gate := func(context.Context) (func(), error) { return nil, ended }
 		_, err := limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{Gate: gate})
 		require.ErrorIs(t, err, ended)
 		require.Equal(t, 0, srv.Total(), "a refused call must not reach the model")
@@ -249,9 +246,7 @@ func TestLimit_CallOptions(t *testing.T) {
 		})
 		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
 		released := make(chan struct{})
-		gate := func(context.Context) (classifier.Pass, error) {
-			return classifier.Pass{Enter: func(context.Context) (func(), error) { return func() { close(released) }, nil }, Close: func() {}}, nil
-		}
+		gate := func(context.Context) (func(), error) { return func() { close(released) }, nil }
 		done := make(chan error, 1)
 		go func() {
 			_, err := limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{Gate: gate})
@@ -264,80 +259,6 @@ func TestLimit_CallOptions(t *testing.T) {
 		}
 		close(answer)
 		require.NoError(t, <-done)
-	})
-
-	// A list's gate waits for a database connection: it must do so before
-	// the call holds a model slot, which an interactive job may need.
-	t.Run("AGateIsAskedBeforeTheSlotAndEnteredOnceTheCallHasIt", func(t *testing.T) {
-		t.Parallel()
-		answer := make(chan struct{})
-		srv := llmtest.New(t, func(r llmtest.Request) llmtest.Reply {
-			reply := llmtest.Answer(true, 5, "x")
-			if r.Domain == "busy.com" {
-				reply.Wait = answer
-			}
-			return reply
-		})
-		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
-		busy := make(chan error, 1)
-		go func() { // holds the one slot until answer closes
-			_, err := limited.Complete(context.Background(), request("busy.com"), classifier.CallOptions{})
-			busy <- err
-		}()
-		require.Eventually(t, func() bool { return srv.Total() == 1 }, dbtest.Patience(), 5*time.Millisecond)
-
-		asked, entered, closed := make(chan struct{}), make(chan struct{}), make(chan struct{})
-		gate := func(context.Context) (classifier.Pass, error) {
-			close(asked)
-			return classifier.Pass{
-				Enter: func(context.Context) (func(), error) { close(entered); return func() {}, nil },
-				Close: func() { close(closed) },
-			}, nil
-		}
-		list := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "l1"}
-		done := make(chan error, 1)
-		go func() {
-			_, err := limited.Complete(context.Background(), request("a.com"), classifier.CallOptions{Share: list, Gate: gate})
-			done <- err
-		}()
-		select {
-		case <-asked:
-		case <-time.After(dbtest.Patience()):
-			t.Fatal("the gate was not asked while the call waited for its slot")
-		}
-		select {
-		case <-entered:
-			t.Fatal("the pass was entered before the call had its slot")
-		default:
-		}
-		close(answer)
-		require.NoError(t, <-busy)
-		require.NoError(t, <-done)
-		<-entered
-		<-closed
-	})
-
-	t.Run("APassIsClosedWhenTheCallNeverGetsItsSlot", func(t *testing.T) {
-		t.Parallel()
-		block := make(chan struct{})
-		defer close(block)
-		srv := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Wait: block} })
-		limited := llm.Limit(newClient(t, srv, ""), 1, 60_000, nil)
-		go func() { _, _ = limited.Complete(context.Background(), request("busy.com"), classifier.CallOptions{}) }()
-		require.Eventually(t, func() bool { return srv.Total() == 1 }, dbtest.Patience(), 5*time.Millisecond)
-		var entered, closed atomic.Bool
-		gate := func(context.Context) (classifier.Pass, error) {
-			return classifier.Pass{
-				Enter: func(context.Context) (func(), error) { entered.Store(true); return func() {}, nil },
-				Close: func() { closed.Store(true) },
-			}, nil
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, err := limited.Complete(ctx, request("a.com"), classifier.CallOptions{Gate: gate})
-		require.ErrorIs(t, err, context.Canceled)
-		require.False(t, entered.Load(), "a call without a slot does not enter")
-		require.True(t, closed.Load(), "what the gate took is given back")
 	})
 
 	t.Run("AListsShareTakesAListSlot", func(t *testing.T) {
