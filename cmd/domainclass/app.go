@@ -61,10 +61,11 @@ type Main struct {
 	// workers' own.
 	DB    *db.DB
 	River *jobs.Client
-	// WorkerDB and WorkerRiver are the workers' (worker, all): their pool,
-	// and the River client that works the queues on it. In `all` the two
-	// pools are apart, so that the API never waits behind a worker's
-	// connection (see pools.go).
+	// WorkerDB and WorkerRiver are the workers' (worker, all): the pool of
+	// classify jobs, River and webhooks (list work has ListDB), and the
+	// River client that works the queues on it. In `all` the API's pool is
+	// apart, so that the API never waits behind a worker's connection (see
+	// pools.go).
 	WorkerDB    *db.DB
 	WorkerRiver *jobs.Client
 	// ListDB is the pool of the workers' list work (chunks and batches):
