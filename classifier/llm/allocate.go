@@ -55,8 +55,11 @@ const (
 // its list callers for its scheduler.
 type allocation struct {
 	share, target float64
-	slots         int
-	weights       map[string]float64
+	// interactive is the part of the account the deployment's interactive
+	// calls take, wherever they wait.
+	interactive float64
+	slots       int
+	weights     map[string]float64
 }
 
 // grant is one holder's part of an allocation, as it is made.
@@ -92,9 +95,11 @@ func allocate(lim accountLimits, holder string, mine Demand, others []Lease) all
 	for i, h := range hs {
 		need[i] = math.Min(h.Demand.Interactive/capacity, grants[i].capLeft)
 	}
+	interactive := 0.0
 	for i, g := range waterfill(1, need) {
 		grants[i].share += g
 		grants[i].capLeft -= g
+		interactive += g
 	}
 	// 2. List callers evenly, each one's part among its holders.
 	byCaller := map[string][]float64{}
@@ -145,7 +150,7 @@ func allocate(lim accountLimits, holder string, mine Demand, others []Lease) all
 		held += o.Share
 		heldSlots += o.Slots
 	}
-	a := allocation{target: grants[me].share, weights: normalise(grants[me].lists)}
+	a := allocation{target: grants[me].share, interactive: interactive, weights: normalise(grants[me].lists)}
 	a.share = math.Max(0, math.Min(a.target, 1-held))
 	if lim.slots > 0 {
 		a.slots = max(0, min(roundSlots(grants, lim.slots)[me], lim.slots-heldSlots))

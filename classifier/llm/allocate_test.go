@@ -104,10 +104,11 @@ func TestAllocate(t *testing.T) {
 // budget's own rules.
 type storeFunc struct {
 	throttle func(wait time.Duration, lower bool)
+	others   []Lease // the other processes' leases
 }
 
 func (s storeFunc) Renew(_ context.Context, holder string, _ time.Duration, decide func(Account, []Lease) Lease) (Account, Lease, error) {
-	l := decide(Account{Factor: 1, Now: time.Now()}, nil)
+	l := decide(Account{Factor: 1, Now: time.Now()}, s.others)
 	l.Holder = holder
 	return Account{Factor: 1, Now: time.Now()}, l, nil
 }
@@ -137,4 +138,20 @@ func TestBudget_OnlyRepeated429sLowerTheBudget(t *testing.T) {
 	defer b.mu.Unlock()
 	require.InDelta(t, throttleFactor, b.acct.Factor, 0.01)
 	require.True(t, b.cooldown.After(time.Now()), "and every one of them stops the calls for its wait")
+}
+
+// A process keeps a second of the deployment's interactive calls in its
+// bucket, wherever those calls wait now: a job that arrives here next
+// starts its calls at once.
+func TestBudget_ReserveIsASecondOfTheDeploymentsInteractiveCalls(t *testing.T) {
+	jobs := Lease{Holder: "q", Share: 0.5, Demand: full(Demand{Interactive: 3})} // half of the 6 calls the account keeps in flight
+	b := NewBudget(BudgetConfig{RequestsPerMinute: 1200, Holder: "p"}, storeFunc{others: []Lease{jobs}})
+	l := Limit(nil, 16, 1_000_000, nil)
+	b.Govern(l)
+	b.renew(context.Background())
+	l.slots.mu.Lock()
+	defer l.slots.mu.Unlock()
+	require.InDelta(t, 10, l.slots.reserve[0], 1e-9, "half of 20 requests a second, for a second")
+	require.InDelta(t, 11, l.slots.requests.capacity, 1e-9)
+	require.Less(t, l.slots.requests.perSec, 20.0, "the rate is still the process's share")
 }

@@ -25,7 +25,9 @@ func (b *bucket) refill(now time.Time) {
 		return
 	}
 	if now.After(b.last) {
-		b.level = math.Min(b.capacity, b.level+now.Sub(b.last).Seconds()*b.perSec)
+		if b.level < b.capacity {
+			b.level = math.Min(b.capacity, b.level+now.Sub(b.last).Seconds()*b.perSec)
+		}
 		b.last = now
 	}
 }
@@ -53,10 +55,10 @@ func (b *bucket) take(n float64) {
 	}
 }
 
-// set changes the rate and size from now on, keeping the level (a bucket
-// that shrinks loses what no longer fits).
+// set changes the rate and size from now on, keeping the level: a bucket
+// that shrinks keeps what it holds for the next calls, and refills only
+// once they took it below its new size.
 func (b *bucket) set(perSec, capacity float64, now time.Time) {
 	b.refill(now)
 	b.perSec, b.capacity = perSec, capacity
-	b.level = math.Min(b.level, capacity)
 }

@@ -26,7 +26,9 @@ type SlotObserver interface {
 //     fewest.
 //
 // So lists take every slot no interactive call wants, an interactive call
-// waits only for the next slot to free (never behind a list's queue), and
+// waits only for the next slot to free (never behind a list's queue) and,
+// with a reserve set, list calls leave that many requests and tokens in the
+// buckets for interactive calls, so that a job's calls start together; and
 // callers' lists hold shares of the rest in proportion to their weights
 // (equal, unless the deployment's budget says otherwise: a caller whose
 // lists also run on other processes weighs less here), whatever their
@@ -48,6 +50,7 @@ type scheduler struct {
 	requests    *bucket // nil: no rate
 	tokens      *bucket // nil: no tokens limit
 	cooldown    time.Time
+	reserve     [2]float64 // requests and tokens list calls leave for interactive ones
 	weights     map[string]float64
 	inUse       map[classifier.CallClass]int
 	interactive []*waiter
@@ -101,8 +104,11 @@ type limits struct {
 	requestsPerSec float64
 	tokensPerSec   float64
 	tokensBurst    float64
-	cooldown       time.Time
-	weights        map[string]float64
+	// reserve is what list calls leave in the buckets for interactive
+	// calls: requests and tokens (see Budget.schedulerLimits).
+	reserve  [2]float64
+	cooldown time.Time
+	weights  map[string]float64
 }
 
 // setLimits changes the bounds; calls already granted keep their slots.
@@ -118,20 +124,21 @@ func (s *scheduler) setLimits(l limits) {
 	case math.IsInf(l.requestsPerSec, 1):
 		s.requests = nil
 	case s.requests == nil:
-		s.requests = newBucket(l.requestsPerSec, 1, now)
+		s.requests = newBucket(l.requestsPerSec, 1+l.reserve[0], now)
 		s.requests.level = 0
 	default:
-		s.requests.set(l.requestsPerSec, 1, now)
+		s.requests.set(l.requestsPerSec, 1+l.reserve[0], now)
 	}
 	switch {
 	case math.IsInf(l.tokensPerSec, 1):
 		s.tokens = nil
 	case s.tokens == nil:
-		s.tokens = newBucket(l.tokensPerSec, l.tokensBurst, now)
+		s.tokens = newBucket(l.tokensPerSec, l.tokensBurst+l.reserve[1], now)
 		s.tokens.level = 0
 	default:
-		s.tokens.set(l.tokensPerSec, l.tokensBurst, now)
+		s.tokens.set(l.tokensPerSec, l.tokensBurst+l.reserve[1], now)
 	}
+	s.reserve = l.reserve
 	s.dispatch()
 }
 
@@ -311,7 +318,11 @@ func (s *scheduler) dispatch() {
 		}
 		s.requests.refill(now)
 		s.tokens.refill(now)
-		if wait := max(s.requests.wait(1), s.tokens.wait(w.tokens)); wait > 0 {
+		var reserve [2]float64
+		if w.share.Class == classifier.ClassList {
+			reserve = s.reserve
+		}
+		if wait := max(s.requests.wait(1+reserve[0]), s.tokens.wait(w.tokens+reserve[1])); wait > 0 {
 			s.wakeIn(wait)
 			return
 		}

@@ -293,3 +293,53 @@ func TestScheduler_StopRefusesWhatHasNotStarted(t *testing.T) {
 	require.Zero(t, s.busy)
 	require.Empty(t, s.callers)
 }
+
+// List calls leave the reserve in the buckets: the calls of a job that
+// arrives at a process whose lists keep its share busy start at once, up
+// to the reserve, instead of one at a time at the share's pace.
+func TestScheduler_ListsLeaveTheReserveForInteractiveCalls(t *testing.T) {
+	s := unlimited(0)
+	s.setLimits(limits{slots: 20, requestsPerSec: 1e-9, tokensPerSec: 1e-9, tokensBurst: 100, reserve: [2]float64{5, 500}})
+	s.mu.Lock()
+	require.InDelta(t, 6, s.requests.capacity, 1e-9, "a request, and the reserve")
+	require.InDelta(t, 600, s.tokens.capacity, 1e-9, "a second's tokens, and the reserve")
+	s.requests.level, s.tokens.level = 6, 600 // as if it had filled
+	s.mu.Unlock()
+
+	list := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
+	call := func(sh classifier.Share) *waiter {
+		w := &waiter{share: sh, tokens: 100, since: time.Now(), ready: make(chan struct{})}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.enqueue(w)
+		s.dispatch()
+		return w
+	}
+	require.True(t, granted(call(list)), "what is above the reserve goes to lists")
+	require.False(t, granted(call(list)), "a list call never takes the reserve")
+	var job []*waiter
+	for range 6 {
+		job = append(job, call(classifier.Share{Class: classifier.ClassInteractive}))
+	}
+	for i, w := range job[:5] {
+		require.True(t, granted(w), "interactive call %d starts at once", i+1)
+	}
+	require.False(t, granted(job[5]), "the reserve holds five")
+}
+
+// A bucket that shrinks (the deployment's interactive part fell) keeps what
+// it holds for the next calls, and refills only up to its new size: the
+// requests it held were the process's own, unused, and clipping them lost
+// them for the deployment.
+func TestBucket_ShrinkingKeepsWhatItHolds(t *testing.T) {
+	now := time.Now()
+	b := newBucket(1, 10, now)
+	b.set(1, 4, now)
+	for i := range 10 {
+		require.Zero(t, b.wait(1), "request %d of the 10 held", i+1)
+		b.take(1)
+	}
+	require.Positive(t, b.wait(1))
+	b.refill(now.Add(time.Minute))
+	require.InDelta(t, 4, b.level, 1e-9, "refilled to its new size only")
+}
