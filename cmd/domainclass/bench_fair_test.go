@@ -321,7 +321,8 @@ func fairAllRun(t *testing.T) []benchRow {
 	f.waitDraining(f.teamA, big)
 	// The owner polls from a process of its own (bench_poller_test.go).
 	p := startPoller(t, all.URL, keyA, big)
-	loaded := f.interactive(seconds)
+	var loaded []time.Duration
+	drained, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
 	status, retries := p.stop(t)
 	refused.Add(int64(retries))
 	f.cancel(f.teamA, big)
@@ -331,7 +332,8 @@ func fairAllRun(t *testing.T) []benchRow {
 	setting := fmt.Sprintf("`all`, C=%d, L=%s", c, latency)
 	return []benchRow{
 		{"fair", fmt.Sprintf("%s: 10-domain jobs at 1/s beside a %s-row list draining: p95 completion", setting, count(n)),
-			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; %s", ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), waits),
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; the list drained %.1f rows/s meanwhile; %s", ms(p95Idle),
+				float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), float64(drained)/elapsed.Seconds(), waits),
 			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
 		{"fair", "  the same: answers retried (503) or not received, of the probe's and the list's polls",
 			strconv.FormatInt(refused.Load(), 10), fmt.Sprintf("%d jobs, %d list polls", len(idle)+len(loaded), len(status)),
