@@ -36,24 +36,30 @@ func (c Config) apiDBMaxConns() int32 {
 
 // workerDBMaxConns is how many connections the workers hold in all:
 // WORKER_DB_MAX_CONNS, else DB_MAX_CONNS, else a connection for each
-// classify job that may run at once, 16 for list chunks (they mostly wait
-// for model slots: 16 serve their writes however many run), and 10 for
-// River's producers, maintenance, webhook deliveries and the purge.
+// classify job that may run at once, 16 for list work (list work's own
+// pool takes 4 of them by default, listDBMaxConns; the others serve jobs),
+// and 10 for River's producers, maintenance, webhook deliveries and the
+// purge. The sum is the figure docs/operating.md's max_connections
+// arithmetic uses.
 func (c Config) workerDBMaxConns() int32 {
 	return cmp.Or(c.WorkerDBMaxConns, c.DBMaxConns, int32(c.Queue.ClassifyWorkers+min(c.Queue.ListWorkers, 16)+10))
 }
 
 // listDBMaxConns is the part of the workers' connections that list work
 // (chunks and batches) may hold, in a pool of its own: LIST_DB_MAX_CONNS,
-// else min(LIST_WORKERS, 16) and at most half of them. The rest
+// else min(LIST_WORKERS, 4) and at most half of them. The rest
 // (jobsDBMaxConns) serve classify jobs, River and webhooks. In one pool, a
 // draining list's statements queued ahead of interactive jobs' (the `all`
 // bench: 9,861 waits, 13 minutes in all, p95 of a 10-domain job 6× idle).
+// Four, not 16: a list's statements are short, and four drained a list as
+// fast as 16 in `all` at C=32 (146 against 144 rows/s) while 16 busy
+// backends took the CPU the API's status polls needed (their p99 7–9 ms
+// with four, 13–18 ms with 16; three runs each, docs/BENCHMARKS.md).
 func (c Config) listDBMaxConns() int32 {
 	if c.ListDBMaxConns > 0 {
 		return c.ListDBMaxConns
 	}
-	return max(1, min(int32(min(c.Queue.ListWorkers, 16)), c.workerDBMaxConns()/2))
+	return max(1, min(int32(min(c.Queue.ListWorkers, 4)), c.workerDBMaxConns()/2))
 }
 
 // jobsDBMaxConns is the workers' pool for everything but list work.

@@ -140,11 +140,12 @@ func TestConfig_PoolSizes(t *testing.T) {
 		env                     []string
 		api, worker, jobs, list int32
 	}{
-		{nil, DefaultAPIDBMaxConns, 10 + 16 + 10, 10 + 10, 16},
-		{[]string{"CLASSIFY_WORKERS=20", "LIST_WORKERS=4"}, DefaultAPIDBMaxConns, 20 + 4 + 10, 20 + 10, 4},
-		{[]string{"DB_MAX_CONNS=12"}, 12, 12, 6, 6},
-		{[]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5"}, 5, 12, 6, 6},
-		{[]string{"WORKER_DB_MAX_CONNS=50"}, DefaultAPIDBMaxConns, 50, 34, 16},
+		{nil, DefaultAPIDBMaxConns, 10 + 16 + 10, 10 + 16 + 10 - 4, 4},
+		{[]string{"CLASSIFY_WORKERS=20", "LIST_WORKERS=2"}, DefaultAPIDBMaxConns, 20 + 2 + 10, 20 + 10, 2},
+		{[]string{"DB_MAX_CONNS=12"}, 12, 12, 8, 4},
+		{[]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5"}, 5, 12, 8, 4},
+		{[]string{"DB_MAX_CONNS=6"}, 6, 6, 3, 3},
+		{[]string{"WORKER_DB_MAX_CONNS=50"}, DefaultAPIDBMaxConns, 50, 46, 4},
 		{[]string{"WORKER_DB_MAX_CONNS=50", "LIST_DB_MAX_CONNS=40"}, DefaultAPIDBMaxConns, 50, 10, 40},
 	} {
 		cfg, err := LoadConfig(tc.env)
