@@ -55,6 +55,13 @@ func (b *bucket) take(n float64) {
 	}
 }
 
+// give puts n back (a call used fewer than it took): up to the bucket's
+// size, as a refill does; a bucket above its size (it shrank) keeps its
+// level.
+func (b *bucket) give(n float64) {
+	b.level = math.Min(math.Max(b.capacity, b.level), b.level+n)
+}
+
 // set changes the rate and size from now on, keeping the level: a bucket
 // that shrinks keeps what it holds for the next calls, and refills only
 // once they took it below its new size.

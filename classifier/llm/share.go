@@ -154,9 +154,7 @@ func (s *scheduler) correct(delta float64) {
 		return
 	}
 	s.tokens.refill(time.Now())
-	// What a call gives back fills the bucket up to its size, as a refill
-	// does; above it (a bucket that shrank) the bucket keeps its level.
-	s.tokens.level = math.Min(math.Max(s.tokens.capacity, s.tokens.level), s.tokens.level-delta)
+	s.tokens.give(-delta)
 	s.dispatch()
 }
 
