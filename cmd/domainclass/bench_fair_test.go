@@ -52,14 +52,20 @@ type fairBench struct {
 
 func benchFair(t *testing.T) []benchRow {
 	var rows []benchRow
+	// A subtest each, so that a run's processes are gone before the next
+	// starts: before, the one-worker run's idle processes ran beside the
+	// two-worker run, and those of all three beside `all`.
+	run := func(name string, fn func(*testing.T) []benchRow) {
+		t.Run(name, func(t *testing.T) { rows = append(rows, fn(t)...) })
+	}
 	for _, workers := range envInts("BENCH_FAIR_WORKERS", []int{1, 2, 4}) {
 		if os.Getenv("BENCH_FAIR_WORKERS") == "none" {
 			break
 		}
-		rows = append(rows, fairRun(t, workers)...)
+		run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) []benchRow { return fairRun(t, workers) })
 	}
 	if os.Getenv("BENCH_FAIR_ALL") != "off" {
-		rows = append(rows, fairAllRun(t)...)
+		run("all", fairAllRun)
 	}
 	return rows
 }
