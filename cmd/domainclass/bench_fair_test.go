@@ -97,8 +97,9 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	// Processes of their own, as a deployment runs them (the fake model
 	// and search serve from this one).
 	api := e.startProcess(RoleAPI)
+	var workerURLs []string
 	for range workers {
-		e.startProcess(RoleWorker)
+		workerURLs = append(workerURLs, e.startProcess(RoleWorker).URL)
 	}
 	f := &fairBench{t: t, e: e, workers: workers, ideal: math.Min(ideal*float64(workers), float64(account)/60),
 		app:   client.New(api.URL, e.apiKey("app")),
@@ -115,11 +116,15 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	}
 
 	// Interactive jobs, idle and beside a 100k-domain list.
+	waits0 := interactiveWaits(t, workerURLs)
 	idle := f.interactive(seconds)
+	waits1 := interactiveWaits(t, workerURLs)
 	big := f.upload(f.teamA, "big", 100_000)
 	f.waitDraining(f.teamA, big)
+	waits2 := interactiveWaits(t, workerURLs)
 	var loaded []time.Duration
 	bigDone, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
+	waits3 := interactiveWaits(t, workerURLs)
 	f.cancel(f.teamA, big)
 	p95Idle, p95Loaded := percentile(idle, 0.95), percentile(loaded, 0.95)
 	busy := (float64(bigDone) + float64(10*len(loaded))) / elapsed.Seconds()
@@ -147,7 +152,8 @@ func fairRun(t *testing.T, workers int) []benchRow {
 		{section, fmt.Sprintf("10-domain jobs at 1/s for %s, idle (%s): p95 completion", seconds, setting),
 			ms(p95Idle), fmt.Sprintf("p50 %s, %d jobs", ms(percentile(idle, 0.5)), len(idle)), "-", "-"},
 		{section, "  the same while a 100k-domain list drains: p95 completion",
-			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s", ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5))),
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; model calls that waited for a slot or the budget > 0.25 s / > 0.5 s: idle %s, beside the list %s",
+				ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), waits1.since(waits0), waits3.since(waits2)),
 			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
 		{section, fmt.Sprintf("caller B's list (%s) ÷ caller A's (50k, %s ahead): rows/s over %s", count(bRows), stagger, window),
 			fmt.Sprintf("%.2f", ratio), fmt.Sprintf("B %.1f/s, A %.1f/s", rB, rA), "0.8–1.25", verdict(ratio >= 0.8 && ratio <= 1.25)},
@@ -351,6 +357,45 @@ func fairAllRun(t *testing.T) []benchRow {
 			fmt.Sprintf("%.1f%%", 100*float64(within)/float64(served)), fmt.Sprintf("%d requests", served), "≥ 99%",
 			verdict(float64(within) >= 0.99*float64(served))},
 	}
+}
+
+// waitCounts are counts of a histogram of interactive model calls' waits
+// (domainclass_llm_wait_seconds), summed over worker processes.
+type waitCounts struct{ all, within250ms, within500ms float64 }
+
+func (w waitCounts) since(before waitCounts) string {
+	n := w.all - before.all
+	return fmt.Sprintf("%.0f / %.0f of %.0f", n-(w.within250ms-before.within250ms), n-(w.within500ms-before.within500ms), n)
+}
+
+// interactiveWaits reads the interactive calls' wait histogram of each
+// worker process and adds them up.
+func interactiveWaits(t *testing.T, urls []string) waitCounts {
+	t.Helper()
+	var w waitCounts
+	const name = "domainclass_llm_wait_seconds"
+	for _, u := range urls {
+		resp, err := http.Get(u + "/metrics")
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			series, value, ok := strings.Cut(line, " ")
+			v, err := strconv.ParseFloat(value, 64)
+			if !ok || err != nil || !strings.Contains(series, `class="interactive"`) {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(series, name+"_count"):
+				w.all += v
+			case strings.HasPrefix(series, name+"_bucket") && strings.Contains(series, `le="0.25"`):
+				w.within250ms += v
+			case strings.HasPrefix(series, name+"_bucket") && strings.Contains(series, `le="0.5"`):
+				w.within500ms += v
+			}
+		}
+	}
+	return w
 }
 
 // poolWaits reads a process's pool metrics: for each pool, the acquires
