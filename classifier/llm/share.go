@@ -178,7 +178,12 @@ func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
 		}
 		lists[name] = float64(n)
 	}
-	return s.interactiveLoad.read(time.Now()), lists
+	interactive = s.interactiveLoad.read(time.Now())
+	if len(s.interactive) > 0 {
+		// Calls wait here now: the mean is behind them.
+		interactive = math.Max(interactive, float64(s.inUse[classifier.ClassInteractive]+len(s.interactive)))
+	}
+	return interactive, lists
 }
 
 // acquire waits for a slot, a rate token and tokens for a call of share s,

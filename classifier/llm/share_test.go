@@ -343,3 +343,33 @@ func TestBucket_ShrinkingKeepsWhatItHolds(t *testing.T) {
 	b.refill(now.Add(time.Minute))
 	require.InDelta(t, 4, b.level, 1e-9, "refilled to its new size only")
 }
+
+// Interactive calls that wait at a process (its bucket ran dry: a second
+// job arrived before its share refilled it) are its demand at once, not
+// after the moving mean catches up with them: the lease asks for what they
+// need at the next renewal. Once none waits, the mean is the demand again.
+func TestScheduler_InteractiveCallsWaitingAreDemandAtOnce(t *testing.T) {
+	s := unlimited(0)
+	s.setLimits(limits{slots: 20, requestsPerSec: 1e-9, tokensPerSec: math.Inf(1)})
+	s.mu.Lock()
+	s.requests.level = 1
+	s.mu.Unlock()
+
+	var job []*waiter
+	for range 6 {
+		job = append(job, queue(s, classifier.Share{Class: classifier.ClassInteractive}))
+	}
+	require.True(t, granted(job[0]))
+	require.False(t, granted(job[1]), "the bucket held one request")
+	interactive, _ := s.demand()
+	require.InDelta(t, 6, interactive, 1e-9, "one call in flight and five waiting")
+
+	s.mu.Lock()
+	for _, w := range job[1:] {
+		s.dequeue(w)
+	}
+	s.mu.Unlock()
+	s.release(job[0].share)
+	interactive, _ = s.demand()
+	require.Less(t, interactive, 1.0, "none waits: the moving mean of a moment's calls")
+}
