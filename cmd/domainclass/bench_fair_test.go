@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -375,11 +374,7 @@ func interactiveWaits(t *testing.T, urls []string) waitCounts {
 	var w waitCounts
 	const name = "domainclass_llm_wait_seconds"
 	for _, u := range urls {
-		resp, err := http.Get(u + "/metrics")
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, line := range strings.Split(string(b), "\n") {
+		for _, line := range metricLines(t, u) {
 			series, value, ok := strings.Cut(line, " ")
 			v, err := strconv.ParseFloat(value, 64)
 			if !ok || err != nil || !strings.Contains(series, `class="interactive"`) {
@@ -402,12 +397,8 @@ func interactiveWaits(t *testing.T, urls []string) waitCounts {
 // that waited for a connection and how long they waited in all.
 func poolWaits(t *testing.T, base string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	waits, seconds := map[string]float64{}, map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range metricLines(t, base) {
 		for prefix, m := range map[string]map[string]float64{
 			"domainclass_db_pool_acquire_waits_total{":        waits,
 			"domainclass_db_pool_acquire_wait_seconds_total{": seconds,

@@ -482,11 +482,7 @@ func workerRSS(t *testing.T, e *e2e) float64 {
 // within 10 ms, and all.
 func statusWithin10ms(t *testing.T, base string) (within, all int) {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range metricLines(t, base) {
 		if !strings.HasPrefix(line, "domainclass_http_request_duration_seconds_bucket{") ||
 			!strings.Contains(line, `method="GET",route="/lists/:list_id"`) || !strings.Contains(line, `code="200"`) {
 			continue
@@ -501,6 +497,17 @@ func statusWithin10ms(t *testing.T, base string) (within, all int) {
 		}
 	}
 	return within, all
+}
+
+// metricLines reads a process's /metrics, a line each.
+func metricLines(t *testing.T, base string) []string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return strings.Split(string(b), "\n")
 }
 
 // pollStatus asks for the list's status 50 times a second for d and
