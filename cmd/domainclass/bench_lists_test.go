@@ -502,12 +502,7 @@ func statusWithin10ms(t *testing.T, base string) (within, all int) {
 // metricLines reads a process's /metrics, a line each.
 func metricLines(t *testing.T, base string) []string {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return strings.Split(string(b), "\n")
+	return strings.Split(scrape(t, base), "\n")
 }
 
 // pollStatus asks for the list's status 50 times a second for d and

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,7 +110,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
 			chromedp.Navigate(evilPage),
 		))
 		require.Eventually(t, func() bool {
-			return strings.Contains(scrapeText(t, e.api.APIURL()), refused+" 1")
+			return strings.Contains(scrape(t, e.api.APIURL()), refused+" 1")
 		}, dbtest.Patience(), 50*time.Millisecond, "the page's POST reaches the API and is refused")
 	})
 
@@ -135,17 +134,6 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include",
 			require.NoError(t, os.WriteFile(keep, shot, 0o644))
 		}
 	})
-}
-
-// scrapeText is the API's /metrics page.
-func scrapeText(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
 }
 
 // sendWithEveryRequest makes the browser add a header to every request it
