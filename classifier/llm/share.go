@@ -161,7 +161,13 @@ func (s *scheduler) correct(delta float64) {
 // countInteractive records the interactive calls in flight and waiting
 // now. s.mu is held.
 func (s *scheduler) countInteractive() {
-	s.interactiveLoad.set(time.Now(), s.inUse[classifier.ClassInteractive]+len(s.interactive))
+	s.interactiveLoad.set(time.Now(), s.interactiveNow())
+}
+
+// interactiveNow is the interactive calls in flight and waiting. s.mu is
+// held.
+func (s *scheduler) interactiveNow() int {
+	return s.inUse[classifier.ClassInteractive] + len(s.interactive)
 }
 
 // demand is what the process's calls ask for: list calls in flight and
@@ -181,7 +187,7 @@ func (s *scheduler) demand() (interactive float64, lists map[string]float64) {
 	interactive = s.interactiveLoad.read(time.Now())
 	if len(s.interactive) > 0 {
 		// Calls wait here now: the mean is behind them.
-		interactive = math.Max(interactive, float64(s.inUse[classifier.ClassInteractive]+len(s.interactive)))
+		interactive = math.Max(interactive, float64(s.interactiveNow()))
 	}
 	return interactive, lists
 }
