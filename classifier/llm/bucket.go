@@ -14,6 +14,9 @@ type bucket struct {
 	capacity float64
 	level    float64
 	last     time.Time
+	// unused is what the rate brought while the bucket was full: a share
+	// held with no call to spend it, gone.
+	unused float64
 }
 
 func newBucket(perSec, capacity float64, now time.Time) *bucket {
@@ -21,15 +24,28 @@ func newBucket(perSec, capacity float64, now time.Time) *bucket {
 }
 
 func (b *bucket) refill(now time.Time) {
-	if b == nil {
+	if b == nil || !now.After(b.last) {
 		return
 	}
-	if now.After(b.last) {
-		if b.level < b.capacity {
-			b.level = math.Min(b.capacity, b.level+now.Sub(b.last).Seconds()*b.perSec)
-		}
-		b.last = now
+	add := now.Sub(b.last).Seconds() * b.perSec
+	b.last = now
+	if room := math.Max(0, b.capacity-b.level); add > room {
+		b.unused += add - room
+		add = room
 	}
+	b.level += add
+}
+
+// takeUnused returns what the rate brought while the bucket was full, up
+// to now, and starts counting again.
+func (b *bucket) takeUnused(now time.Time) float64 {
+	if b == nil {
+		return 0
+	}
+	b.refill(now)
+	u := b.unused
+	b.unused = 0
+	return u
 }
 
 // fit is n as the bucket can ever hold it: a request larger than the

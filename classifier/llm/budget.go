@@ -131,9 +131,12 @@ type BudgetConfig struct {
 
 // BudgetObserver is told what a process may use of the deployment's
 // budget: its share, its requests and tokens a minute (+Inf: no limit)
-// and its slots.
+// and its slots; and, at each renewal, the requests and tokens of its
+// share it had no call for since the last (they are gone: the rest of the
+// deployment could have sent them).
 type BudgetObserver interface {
 	ObserveBudget(share, requestsPerMinute, tokensPerMinute float64, slots int)
+	ObserveUnused(requests, tokens float64)
 }
 
 // Budget is a worker process's part of the deployment's model budget: it
@@ -275,9 +278,11 @@ func (b *Budget) renew(ctx context.Context) {
 	}
 	l, share := b.schedulerLimits(now), b.lease.Share
 	b.mu.Unlock()
+	unusedRequests, unusedTokens := b.lim.slots.takeUnused()
 	b.lim.slots.setLimits(l)
 	if o := b.cfg.Observer; o != nil {
 		o.ObserveBudget(share, l.requestsPerSec*60, l.tokensPerSec*60, l.slots)
+		o.ObserveUnused(unusedRequests, unusedTokens)
 	}
 }
 

@@ -158,6 +158,16 @@ func (s *scheduler) correct(delta float64) {
 	s.dispatch()
 }
 
+// takeUnused returns the requests and tokens the process's share brought
+// since the last call that its buckets had no room for: its share of the
+// account, held while no call here could spend it.
+func (s *scheduler) takeUnused() (requests, tokens float64) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests.takeUnused(now), s.tokens.takeUnused(now)
+}
+
 // countInteractive records the interactive calls in flight and waiting
 // now. s.mu is held.
 func (s *scheduler) countInteractive() {

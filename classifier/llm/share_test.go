@@ -373,3 +373,22 @@ func TestScheduler_InteractiveCallsWaitingAreDemandAtOnce(t *testing.T) {
 	interactive, _ = s.demand()
 	require.Less(t, interactive, 1.0, "none waits: the moving mean of a moment's calls")
 }
+
+// What the rate brings while the bucket is full is counted as unused (a
+// share held with no call to spend it), and only that: what refills a
+// bucket below its size, or arrives while a shrunk bucket is above it, is
+// either kept or counted, never both.
+func TestBucket_CountsWhatAFullBucketCannotHold(t *testing.T) {
+	now := time.Now()
+	b := newBucket(2, 10, now)
+	b.take(6) // 4 left
+	require.Zero(t, b.takeUnused(now.Add(2*time.Second)), "4 of room took the 4 that came")
+	require.InDelta(t, 8, b.level, 1e-9)
+	require.InDelta(t, 6, b.takeUnused(now.Add(6*time.Second)), 1e-9, "2 filled it, 6 had no room")
+	require.InDelta(t, 10, b.level, 1e-9)
+	require.Zero(t, b.takeUnused(now.Add(6*time.Second)), "counted once")
+
+	b.set(2, 4, now.Add(6*time.Second)) // shrunk: it keeps its 10
+	require.InDelta(t, 2, b.takeUnused(now.Add(7*time.Second)), 1e-9, "above its size, all that comes is unused")
+	require.InDelta(t, 10, b.level, 1e-9)
+}

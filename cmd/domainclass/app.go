@@ -130,7 +130,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	m.Metrics = prometheus.NewRegistry()
-	m.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Metrics.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
 		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)

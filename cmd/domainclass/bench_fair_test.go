@@ -121,9 +121,16 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	big := f.upload(f.teamA, "big", 100_000)
 	f.waitDraining(f.teamA, big)
 	waits2 := interactiveWaits(t, workerURLs)
+	unused0, held0 := sumSeries(t, workerURLs, unusedRequests), sumSeries(t, workerURLs, heldShare)
+	perProcess0 := perProcess(t, workerURLs)
 	var loaded []time.Duration
 	bigDone, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
 	waits3 := interactiveWaits(t, workerURLs)
+	unused := (sumSeries(t, workerURLs, unusedRequests) - unused0) / elapsed.Seconds()
+	held := (sumSeries(t, workerURLs, heldShare) - held0) / elapsed.Seconds()
+	for i, p := range perProcess(t, workerURLs) {
+		t.Logf("jobs + list step, worker %d: %s", i+1, p.since(perProcess0[i], elapsed))
+	}
 	f.cancel(f.teamA, big)
 	p95Idle, p95Loaded := percentile(idle, 0.95), percentile(loaded, 0.95)
 	busy := (float64(bigDone) + float64(10*len(loaded))) / elapsed.Seconds()
@@ -160,7 +167,8 @@ func fairRun(t *testing.T, workers int) []benchRow {
 			fmt.Sprintf("%.2f", ratio2), fmt.Sprintf("B %.1f/s, A %.1f/s in all", rB2, rA2), "0.8–1.25", verdict(ratio2 >= 0.8 && ratio2 <= 1.25)},
 		{section, "  domains/s in all, slowest of the three steps (jobs + list, two lists, three)",
 			fmt.Sprintf("%.1f/s", min(busy, both, three)),
-			fmt.Sprintf("min(C/L, account) = %.1f/s (%.0f%%); steps %.1f, %.1f, %.1f", f.ideal, 100*drain, busy, both, three),
+			fmt.Sprintf("min(C/L, account) = %.1f/s (%.0f%%); steps %.1f, %.1f, %.1f; the jobs + list step: the processes held %.1f%% of the account, and left %.1f requests/s of their shares unused (full buckets)",
+				f.ideal, 100*drain, busy, both, three, 100*held, unused),
 			"≥ 95%", verdict(drain >= 0.95)},
 	}
 }
@@ -333,7 +341,11 @@ func fairAllRun(t *testing.T) []benchRow {
 	// The owner polls from a process of its own (bench_poller_test.go).
 	p := startPoller(t, all.URL, keyA, big)
 	var loaded []time.Duration
+	cpu0 := readCPUWaits(t, all)
+	pRan0, pQueued0 := threadTimes(p.cmd.Process.Pid)
 	drained, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
+	cpu := readCPUWaits(t, all).since(cpu0)
+	pRan, pQueued := threadTimes(p.cmd.Process.Pid)
 	status, retries := p.stop(t)
 	refused.Add(int64(retries))
 	f.cancel(f.teamA, big)
@@ -350,7 +362,8 @@ func fairAllRun(t *testing.T) []benchRow {
 			strconv.FormatInt(refused.Load(), 10), fmt.Sprintf("%d jobs, %d list polls", len(idle)+len(loaded), len(status)),
 			"0", verdict(refused.Load() == 0)},
 		{"fair", "  the same: GET /lists/{id} of the draining list, p99 (client, a process of its own)", ms(p99Status),
-			fmt.Sprintf("p50 %s, max %s, %d requests", ms(percentile(status, 0.5)), ms(percentile(status, 1)), len(status)),
+			fmt.Sprintf("p50 %s, max %s, %d requests; the poller's threads waited %.2f s per s run for a CPU; `all` meanwhile: %s",
+				ms(percentile(status, 0.5)), ms(percentile(status, 1)), len(status), (pQueued-pQueued0).Seconds()/(pRan-pRan0).Seconds(), cpu),
 			"≤ 10 ms", verdict(p99Status <= 10*time.Millisecond)},
 		{"fair", "  the same, answered within 10 ms (server, the API's own histogram)",
 			fmt.Sprintf("%.1f%%", 100*float64(within)/float64(served)), fmt.Sprintf("%d requests", served), "≥ 99%",
@@ -391,6 +404,54 @@ func interactiveWaits(t *testing.T, urls []string) waitCounts {
 		}
 	}
 	return w
+}
+
+// unusedRequests counts the requests of a worker's share it had no call
+// for; heldShare, the share it held times the seconds it held it.
+const (
+	unusedRequests = `domainclass_llm_budget_unused_total{kind="requests"}`
+	heldShare      = `domainclass_llm_budget_share_seconds_total`
+)
+
+// sumSeries adds up one series over processes.
+func sumSeries(t *testing.T, urls []string, series string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, u := range urls {
+		for _, line := range metricLines(t, u) {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				require.NoError(t, err, line)
+				sum += f
+			}
+		}
+	}
+	return sum
+}
+
+// processCalls are a worker's model calls by class, and the requests of
+// its share it left unused.
+type processCalls struct{ list, interactive, unused, held float64 }
+
+func (p processCalls) since(before processCalls, d time.Duration) string {
+	s := d.Seconds()
+	return fmt.Sprintf("list calls %.1f/s, interactive %.1f/s, unused %.1f/s, share %.2f",
+		(p.list-before.list)/s, (p.interactive-before.interactive)/s, (p.unused-before.unused)/s, (p.held-before.held)/s)
+}
+
+func perProcess(t *testing.T, urls []string) []processCalls {
+	t.Helper()
+	var out []processCalls
+	for _, u := range urls {
+		one := []string{u}
+		out = append(out, processCalls{
+			list:        sumSeries(t, one, `domainclass_llm_wait_seconds_count{class="list"}`),
+			interactive: sumSeries(t, one, `domainclass_llm_wait_seconds_count{class="interactive"}`),
+			unused:      sumSeries(t, one, unusedRequests),
+			held:        sumSeries(t, one, heldShare),
+		})
+	}
+	return out
 }
 
 // poolWaits reads a process's pool metrics: for each pool, the acquires
