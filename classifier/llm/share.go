@@ -102,6 +102,7 @@ func newScheduler(slots int, requests *bucket, obs SlotObserver) *scheduler {
 type limits struct {
 	slots          int
 	requestsPerSec float64
+	requestsBurst  float64 // 0: 1
 	tokensPerSec   float64
 	tokensBurst    float64
 	// reserve is what list calls leave in the buckets for interactive
@@ -120,14 +121,15 @@ func (s *scheduler) setLimits(l limits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.slots, s.cooldown, s.weights = l.slots, l.cooldown, l.weights
+	burst := math.Max(1, l.requestsBurst)
 	switch {
 	case math.IsInf(l.requestsPerSec, 1):
 		s.requests = nil
 	case s.requests == nil:
-		s.requests = newBucket(l.requestsPerSec, 1+l.reserve[0], now)
+		s.requests = newBucket(l.requestsPerSec, burst+l.reserve[0], now)
 		s.requests.level = 0
 	default:
-		s.requests.set(l.requestsPerSec, 1+l.reserve[0], now)
+		s.requests.set(l.requestsPerSec, burst+l.reserve[0], now)
 	}
 	switch {
 	case math.IsInf(l.tokensPerSec, 1):

@@ -392,3 +392,26 @@ func TestBucket_CountsWhatAFullBucketCannotHold(t *testing.T) {
 	require.InDelta(t, 2, b.takeUnused(now.Add(7*time.Second)), 1e-9, "above its size, all that comes is unused")
 	require.InDelta(t, 10, b.level, 1e-9)
 }
+
+// A process's bucket keeps its burst of requests for its own calls while
+// none waits (a chunk ended and its next had not come): they start
+// together once they come, and only what the bucket cannot hold is unused.
+func TestScheduler_KeepsItsBurstForCallsThatComeLater(t *testing.T) {
+	s := unlimited(0)
+	s.setLimits(limits{slots: 100, requestsPerSec: 40, requestsBurst: 10, tokensPerSec: math.Inf(1)})
+	s.mu.Lock()
+	s.requests.last = s.requests.last.Add(-time.Second) // a second with no call
+	s.mu.Unlock()
+
+	list := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
+	var calls []*waiter
+	for range 11 {
+		calls = append(calls, queue(s, list))
+	}
+	for i, w := range calls[:10] {
+		require.True(t, granted(w), "call %d of the burst starts at once", i+1)
+	}
+	require.False(t, granted(calls[10]), "the burst is 10")
+	requests, _ := s.takeUnused()
+	require.InDelta(t, 30, requests, 0.1, "of the 40 the second brought, the 10 kept were used")
+}
