@@ -22,8 +22,8 @@ type SlotObserver interface {
 //
 //  1. interactive calls, first come first served;
 //  2. list calls: to the caller holding the fewest slots for its weight
-//     among those waiting, and within that caller to its list holding the
-//     fewest.
+//     among those waiting (callers holding as many take turns), and within
+//     that caller to its list holding the fewest.
 //
 // So lists take every slot no interactive call wants, an interactive call
 // waits only for the next slot to free (never behind a list's queue) and,
@@ -58,6 +58,7 @@ type scheduler struct {
 	// flight and waiting, the demand a lease reports for them.
 	interactiveLoad meanLoad
 	callers         map[string]*callerShare
+	grants          uint64      // list calls granted, to order callers' turns
 	timer           *time.Timer // set while waiting for the rate, the tokens or a cool-down
 	timerAt         time.Time
 	stopping        bool
@@ -83,6 +84,10 @@ type callerShare struct {
 	name  string
 	inUse int
 	lists map[string]*listShare
+	// lastGrant is the scheduler's count of grants when this caller's last
+	// call was granted: between callers holding as much, the one served
+	// longer ago goes first.
+	lastGrant uint64
 }
 
 type listShare struct {
@@ -246,7 +251,8 @@ func (s *scheduler) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopping = true
-	for w := s.next(true); w != nil; w = s.next(true) {
+	for w := s.next(); w != nil; w = s.next() {
+		s.take(w)
 		if w.share.Class == classifier.ClassList {
 			s.forget(w.share)
 		}
@@ -330,7 +336,7 @@ func (s *scheduler) forget(sh classifier.Share) {
 // again once they will.
 func (s *scheduler) dispatch() {
 	for s.busy < s.slots {
-		w := s.next(false)
+		w := s.next()
 		if w == nil {
 			return
 		}
@@ -349,7 +355,7 @@ func (s *scheduler) dispatch() {
 			s.wakeIn(wait)
 			return
 		}
-		s.next(true)
+		s.take(w)
 		s.requests.take(1)
 		s.tokens.take(w.tokens)
 		s.busy++
@@ -387,54 +393,71 @@ func (s *scheduler) wakeIn(d time.Duration) {
 	})
 }
 
-// next returns the call to serve next, and takes it out of its queue when
-// take is set; nil when none waits.
-func (s *scheduler) next(take bool) *waiter {
+// next returns the call to serve next; nil when none waits.
+func (s *scheduler) next() *waiter {
 	if len(s.interactive) > 0 {
-		w := s.interactive[0]
-		if take {
-			s.interactive = s.interactive[1:]
-		}
-		return w
+		return s.interactive[0]
 	}
-	var (
-		best  *listShare
-		bestC *callerShare
-	)
+	// The caller first, then its list.
+	var bestC *callerShare
 	for _, c := range s.callers {
-		for _, l := range c.lists {
-			if len(l.waiting) == 0 {
-				continue
-			}
-			if best == nil || s.before(c, l, bestC, best) {
-				best, bestC = l, c
-			}
+		if c.waiting() && (bestC == nil || s.before(c, bestC)) {
+			bestC = c
 		}
 	}
-	if best == nil {
+	if bestC == nil {
 		return nil
 	}
-	w := best.waiting[0]
-	if take {
-		best.waiting = best.waiting[1:]
-	}
-	return w
-}
-
-// before reports whether list l of caller c is served before list bl of
-// caller bc: the caller holding fewer slots for its weight first, then,
-// within a caller or between equals, the list holding fewer, then the one
-// waiting longer.
-func (s *scheduler) before(c *callerShare, l *listShare, bc *callerShare, bl *listShare) bool {
-	if c != bc {
-		if a, b := float64(c.inUse)/s.weight(c.name), float64(bc.inUse)/s.weight(bc.name); a != b {
-			return a < b
+	var best *listShare
+	for _, l := range bestC.lists {
+		if len(l.waiting) == 0 {
+			continue
+		}
+		if best == nil || l.inUse < best.inUse || (l.inUse == best.inUse && l.waiting[0].since.Before(best.waiting[0].since)) {
+			best = l
 		}
 	}
-	if l.inUse != bl.inUse {
-		return l.inUse < bl.inUse
+	return best.waiting[0]
+}
+
+// take takes w, which next returned, out of its queue.
+func (s *scheduler) take(w *waiter) {
+	if w.share.Class != classifier.ClassList {
+		s.interactive = s.interactive[1:]
+		return
 	}
-	return l.waiting[0].since.Before(bl.waiting[0].since)
+	c := s.callers[w.share.Caller]
+	l := c.lists[w.share.List]
+	l.waiting = l.waiting[1:]
+	s.grants++
+	c.lastGrant = s.grants
+}
+
+// before reports whether caller c is served before caller bc: the caller
+// holding fewer slots for its weight first; between equals, the one served
+// longer ago, in turn. Not the one with more lists, nor the one whose call
+// waited longer: a caller with two lists asks twice as often, so each of
+// its lists holds fewer slots than the other caller's one and its oldest
+// call is older, and when ties went either way that caller won every tie
+// (with an odd number of slots, 3 of 5 for good).
+func (s *scheduler) before(c, bc *callerShare) bool {
+	if a, b := float64(c.inUse)/s.weight(c.name), float64(bc.inUse)/s.weight(bc.name); a != b {
+		return a < b
+	}
+	if c.lastGrant != bc.lastGrant {
+		return c.lastGrant < bc.lastGrant
+	}
+	return c.name < bc.name
+}
+
+// waiting reports whether a call of one of c's lists waits.
+func (c *callerShare) waiting() bool {
+	for _, l := range c.lists {
+		if len(l.waiting) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // weight is a caller's weight: the budget's, or 1 (the weights are
