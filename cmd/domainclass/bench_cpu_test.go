@@ -101,9 +101,10 @@ func stalled(resource string) time.Duration {
 }
 
 // since says, for the time from before to w: how busy the machine's CPUs
-// were, how long the process's threads waited for a CPU per second they
-// ran, and the share of goroutines runnable over 0.9 ms and over 10.5 ms
-// before they ran.
+// were and how much of the time some task waited for a CPU and for I/O,
+// how many CPUs the process used and how long its threads waited for one
+// per second they ran, and the share of its goroutines runnable over
+// 0.9 ms and over 10.5 ms before they ran.
 func (w cpuWaits) since(before cpuWaits) string {
 	busy := (w.machineBusy - before.machineBusy) / (w.machineAll - before.machineAll)
 	ran, queued := w.ran-before.ran, w.queued-before.queued

@@ -121,15 +121,16 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	big := f.upload(f.teamA, "big", 100_000)
 	f.waitDraining(f.teamA, big)
 	waits2 := interactiveWaits(t, workerURLs)
-	unused0, held0 := sumSeries(t, workerURLs, unusedRequests), sumSeries(t, workerURLs, heldShare)
-	perProcess0 := perProcess(t, workerURLs)
+	calls0 := perProcess(t, workerURLs)
 	var loaded []time.Duration
 	bigDone, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
 	waits3 := interactiveWaits(t, workerURLs)
-	unused := (sumSeries(t, workerURLs, unusedRequests) - unused0) / elapsed.Seconds()
-	held := (sumSeries(t, workerURLs, heldShare) - held0) / elapsed.Seconds()
+	var unused, held float64 // requests/s left unused, and the account's part leased
 	for i, p := range perProcess(t, workerURLs) {
-		t.Logf("jobs + list step, worker %d: %s", i+1, p.since(perProcess0[i], elapsed))
+		d := p.since(calls0[i], elapsed)
+		t.Logf("jobs + list step, worker %d: list calls %.1f/s, interactive %.1f/s, unused %.1f/s, share %.2f",
+			i+1, d.list, d.interactive, d.unused, d.held)
+		unused, held = unused+d.unused, held+d.held
 	}
 	f.cancel(f.teamA, big)
 	p95Idle, p95Loaded := percentile(idle, 0.95), percentile(loaded, 0.95)
@@ -406,50 +407,42 @@ func interactiveWaits(t *testing.T, urls []string) waitCounts {
 	return w
 }
 
-// unusedRequests counts the requests of a worker's share it had no call
-// for; heldShare, the share it held times the seconds it held it.
-const (
-	unusedRequests = `domainclass_llm_budget_unused_total{kind="requests"}`
-	heldShare      = `domainclass_llm_budget_share_seconds_total`
-)
-
-// sumSeries adds up one series over processes.
-func sumSeries(t *testing.T, urls []string, series string) float64 {
-	t.Helper()
-	sum := 0.0
-	for _, u := range urls {
-		for _, line := range metricLines(t, u) {
-			if v, ok := strings.CutPrefix(line, series+" "); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				require.NoError(t, err, line)
-				sum += f
-			}
-		}
-	}
-	return sum
-}
-
-// processCalls are a worker's model calls by class, and the requests of
-// its share it left unused.
+// processCalls are a worker process's counters: its model calls by class,
+// the requests of its share it left unused, and its share times the
+// seconds it held it.
 type processCalls struct{ list, interactive, unused, held float64 }
 
-func (p processCalls) since(before processCalls, d time.Duration) string {
+// since is the counters' rates from before to p, over d.
+func (p processCalls) since(before processCalls, d time.Duration) processCalls {
 	s := d.Seconds()
-	return fmt.Sprintf("list calls %.1f/s, interactive %.1f/s, unused %.1f/s, share %.2f",
-		(p.list-before.list)/s, (p.interactive-before.interactive)/s, (p.unused-before.unused)/s, (p.held-before.held)/s)
+	return processCalls{list: (p.list - before.list) / s, interactive: (p.interactive - before.interactive) / s,
+		unused: (p.unused - before.unused) / s, held: (p.held - before.held) / s}
 }
 
+// perProcess reads each worker process's counters.
 func perProcess(t *testing.T, urls []string) []processCalls {
 	t.Helper()
-	var out []processCalls
-	for _, u := range urls {
-		one := []string{u}
-		out = append(out, processCalls{
-			list:        sumSeries(t, one, `domainclass_llm_wait_seconds_count{class="list"}`),
-			interactive: sumSeries(t, one, `domainclass_llm_wait_seconds_count{class="interactive"}`),
-			unused:      sumSeries(t, one, unusedRequests),
-			held:        sumSeries(t, one, heldShare),
-		})
+	out := make([]processCalls, len(urls))
+	for i, u := range urls {
+		for _, line := range metricLines(t, u) {
+			series, value, _ := strings.Cut(line, " ")
+			var field *float64
+			switch series {
+			case `domainclass_llm_wait_seconds_count{class="list"}`:
+				field = &out[i].list
+			case `domainclass_llm_wait_seconds_count{class="interactive"}`:
+				field = &out[i].interactive
+			case `domainclass_llm_budget_unused_total{kind="requests"}`:
+				field = &out[i].unused
+			case `domainclass_llm_budget_share_seconds_total`:
+				field = &out[i].held
+			default:
+				continue
+			}
+			v, err := strconv.ParseFloat(value, 64)
+			require.NoError(t, err, line)
+			*field = v
+		}
 	}
 	return out
 }
