@@ -40,21 +40,3 @@ func TestBudgetMetrics_ShareSecondsAndUnused(t *testing.T) {
 	require.InDelta(t, 3, counter(t, reg, unused, map[string]string{"kind": "requests"}), 1e-9)
 	require.InDelta(t, 100, counter(t, reg, unused, map[string]string{"kind": "tokens"}), 1e-9)
 }
-
-// counter returns the value of a counter with the given labels, or -1.
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, labels) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return -1
-}

@@ -17,8 +17,26 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// gauge returns the value of a metric with the given labels, or -1.
+// gauge returns the value of a gauge with the given labels, or -1.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	if m := metric(t, reg, name, labels); m != nil {
+		return m.GetGauge().GetValue()
+	}
+	return -1
+}
+
+// counter returns the value of a counter with the given labels, or -1.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	if m := metric(t, reg, name, labels); m != nil {
+		return m.GetCounter().GetValue()
+	}
+	return -1
+}
+
+// metric returns the metric of a family with the given labels, or nil.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -28,11 +46,11 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 		}
 		for _, m := range f.GetMetric() {
 			if matches(m, labels) {
-				return m.GetGauge().GetValue()
+				return m
 			}
 		}
 	}
-	return -1
+	return nil
 }
 
 func matches(m *dto.Metric, labels map[string]string) bool {
