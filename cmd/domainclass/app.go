@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -185,6 +186,16 @@ func (m *Main) runBudget(ctx context.Context) (stop func()) {
 		m.budget.Run(ctx)
 	}()
 	return func() { cancel(); <-done }
+}
+
+// goCollector is the Go runtime's default metrics plus
+// go_sched_latencies_seconds: how long goroutines were runnable before
+// they ran. In `all` the API's handlers share the process's CPUs with the
+// workers; when that histogram's tail grows, requests wait for a CPU, not
+// for Postgres, and more cores or a separate `api` process is the cure.
+func goCollector() prometheus.Collector {
+	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}))
 }
 
 // holderName names this process's lease: host, pid and a random suffix

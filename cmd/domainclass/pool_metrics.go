@@ -1,11 +1,8 @@
 package main
 
 import (
-	"regexp"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // poolCollector exports each database pool of the process, labelled pool
@@ -45,14 +42,4 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(s.EmptyAcquireCount()), name)
 		ch <- prometheus.MustNewConstMetric(c.waitS, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds(), name)
 	}
-}
-
-// goCollector is the Go runtime's default metrics plus
-// go_sched_latencies_seconds: how long goroutines were runnable before
-// they ran. In `all` the API's handlers share the process's CPUs with the
-// workers; when that histogram's tail grows, requests wait for a CPU, not
-// for Postgres, and more cores or a separate `api` process is the cure.
-func goCollector() prometheus.Collector {
-	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}))
 }
