@@ -23,10 +23,24 @@ type ResultStore interface {
 	// whether there is one.
 	ResultGet(ctx context.Context, classifier, domain string) (Result, bool, error)
 	// ClaimAcquire takes the right to ask the model about a domain until ttl
-	// passes. It reports false when another owner holds a live claim.
-	ClaimAcquire(ctx context.Context, classifier, domain, owner string, ttl time.Duration) (bool, error)
+	// passes; batch marks a provider batch's claim, held for its window. It
+	// reports false, with the holder (zero when it could not tell), when
+	// another owner holds a live claim.
+	ClaimAcquire(ctx context.Context, classifier, domain, owner string, ttl time.Duration, batch bool) (ClaimHolder, bool, error)
+	// ClaimTakeOver moves a claim from holder to owner until ttl passes,
+	// and reports false when holder no longer holds it.
+	ClaimTakeOver(ctx context.Context, classifier, domain, holder, owner string, ttl time.Duration) (bool, error)
 	// ClaimRelease gives a claim up early.
 	ClaimRelease(ctx context.Context, classifier, domain, owner string) error
+}
+
+// ClaimHolder is who holds a live claim on a domain: its owner, whether it
+// is a provider batch's, and how long it has held it (by the store's
+// clock).
+type ClaimHolder struct {
+	Owner string
+	Batch bool
+	Age   time.Duration
 }
 
 // Completer is an OpenAI-compatible chat model. call says whose the call
@@ -75,8 +89,11 @@ type Evidence struct {
 // DefaultClaimWait: a job whose domain another job is asking the model
 // about waits up to 30 s for that answer (≈10 model calls' time) before it
 // gives the domain back (ErrBusy, and the job snoozes); the wait holds no
-// model slot. A reviewed setting: change it in a reviewed commit, or per
-// deployment through the environment.
+// model slot. A domain staged in a provider batch is never waited for by a
+// worker: the batch answers within a day, so a job sleeps (a snooze, no
+// worker held) until the batch has held it 30 s, then takes the claim over
+// and asks the model itself. A reviewed setting: change it in a reviewed
+// commit, or per deployment through the environment.
 const DefaultClaimWait = 30 * time.Second
 
 // ErrNoLLM is the reason of every domain that needed the model while none
@@ -199,7 +216,7 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 // claimAndDecide claims the domain and asks the model, unless another
 // owner's answer (or an override) comes meanwhile.
 func (p *Pipeline) claimAndDecide(ctx context.Context, c *Classifier, domain, owner string, want Want, call CallOptions) (Result, error) {
-	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, want); err != nil || r != nil {
+	if r, err := p.claim(ctx, c, domain, owner, p.cfg.ClaimTTL, false, want); err != nil || r != nil {
 		return deref(r), err
 	}
 	// Another worker may have finished, or an operator set an override,
@@ -229,6 +246,13 @@ func (p *Pipeline) stopping() error {
 		return s.Stopping()
 	}
 	return nil
+}
+
+// Answered returns the domain's answer from its override, or from a
+// cached answer fresh enough for want, or nil: what a batch answers a
+// domain with when a call took its claim over.
+func (p *Pipeline) Answered(ctx context.Context, c *Classifier, domain string, want Want) (*Result, error) {
+	return p.cheap(ctx, c, domain, want)
 }
 
 // cheap answers a domain from its override or the cache, or returns nil.
@@ -281,15 +305,20 @@ func (p *Pipeline) cached(ctx context.Context, c *Classifier, domain string, wan
 	return &hit, nil
 }
 
-// claim takes the domain for owner. While another owner holds it, it waits
-// for that owner's answer and returns it as a cache hit (or an override set
-// meanwhile), or ErrBusy once ClaimWait has passed.
-func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (*Result, error) {
+// claim takes the domain for owner (for a provider batch's window when
+// batch). While another call holds it, it waits for that call's answer and
+// returns it as a cache hit (or an override set meanwhile), or ErrBusy once
+// ClaimWait has passed. A provider batch's claim is never waited for here:
+// once the batch has held it ClaimWait, a call takes it over (the batch
+// answers the domain's rows from the call's answer, and gives its caller
+// the staged call back); before that, and always for another batch, it
+// returns a BusyError that says when to look again.
+func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, batch bool, want Want) (*Result, error) {
 	deadline := p.cfg.Now().Add(p.cfg.ClaimWait)
 	ticker := time.NewTicker(p.cfg.ClaimPoll)
 	defer ticker.Stop()
 	for {
-		ok, err := p.cfg.Store.ClaimAcquire(ctx, c.Name, domain, owner, ttl)
+		holder, ok, err := p.cfg.Store.ClaimAcquire(ctx, c.Name, domain, owner, ttl, batch)
 		if err != nil {
 			return nil, fmt.Errorf("error claiming %s: %w", domain, err)
 		} else if ok {
@@ -297,6 +326,26 @@ func (p *Pipeline) claim(ctx context.Context, c *Classifier, domain, owner strin
 		}
 		if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 			return r, err
+		}
+		if holder.Batch {
+			if batch || holder.Age < p.cfg.ClaimWait {
+				// A batch waits for another batch's answer; a call waits
+				// until the batch has had its ClaimWait. Neither holds a
+				// worker meanwhile.
+				wait := max(p.cfg.ClaimWait-holder.Age, 0)
+				if batch {
+					wait = 0 // the batch's own: it looks again at its poll interval
+				}
+				return nil, &BusyError{Domain: domain, Batch: true, Wait: wait}
+			}
+			took, err := p.cfg.Store.ClaimTakeOver(ctx, c.Name, domain, holder.Owner, owner, ttl)
+			if err != nil {
+				return nil, fmt.Errorf("error taking over the batch's claim on %s: %w", domain, err)
+			} else if took {
+				p.cfg.Logger.DebugContext(ctx, "took a provider batch's claim over", "domain", domain, "batch", holder.Owner)
+				return nil, nil
+			}
+			continue // another call took it first: wait for that one
 		}
 		if p.cfg.Now().After(deadline) {
 			return nil, ErrBusy
@@ -450,7 +499,7 @@ func (p *Pipeline) Stage(ctx context.Context, c *Classifier, domain, owner strin
 }
 
 func (p *Pipeline) stage(ctx context.Context, c *Classifier, domain, owner string, ttl time.Duration, want Want) (Result, *Prepared, error) {
-	if r, err := p.claim(ctx, c, domain, owner, ttl, want); err != nil || r != nil {
+	if r, err := p.claim(ctx, c, domain, owner, ttl, true, want); err != nil || r != nil {
 		return deref(r), nil, err
 	}
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {

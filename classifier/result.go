@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -91,6 +92,38 @@ func (r Result) Final() bool {
 // a domain and did not finish within the wait. The domain is not failed: the
 // job comes back for it shortly, and by then the answer is usually cached.
 var ErrBusy = errors.New("another worker is classifying this domain")
+
+// BusyError is ErrBusy with when to look again: a domain held by a
+// provider batch is not waited for by a worker (the batch answers within
+// its window, up to a day), so the job sleeps until the batch's claim may
+// be taken over (see Pipeline.claim). Wait 0 leaves it to the job's own
+// snooze.
+type BusyError struct {
+	Domain string
+	Wait   time.Duration
+	// Batch: the domain is held by a provider batch.
+	Batch bool
+}
+
+func (e *BusyError) Error() string {
+	if e.Batch {
+		return fmt.Sprintf("%s is staged in another list's provider batch", e.Domain)
+	}
+	return ErrBusy.Error()
+}
+
+// Is makes a BusyError ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// BusyFor returns how long a busy domain's job should sleep before it
+// looks again (0: its own snooze), and whether err is ErrBusy at all.
+func BusyFor(err error) (time.Duration, bool) {
+	var b *BusyError
+	if errors.As(err, &b) {
+		return b.Wait, true
+	}
+	return 0, errors.Is(err, ErrBusy)
+}
 
 // RetryAfter reports whether err is a provider's request to slow down, and
 // for how long. Such errors are not failures: the domain is tried again

@@ -44,6 +44,13 @@ type BatchItem struct {
 	PromptVersion string
 	Search        string
 	Evidence      []classifier.EvidenceItem
+	// SpendDay and SpendUSD are what staging counted against the caller's
+	// budget (zero day: nothing), for the batch to settle.
+	SpendDay time.Time
+	SpendUSD float64
+	// Lost (as read by BatchItems): the batch no longer holds the domain's
+	// claim, because a call took it over.
+	Lost bool
 }
 
 const batchColumns = `id, list_id, chunk, status, coalesce(provider_batch_id, ''), coalesce(provider_status, ''),
@@ -111,32 +118,74 @@ func BatchItemAdd(ctx context.Context, exec DBTX, batch uuid.UUID, it BatchItem)
 	if evidence == nil {
 		evidence = []classifier.EvidenceItem{}
 	}
+	var day *time.Time
+	if !it.SpendDay.IsZero() {
+		day = &it.SpendDay
+	}
 	_, err := exec.Exec(ctx, `
-		INSERT INTO llm_batch_item (batch_id, row, domain, body, prompt_version, search, evidence)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-		batch, it.Row, it.Domain, []byte(it.Body), it.PromptVersion, it.Search, evidence)
+		INSERT INTO llm_batch_item (batch_id, row, domain, body, prompt_version, search, evidence, spend_day, spend_usd)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+		batch, it.Row, it.Domain, []byte(it.Body), it.PromptVersion, it.Search, evidence, day, it.SpendUSD)
 	return translate(err)
 }
 
 // BatchItems calls fn with each staged request of batch whose row is still
-// PENDING, in row order.
-func BatchItems(ctx context.Context, exec DBTX, batch uuid.UUID, fn func(BatchItem) error) error {
+// PENDING, in row order, each saying whether owner (the batch) still holds
+// its domain's claim.
+func BatchItems(ctx context.Context, exec DBTX, batch uuid.UUID, owner string, fn func(BatchItem) error) error {
 	rows, err := exec.Query(ctx, `
-		SELECT i.row, i.domain, i.body, i.prompt_version, i.search, i.evidence
+		SELECT i.row, i.domain, i.body, i.prompt_version, i.search, i.evidence, i.spend_day, i.spend_usd,
+		       NOT EXISTS (SELECT FROM domain_claim c WHERE c.classifier = l.classifier AND c.domain = i.domain AND c.owner = $2)
 		FROM llm_batch_item i JOIN llm_batch b ON b.id = i.batch_id
+		JOIN list l ON l.id = b.list_id
 		JOIN list_row r ON r.list_id = b.list_id AND r.row = i.row
 		WHERE i.batch_id = $1 AND r.status = 'PENDING'
-		ORDER BY i.row`, batch)
+		ORDER BY i.row`, batch, owner)
 	if err != nil {
 		return translate(err)
 	}
-	var it BatchItem
-	_, err = pgx.ForEachRow(rows, []any{&it.Row, &it.Domain, &it.Body, &it.PromptVersion, &it.Search, &it.Evidence}, func() error {
+	var (
+		it  BatchItem
+		day *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&it.Row, &it.Domain, &it.Body, &it.PromptVersion, &it.Search, &it.Evidence,
+		&day, &it.SpendUSD, &it.Lost}, func() error {
 		it := it
 		it.Evidence = slices.Clone(it.Evidence) // the next row's scan may reuse the array
+		it.SpendDay = deref(day)
 		return fn(it)
 	})
 	return translate(err)
+}
+
+// BatchSpendUnanswered sums, by day, what staging counted for batch's
+// requests whose rows were never answered (a cancelled list's).
+func BatchSpendUnanswered(ctx context.Context, exec DBTX, batch uuid.UUID) (map[time.Time]Spent, error) {
+	rows, err := exec.Query(ctx, `
+		SELECT i.spend_day, count(*)::int, sum(i.spend_usd)::float8
+		FROM llm_batch_item i JOIN llm_batch b ON b.id = i.batch_id
+		JOIN list_row r ON r.list_id = b.list_id AND r.row = i.row
+		WHERE i.batch_id = $1 AND i.spend_day IS NOT NULL AND r.status IN ('PENDING', 'CANCELLED')
+		GROUP BY i.spend_day`, batch)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := map[time.Time]Spent{}
+	var (
+		day time.Time
+		sp  Spent
+	)
+	_, err = pgx.ForEachRow(rows, []any{&day, &sp.Calls, &sp.USD}, func() error {
+		out[day] = sp
+		return nil
+	})
+	return out, translate(err)
+}
+
+// Spent is model calls and their price counted on one day.
+type Spent struct {
+	Calls int
+	USD   float64
 }
 
 // BatchMarkReady hands a staged batch to its job and returns how many
@@ -184,8 +233,12 @@ func BatchResubmit(ctx context.Context, exec DBTX, id uuid.UUID, reason string) 
 }
 
 // BatchEnd marks batch id ended, with the provider's reason when it failed.
-func BatchEnd(ctx context.Context, exec DBTX, id uuid.UUID, reason string) error {
-	_, err := exec.Exec(ctx, `UPDATE llm_batch SET status = 'ended', error = NULLIF($2, ''), ended_at = now() WHERE id = $1`,
+// It reports false when the batch had ended already.
+func BatchEnd(ctx context.Context, exec DBTX, id uuid.UUID, reason string) (bool, error) {
+	tag, err := exec.Exec(ctx, `UPDATE llm_batch SET status = 'ended', error = NULLIF($2, ''), ended_at = now() WHERE id = $1 AND status <> 'ended'`,
 		id, reason)
-	return translate(err)
+	if err != nil {
+		return false, translate(err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,17 +55,49 @@ func queueResultUpsert(batch *pgx.Batch, r classifier.Result) {
 		r.ProvenanceID, r.ClassifiedAt, latencyMS, promptTokens, completionTokens, r.BatchID)
 }
 
-// ClaimAcquire takes (classifier, domain) for owner until ttl passes. It
-// succeeds when nobody holds it, when the holder's lease ran out (a crashed
-// worker), or when owner already holds it (a redelivered job).
-func ClaimAcquire(ctx context.Context, exec DBTX, classifierName, domain, owner string, ttl time.Duration) (bool, error) {
+// ClaimAcquire takes (classifier, domain) for owner until ttl passes (batch:
+// for a provider batch's window). It succeeds when nobody holds it, when the
+// holder's lease ran out (a crashed worker), or when owner already holds it
+// (a redelivered job). Otherwise it returns the live claim's holder, as of
+// the statement's start: zero when the claim was taken meanwhile.
+func ClaimAcquire(ctx context.Context, exec DBTX, classifierName, domain, owner string, ttl time.Duration, batch bool) (classifier.ClaimHolder, bool, error) {
+	var (
+		h    classifier.ClaimHolder
+		took bool
+		age  float64
+	)
+	err := exec.QueryRow(ctx, `
+		WITH taken AS (
+			INSERT INTO domain_claim (classifier, domain, owner, expires_at, batch)
+			VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5)
+			ON CONFLICT (classifier, domain) DO UPDATE
+			SET owner = excluded.owner, expires_at = excluded.expires_at, batch = excluded.batch,
+			    claimed_at = CASE WHEN domain_claim.owner = excluded.owner THEN domain_claim.claimed_at ELSE now() END
+			WHERE domain_claim.expires_at < now() OR domain_claim.owner = excluded.owner
+			RETURNING 1
+		)
+		SELECT true, '', false, 0::float8 FROM taken
+		UNION ALL
+		SELECT false, owner, batch, extract(epoch FROM now() - claimed_at)::float8 FROM domain_claim
+		WHERE classifier = $1 AND domain = $2 AND NOT EXISTS (SELECT FROM taken)`,
+		classifierName, domain, owner, ttl.Seconds(), batch).Scan(&took, &h.Owner, &h.Batch, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, false, nil // claimed by another since the statement began
+	} else if err != nil {
+		return h, false, translate(err)
+	}
+	h.Age = time.Duration(age * float64(time.Second))
+	return h, took, nil
+}
+
+// ClaimTakeOver moves the claim on (classifier, domain) from holder to
+// owner, as a call's claim until ttl passes. It reports false when holder
+// no longer holds it.
+func ClaimTakeOver(ctx context.Context, exec DBTX, classifierName, domain, holder, owner string, ttl time.Duration) (bool, error) {
 	tag, err := exec.Exec(ctx, `
-		INSERT INTO domain_claim (classifier, domain, owner, expires_at)
-		VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-		ON CONFLICT (classifier, domain) DO UPDATE
-		SET owner = excluded.owner, expires_at = excluded.expires_at
-		WHERE domain_claim.expires_at < now() OR domain_claim.owner = excluded.owner`,
-		classifierName, domain, owner, ttl.Seconds())
+		UPDATE domain_claim SET owner = $4, batch = false, claimed_at = now(), expires_at = now() + make_interval(secs => $5)
+		WHERE classifier = $1 AND domain = $2 AND owner = $3`,
+		classifierName, domain, holder, owner, ttl.Seconds())
 	if err != nil {
 		return false, translate(err)
 	}

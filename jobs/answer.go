@@ -97,10 +97,12 @@ type outcome struct {
 	err      error
 	failures map[int]error
 	// throttled: the provider asked to wait retryAfter; busy: another
-	// worker is asking the model about a domain of ours.
+	// worker is asking the model about a domain of ours, or a provider
+	// batch holds it (busyFor: when its claim may be taken over).
 	throttled  bool
 	retryAfter time.Duration
 	busy       bool
+	busyFor    time.Duration
 	// deferred: startBy came with domains not started. ended: the list
 	// ended (cancelled) while it ran, and its gate refused a model call.
 	deferred bool
@@ -260,8 +262,9 @@ func (a answerer) tally(pending []pendingDomain, got []domainOutcome) outcome {
 			o.Pending++
 			o.throttled, o.retryAfter = true, max(o.retryAfter, ra)
 		case errors.Is(err, classifier.ErrBusy):
+			wait, _ := classifier.BusyFor(err)
 			o.Pending++
-			o.busy = true
+			o.busy, o.busyFor = true, max(o.busyFor, wait)
 		case err != nil:
 			o.Pending++
 			if o.err == nil {
@@ -378,7 +381,9 @@ func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (
 		log.InfoContext(ctx, "snoozing job while the provider throttles", "snooze", snooze.String())
 		return river.JobSnooze(snooze), false
 	case o.busy:
-		return river.JobSnooze(s.BusySnooze), false
+		// Back when a domain another call holds is likely answered, or when
+		// the provider batch holding one may be taken over: no worker waits.
+		return river.JobSnooze(min(max(s.BusySnooze, o.busyFor), s.MaxSnooze)), false
 	case o.deferred:
 		// Its time is up: back to the end of the queue, no attempt used.
 		return river.JobSnooze(0), false
@@ -416,8 +421,12 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-func (s pipelineStore) ClaimAcquire(ctx context.Context, classifierName, domain, owner string, ttl time.Duration) (bool, error) {
-	return db.ClaimAcquire(ctx, s.exec, classifierName, domain, owner, ttl)
+func (s pipelineStore) ClaimAcquire(ctx context.Context, classifierName, domain, owner string, ttl time.Duration, batch bool) (classifier.ClaimHolder, bool, error) {
+	return db.ClaimAcquire(ctx, s.exec, classifierName, domain, owner, ttl, batch)
+}
+
+func (s pipelineStore) ClaimTakeOver(ctx context.Context, classifierName, domain, holder, owner string, ttl time.Duration) (bool, error) {
+	return db.ClaimTakeOver(ctx, s.exec, classifierName, domain, holder, owner, ttl)
 }
 
 func (s pipelineStore) ClaimRelease(ctx context.Context, classifierName, domain, owner string) error {

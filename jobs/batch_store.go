@@ -46,6 +46,15 @@ func (r *batchRun) storeAnswers(ctx context.Context, st llm.BatchStatus) error {
 		}
 		answer := r.verdict(it, res.Response, st.ID)
 		r.w.Metrics.BatchTokens(answer.Usage)
+		if it.Lost {
+			// A call took the domain over while the batch ran: its answer
+			// is the one stored and paid for; this one is not charged again.
+			if a, err := r.w.Pipeline.Answered(ctx, r.c, it.Domain, r.l.Want); err != nil {
+				return err
+			} else if a != nil {
+				answer = *a
+			}
+		}
 		if err := r.storeAnswer(ctx, it, answer, classifier.TierEconomy); err != nil {
 			return err
 		}
@@ -78,7 +87,7 @@ func (r *batchRun) askUnanswered(ctx context.Context, st llm.BatchStatus) error 
 		return err
 	}
 	for _, it := range fallbacks {
-		answer, err := r.fallback(ctx, it.prepared, call)
+		answer, err := r.fallback(ctx, it, call)
 		if err != nil {
 			return err
 		}
@@ -102,7 +111,7 @@ func (r *batchRun) askUnanswered(ctx context.Context, st llm.BatchStatus) error 
 // BatchMaxRequests of them and only the fallbacks need theirs.
 func (r *batchRun) unansweredRequests(ctx context.Context) ([]*batchItem, error) {
 	var pending []*batchItem
-	err := db.BatchItems(ctx, r.w.DB, r.b.ID, func(row db.BatchItem) error {
+	err := db.BatchItems(ctx, r.w.DB, r.b.ID, r.owner, func(row db.BatchItem) error {
 		it, ok := r.byDomain[row.Domain]
 		if !ok || it.answered {
 			return nil
@@ -110,6 +119,7 @@ func (r *batchRun) unansweredRequests(ctx context.Context) ([]*batchItem, error)
 		if err := json.Unmarshal(row.Body, &it.prepared.Request); err != nil {
 			return fmt.Errorf("staged request of %s: %w", row.Domain, err)
 		}
+		it.Lost = row.Lost
 		pending = append(pending, it)
 		return nil
 	})
@@ -117,15 +127,26 @@ func (r *batchRun) unansweredRequests(ctx context.Context) ([]*batchItem, error)
 }
 
 // fallback answers a request the batch did not: by the domain's override
-// when one was set while the batch ran, else by a call (counted against
-// the caller's budget when it was staged).
-func (r *batchRun) fallback(ctx context.Context, pr classifier.Prepared, call classifier.CallOptions) (classifier.Result, error) {
-	if o, err := r.w.Pipeline.Override(ctx, r.c, pr.Domain); err != nil {
+// when one was set while the batch ran, or the answer of a call that took
+// the domain over, else by a call (counted against the caller's budget
+// when it was staged). A domain whose claim a call took and holds still is
+// that call's to answer: the batch's job looks again after a snooze.
+func (r *batchRun) fallback(ctx context.Context, it *batchItem, call classifier.CallOptions) (classifier.Result, error) {
+	if a, err := r.w.Pipeline.Answered(ctx, r.c, it.Domain, r.l.Want); err != nil {
 		return classifier.Result{}, err
-	} else if o != nil {
-		return *o, nil
+	} else if a != nil {
+		return *a, nil
 	}
-	return r.w.Pipeline.Ask(ctx, r.c, pr, call)
+	if it.Lost {
+		holder, ok, err := db.ClaimAcquire(ctx, r.w.DB, r.c.Name, it.Domain, r.owner, r.w.Settings.BatchClaimTTL(), true)
+		if err != nil {
+			return classifier.Result{}, err
+		} else if !ok {
+			r.log.InfoContext(ctx, "a call holds a domain of the batch; looking again shortly", "domain", it.Domain, "holder", holder.Owner)
+			return classifier.Result{}, river.JobSnooze(r.w.Settings.BusySnooze)
+		}
+	}
+	return r.w.Pipeline.Ask(ctx, r.c, it.prepared, call)
 }
 
 // storeAnswer stores one answer of the list (and its duplicates), releases
@@ -135,8 +156,46 @@ func (r *batchRun) storeAnswer(ctx context.Context, it *batchItem, answer classi
 	if err != nil {
 		return err
 	}
+	r.settle(it, answer)
 	r.w.Lists.ListRows(answer.Status, n)
 	r.w.Metrics.DomainResult(answer)
 	r.w.Metrics.LLMCost(tier, answer.Usage.Cost())
 	return nil
+}
+
+// settle corrects what staging counted for it against the caller's budget
+// once it is answered: to the real price of the call that answered it
+// (the batch's, or a fallback's), or given back when no call of the batch
+// did (an override, a call that took the domain over, a refused batch).
+// settleSpend writes the run's corrections.
+func (r *batchRun) settle(it *batchItem, answer classifier.Result) {
+	if it.SpendDay.IsZero() {
+		return // nothing was counted (no budgets, or staged before they were)
+	}
+	sp := r.spend[it.SpendDay]
+	if answer.Usage != nil && answer.Source == classifier.SourceLLM {
+		sp.USD += answer.Usage.CostUSD - it.SpendUSD
+	} else {
+		sp.Calls--
+		sp.USD -= it.SpendUSD
+	}
+	r.spend[it.SpendDay] = sp
+}
+
+// settleSpend writes what the run settled, one statement a day it was
+// counted on, once the run ends (whatever its outcome). A run killed
+// before this leaves the answers it stored at their staged estimate.
+func (r *batchRun) settleSpend(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
+	defer cancel()
+	for day, sp := range r.spend {
+		if sp.Calls == 0 && sp.USD == 0 {
+			continue
+		}
+		if err := db.CallerSpendAdd(ctx, r.w.DB, r.l.Caller, day, sp.Calls, sp.USD); err != nil {
+			r.log.WarnContext(ctx, "error settling the batch's staged model calls", "caller", r.l.Caller, "error", err)
+			continue
+		}
+		delete(r.spend, day)
+	}
 }

@@ -131,6 +131,7 @@ func (w *BatchWorker) step(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
+	defer r.settleSpend(ctx)
 	if r.l.Ended() {
 		return r.abandon(ctx, "the list is "+string(r.l.Status))
 	}
@@ -159,6 +160,7 @@ func (w *BatchWorker) giveUp(ctx context.Context, id uuid.UUID, reason string) e
 	if err != nil {
 		return err
 	}
+	defer r.settleSpend(ctx)
 	return r.failAll(ctx, reason, reason)
 }
 
@@ -178,6 +180,9 @@ type batchRun struct {
 	items    []*batchItem
 	byDomain map[string]*batchItem
 	out      BatchOutput
+	// spend is what the run settles of its caller's staged calls, by the
+	// day each was counted on (settleSpend).
+	spend map[time.Time]db.Spent
 }
 
 // batchItem is a staged request as its answer needs it: its list row and
@@ -193,7 +198,7 @@ func (w *BatchWorker) newRun(ctx context.Context, b *db.Batch) (*batchRun, error
 	if err != nil {
 		return nil, err
 	}
-	return &batchRun{w: w, b: b, l: l, owner: batchOwner(b.ID), out: BatchOutput{ListID: l.ID.String()},
+	return &batchRun{w: w, b: b, l: l, owner: batchOwner(b.ID), out: BatchOutput{ListID: l.ID.String()}, spend: map[time.Time]db.Spent{},
 		log: w.Logger.With("batch", b.ID.String(), "list_id", b.ListID.String(), "provider_batch_id", b.ProviderBatchID)}, nil
 }
 
@@ -204,7 +209,7 @@ func batchOwner(id uuid.UUID) string { return "batch:" + id.String() }
 // prompt (2 to 6 kB each, read again only for the fallbacks).
 func (r *batchRun) readItems(ctx context.Context, each func(db.BatchItem, classifier.CompletionRequest) error) error {
 	r.items, r.byDomain = []*batchItem{}, map[string]*batchItem{}
-	return db.BatchItems(ctx, r.w.DB, r.b.ID, func(it db.BatchItem) error {
+	return db.BatchItems(ctx, r.w.DB, r.b.ID, r.owner, func(it db.BatchItem) error {
 		var req classifier.CompletionRequest
 		if each == nil { // the model alone: the prompt is not decoded
 			var head struct{ Model string }
@@ -262,8 +267,15 @@ func (r *batchRun) send(ctx context.Context) error {
 		return w.providerErr(err)
 	}
 	if !found {
-		var input bytes.Buffer
+		var (
+			input bytes.Buffer
+			lines int
+		)
 		err := r.readItems(ctx, func(it db.BatchItem, req classifier.CompletionRequest) error {
+			if it.Lost {
+				return nil // a call took it over: answered at the end, not sent
+			}
+			lines++
 			line, err := w.Batcher.BatchLine(it.Domain, req)
 			if err != nil {
 				return err
@@ -277,6 +289,9 @@ func (r *batchRun) send(ctx context.Context) error {
 		}
 		if len(r.items) == 0 { // every row was answered meanwhile (a cancel, a redelivery)
 			return r.end(ctx, "")
+		}
+		if lines == 0 { // calls took every domain over: their answers are the batch's
+			return r.storeAndEnd(ctx, llm.BatchStatus{}, "")
 		}
 		if input.Len() > cmp.Or(w.MaxFileBytes, MaxBatchFileBytes) {
 			return fmt.Errorf("%w: %d requests make %d MB", errBatchTooLarge, len(r.items), input.Len()>>20)
@@ -355,6 +370,7 @@ func (r *batchRun) failAll(ctx context.Context, rowReason, reason string) error 
 // cancelled (what it has answered is not stored: the list's rows are
 // CANCELLED) and the claims are given up.
 func (r *batchRun) abandon(ctx context.Context, reason string) error {
+	made := 0 // requests the provider answered before the cancel
 	if r.b.Status == db.BatchSubmitted {
 		st, err := r.w.Batcher.BatchCancel(ctx, r.b.ProviderBatchID)
 		var rejected *llm.RejectedError
@@ -364,13 +380,40 @@ func (r *batchRun) abandon(ctx context.Context, reason string) error {
 		case err != nil:
 			return r.w.providerErr(err)
 		default:
-			r.log.InfoContext(ctx, "provider batch cancelled", "provider_status", st.Status)
+			made = st.Completed
+			r.log.InfoContext(ctx, "provider batch cancelled", "provider_status", st.Status, "completed", st.Completed)
 		}
 	}
 	if err := db.ClaimsRelease(ctx, r.w.DB, r.owner); err != nil {
 		return err
 	}
-	return db.BatchEnd(ctx, r.w.DB, r.b.ID, reason)
+	// The staged calls of the rows never answered go back to the caller,
+	// but for those the provider answered before the cancel (it charges
+	// them); in the transaction that ends the batch, so they go back once.
+	tx, err := db.Begin(ctx, r.w.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Rollback(ctx, tx)
+	unanswered, err := db.BatchSpendUnanswered(ctx, tx, r.b.ID)
+	if err != nil {
+		return err
+	}
+	if ended, err := db.BatchEnd(ctx, tx, r.b.ID, reason); err != nil || !ended {
+		return err
+	}
+	for day, sp := range unanswered {
+		kept := min(made, sp.Calls)
+		made -= kept
+		back := sp.Calls - kept
+		if back == 0 {
+			continue
+		}
+		if err := db.CallerSpendAdd(ctx, tx, r.l.Caller, day, -back, -sp.USD*float64(back)/float64(sp.Calls)); err != nil {
+			return err
+		}
+	}
+	return db.Commit(ctx, tx)
 }
 
 // end marks the batch ended, gives up its claims that remain, and ends the
@@ -385,7 +428,7 @@ func (r *batchRun) end(ctx context.Context, reason string) error {
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	if err := db.BatchEnd(ctx, tx, r.b.ID, reason); err != nil {
+	if _, err := db.BatchEnd(ctx, tx, r.b.ID, reason); err != nil {
 		return err
 	}
 	ended, err := EndList(ctx, tx, client, w.Settings, r.l.ID, Completed())

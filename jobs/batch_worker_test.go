@@ -69,7 +69,8 @@ func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, 
 	}
 	return &economyBundle{txBundle: b, s: s,
 		chunks: rivertest.NewWorker(t, riverpgxv5.New(nil), cfg, &jobs.ClassifyListWorker{
-			DB: b.tx, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger, Price: testPrice}),
+			DB: b.tx, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger, Price: testPrice,
+			Spend: &jobs.Spenders{DB: b.tx, Price: testPrice, Logger: logger}}),
 		batch:     batchWith(client),
 		batchWith: batchWith,
 	}

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -33,10 +34,12 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	noLLM    bool
-	search   classifier.Searcher // search.None{} when nil
-	settings func(*jobs.Settings)
-	webhook  *webhookOpts
+	noLLM bool
+	// claimWait is the pipeline's ClaimWait (0: 10 s).
+	claimWait time.Duration
+	search    classifier.Searcher // search.None{} when nil
+	settings  func(*jobs.Settings)
+	webhook   *webhookOpts
 }
 
 func testSettings() jobs.Settings {
@@ -63,7 +66,7 @@ func newPipeline(t *testing.T, exec db.DBTX, model *llmtest.Server, opts setupOp
 	}
 	return classifier.NewPipeline(classifier.PipelineConfig{
 		Store: jobs.NewPipelineStore(exec), LLM: completer, Search: opts.search, Model: "test-model",
-		Freshness: classifier.DefaultFreshness(), ClaimTTL: settings.ClaimTTL(), ClaimWait: 10 * time.Second,
+		Freshness: classifier.DefaultFreshness(), ClaimTTL: settings.ClaimTTL(), ClaimWait: cmp.Or(opts.claimWait, 10*time.Second),
 		ClaimPoll: 20 * time.Millisecond, Logger: logger,
 	})
 }

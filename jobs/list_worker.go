@@ -230,10 +230,17 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		for i := range nums {
 			pending[i] = pendingDomain{Key: nums[i], Domain: domains[i]}
 		}
-		a.classify = w.stageInto(b, l, a.call)
+		call := a.call
+		call.Spender = w.Spend.ForBatch(l.Caller)
+		a.classify = w.stageInto(b, l, call)
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, w.storeRow(l))
 		o.summary(ctx, log, "list chunk staged", len(pending))
 		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
+		if o.busy {
+			// Mostly another list's provider batch, which answers in
+			// minutes to hours: look again as a batch looks at its own.
+			o.busyFor = max(o.busyFor, w.Settings.BatchPollInterval)
+		}
 		if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
 			if failed {
 				return w.retryOrGiveUp(ctx, log, job, l.ID, err, o.failures)
@@ -253,6 +260,9 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 // spender.
 func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call classifier.CallOptions) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
 	return func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
+		var spent reservation
+		call := call
+		call.Spender = recordStaged(call.Spender, &spent)
 		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want, call)
 		if err != nil || pr == nil {
 			return r, err
@@ -260,7 +270,13 @@ func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call cla
 		body, err := json.Marshal(pr.Request)
 		if err == nil {
 			err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
-				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources})
+				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources, SpendDay: spent.day, SpendUSD: spent.usd})
+		}
+		if err != nil && !spent.day.IsZero() {
+			// Not staged: the next run stages it, and counts it, again.
+			if gerr := db.CallerSpendAdd(context.WithoutCancel(ctx), w.DB, l.Caller, spent.day, -1, -spent.usd); gerr != nil {
+				w.Logger.WarnContext(ctx, "error giving a staged call back", "domain", d.Domain, "error", gerr)
+			}
 		}
 		return r, err
 	}

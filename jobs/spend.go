@@ -47,9 +47,20 @@ func (s *Spenders) For(caller string) classifier.Spender {
 	return callerSpender{s: s, caller: caller}
 }
 
+// ForBatch is For for the requests of caller's economy lists, staged for
+// a provider batch: each counted at the Batch API's price, and settled by
+// the batch (BatchWorker) once it is answered.
+func (s *Spenders) ForBatch(caller string) classifier.Spender {
+	if s == nil {
+		return nil
+	}
+	return callerSpender{s: s, caller: caller, batch: true}
+}
+
 type callerSpender struct {
 	s      *Spenders
 	caller string
+	batch  bool
 }
 
 // Reserve implements classifier.Spender.
@@ -60,6 +71,9 @@ func (c callerSpender) Reserve(ctx context.Context, model string) (classifier.Sp
 	until, refused := s.spent[c.caller]
 	usd := s.estimate(model)
 	s.mu.Unlock()
+	if c.batch {
+		usd *= s.batchRatio(model)
+	}
 	if refused && now.Before(until) {
 		return nil, &classifier.BudgetSpentError{Reason: SpentReason}
 	}
@@ -88,6 +102,20 @@ func (s *Spenders) estimate(model string) float64 {
 	// Before any call was answered: a call's default tokens, as the dry
 	// run prices them.
 	return s.Price.Usage(model, &classifier.Usage{PromptTokens: llm.DefaultPromptTokens, CompletionTokens: llm.DefaultCompletionTokens}, false)
+}
+
+// batchRatio is the Batch API's price of a call of model over the standard
+// price (1 when it is not priced).
+func (s *Spenders) batchRatio(model string) float64 {
+	if s.Price == nil {
+		return 1
+	}
+	u := &classifier.Usage{PromptTokens: llm.DefaultPromptTokens, CompletionTokens: llm.DefaultCompletionTokens}
+	standard := s.Price.Usage(model, u, false)
+	if standard <= 0 {
+		return 1
+	}
+	return s.Price.Usage(model, u, true) / standard
 }
 
 type callerSpend struct {
@@ -127,4 +155,45 @@ func ewmaCost(mean, x float64) float64 {
 		return x
 	}
 	return mean + 0.1*(x-mean)
+}
+
+// reservation is what one staged request counted against its caller's
+// budget: the day and the estimate, which its batch settles.
+type reservation struct {
+	day time.Time
+	usd float64
+}
+
+// recordStaged wraps sp so that the reservation of a call staged for a
+// batch (settled with no usage) is kept in *into; nil stays nil.
+func recordStaged(sp classifier.Spender, into *reservation) classifier.Spender {
+	if sp == nil {
+		return nil
+	}
+	return recorder{Spender: sp, into: into}
+}
+
+type recorder struct {
+	classifier.Spender
+	into *reservation
+}
+
+func (r recorder) Reserve(ctx context.Context, model string) (classifier.Spend, error) {
+	sp, err := r.Spender.Reserve(ctx, model)
+	if err != nil {
+		return nil, err
+	}
+	return recordedSpend{Spend: sp, into: r.into}, nil
+}
+
+type recordedSpend struct {
+	classifier.Spend
+	into *reservation
+}
+
+func (s recordedSpend) Settle(u *classifier.Usage, model string, called bool) {
+	if cs, ok := s.Spend.(*callerSpend); ok && called && u == nil {
+		*s.into = reservation{day: cs.day, usd: cs.usd}
+	}
+	s.Spend.Settle(u, model, called)
 }
