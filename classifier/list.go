@@ -40,6 +40,16 @@ type List struct {
 	// Retries counts the retries of its failed rows (POST
 	// /lists/{id}/retry): the pass its chunks belong to.
 	Retries int
+	// Waiting says, while it runs, what its work waits for (a provider
+	// outage, a worker process that died, another job's claim), since
+	// WaitingSince; "" when nothing. LastError is its work's last failure,
+	// at LastErrorAt; RunErrors counts the runs of its work that failed and
+	// were tried again.
+	Waiting      string
+	WaitingSince *time.Time
+	LastError    string
+	LastErrorAt  *time.Time
+	RunErrors    int
 }
 
 // List tiers.

@@ -33,6 +33,12 @@ type progress struct {
 	note   string // why the API is being retried, "" when it answers
 	noteAt time.Time
 	noted  time.Time // when a note was last written (not a terminal)
+	// changedAt is when done last changed (lastDone): past stallAfter the
+	// line says how long nothing moved, and why when the service says.
+	changedAt time.Time
+	lastDone  int
+	stallLine string    // the stalled line as last written (not a terminal)
+	stallAt   time.Time // when it was written
 }
 
 type look struct {
@@ -47,6 +53,12 @@ const (
 	// noteEvery: an outage of an hour writes a line a minute, not one per
 	// retry.
 	noteEvery = time.Minute
+	// stallAfter: a count still for this long shows no rate and no time
+	// left (they would be stale: issue 36 saw "about 3m37s left" stand for
+	// ten minutes), but how long nothing moved, and why when the service
+	// says; after a stall the rate starts again from its end (not "72h26m
+	// left" from a window that holds the stall).
+	stallAfter = 30 * time.Second
 )
 
 // newProgress counts unit ("rows", "domains") on w.
@@ -56,17 +68,45 @@ func newProgress(w io.Writer, unit string) *progress {
 
 // set shows done of total, with extra after the counts (", 3/4 jobs
 // finished"), and the rate and time left while done grows.
-func (p *progress) set(done, total int, extra string) {
+func (p *progress) set(done, total int, extra string) { p.setWaiting(done, total, extra, "") }
+
+// setWaiting is set, with what the work waits for (waiting, from the
+// service; "" when it does not say) shown once the count has been still
+// for stallAfter: on a terminal on the line, elsewhere as a line when the
+// stall starts, when its reason changes, and then every noteEvery.
+func (p *progress) setWaiting(done, total int, extra, waiting string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
 	p.note = ""
+	if p.changedAt.IsZero() || done != p.lastDone {
+		if !p.changedAt.IsZero() && now.Sub(p.changedAt) >= stallAfter && len(p.looks) > 0 {
+			p.looks = p.looks[len(p.looks)-1:] // the rate starts again at the stall's end
+		}
+		p.changedAt, p.lastDone = now, done
+	}
 	p.looks = append(p.looks, look{now, done})
 	// Keep the newest look at least rateWindow old, as the rate's start.
 	for len(p.looks) > 2 && now.Sub(p.looks[1].at) >= rateWindow {
 		p.looks = p.looks[1:]
 	}
 	counts := fmt.Sprintf("progress: %d/%d %s done%s", done, total, p.unit, extra)
+	if still := now.Sub(p.changedAt); done < total && still >= stallAfter {
+		line := counts + ", no progress for " + roughly(still)
+		if waiting != "" {
+			line += ": " + waiting
+		}
+		if !p.tty {
+			if waiting+counts == p.stallLine && now.Sub(p.stallAt) < noteEvery {
+				return
+			}
+			p.stallLine, p.stallAt = waiting+counts, now
+		}
+		p.shown = line
+		p.draw(line)
+		return
+	}
+	p.stallLine = ""
 	if counts == p.shown && !p.tty {
 		return
 	}
@@ -107,7 +147,7 @@ func (p *progress) jobs(total int) func([]*wire.JobReport) {
 
 // list is client.WaitList's progress callback: one poll's status.
 func (p *progress) list(s *wire.ListStatus) {
-	p.set(s.Progress.Done, s.Progress.Total, "")
+	p.setWaiting(s.Progress.Done, s.Progress.Total, "", s.Waiting)
 }
 
 // retrying is the API client's OnRetry while the line is shown: the reason

@@ -98,3 +98,48 @@ func TestListProgressLines(t *testing.T) {
 		require.Equal(t, want, roughly(d), d)
 	}
 }
+
+// TestListProgress_AStall: issue 36 saw `submit --wait` into a file print
+// nothing while a list stood still for ten minutes (its last line said
+// "about 3m37s left" all along), then "72h26m left" once it moved again.
+// A still count says for how long, and why when the service says; after
+// it, the rate starts again from the stall's end.
+func TestListProgress_AStall(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	p := newProgress(&out, "rows")
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
+	poll := func(done int, waiting string) {
+		p.list(&wire.ListStatus{Progress: wire.ListProgress{Done: done, Total: 60_000}, Waiting: waiting})
+		now = now.Add(2 * time.Second)
+	}
+	poll(10_000, "")
+	poll(10_500, "")
+	why := "its work failed and is being retried with backoff: the model provider answered 503 Service Unavailable"
+	for range 300 { // ten minutes still, polled every 2 s
+		poll(10_600, why)
+	}
+	for range 5 {
+		poll(10_600+250*5, "")
+	}
+	poll(11_100+250*5, "")
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Equal(t, []string{
+		"progress: 10000/60000 rows done",
+		"progress: 10500/60000 rows done, 250 rows/s, about 3m18s left",
+		"progress: 10600/60000 rows done, 150 rows/s, about 5m29s left",
+		"progress: 10600/60000 rows done, no progress for 30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 1m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 2m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 3m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 4m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 5m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 6m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 7m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 8m30s: " + why,
+		"progress: 10600/60000 rows done, no progress for 9m30s: " + why,
+		"progress: 11850/60000 rows done, 625 rows/s, about 1m17s left",
+		"progress: 12350/60000 rows done, 146 rows/s, about 5m27s left",
+	}, lines, "a line a minute while still, saying why; then the rate of the recovery, not of the stall")
+}

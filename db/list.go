@@ -124,15 +124,17 @@ func ListActiveCount(ctx context.Context, exec DBTX, caller string) (int, error)
 
 const listColumns = `id, caller, classifier, status, coalesce(error, ''), coalesce(callback_url, ''),
 	rows, domains, duplicates, rejected, chunk_rows, chunks, done, completed, failed, override, known, cache, llm,
-	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since, retention, retries`
+	tier, cost_usd, created_at, started_at, completed_at, coalesce(want_max_age, '0'), want_since, retention, retries,
+	coalesce(waiting, ''), waiting_since, coalesce(last_error, ''), last_error_at, run_errors`
 
-func scanList(row pgx.Row) (*classifier.List, error) {
+// scanList scans listColumns, then extra.
+func scanList(row pgx.Row, extra ...any) (*classifier.List, error) {
 	l := new(classifier.List)
 	var wantSince *time.Time
-	err := row.Scan(&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
+	err := row.Scan(append([]any{&l.ID, &l.Caller, &l.Classifier, &l.Status, &l.Error, &l.CallbackURL,
 		&l.Rows, &l.Domains, &l.Duplicates, &l.Rejected, &l.ChunkRows, &l.Chunks, &l.Done, &l.Completed, &l.Failed,
 		&l.Override, &l.Known, &l.Cache, &l.LLM, &l.Tier, &l.CostUSD, &l.CreatedAt, &l.StartedAt, &l.CompletedAt, &l.Want.MaxAge, &wantSince,
-		&l.Retention, &l.Retries)
+		&l.Retention, &l.Retries, &l.Waiting, &l.WaitingSince, &l.LastError, &l.LastErrorAt, &l.RunErrors}, extra...)...)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -147,8 +149,42 @@ func ListGet(ctx context.Context, exec DBTX, id uuid.UUID) (*classifier.List, er
 
 // ListGetOfCaller returns caller's list id; another caller's list is
 // ErrNotFound, as is an unknown id.
+// A list that runs while no worker process is alive says so in Waiting.
 func ListGetOfCaller(ctx context.Context, exec DBTX, id uuid.UUID, caller string) (*classifier.List, error) {
-	return scanList(exec.QueryRow(ctx, `SELECT `+listColumns+` FROM list WHERE id = $1 AND caller = $2`, id, caller))
+	var noWorker bool
+	l, err := scanList(exec.QueryRow(ctx, `
+		SELECT `+listColumns+`, status IN ('PENDING', 'RUNNING') AND NOT EXISTS (SELECT FROM worker_process WHERE expires_at > now())
+		FROM list WHERE id = $1 AND caller = $2`, id, caller), &noWorker)
+	if err == nil && noWorker {
+		l.Waiting, l.WaitingSince = NoWorkerWaiting, nil
+	}
+	return l, err
+}
+
+// NoWorkerWaiting is what a running list waits for while no worker process
+// renews its lease.
+const NoWorkerWaiting = "no worker process is running: its work waits for one (`domainclass worker`)"
+
+// ListNote records what the lists ids wait for while they run (waiting;
+// its time is kept while it stays the same) and, when lastError is set,
+// the last failure of their work, counted in run_errors. Ended lists are
+// left as they are.
+func ListNote(ctx context.Context, exec DBTX, ids []uuid.UUID, waiting, lastError string) error {
+	_, err := exec.Exec(ctx, `
+		UPDATE list SET waiting = $2,
+		       waiting_since = CASE WHEN waiting IS DISTINCT FROM $2 THEN now() ELSE waiting_since END,
+		       last_error = coalesce(NULLIF($3, ''), last_error),
+		       last_error_at = CASE WHEN $3 <> '' THEN now() ELSE last_error_at END,
+		       run_errors = run_errors + CASE WHEN $3 <> '' THEN 1 ELSE 0 END
+		WHERE id = ANY($1) AND status IN ('PENDING', 'RUNNING')`, ids, waiting, lastError)
+	return translate(err)
+}
+
+// ListNoteClear says list id waits for nothing: its work made progress.
+// It writes nothing when there was no note.
+func ListNoteClear(ctx context.Context, exec DBTX, id uuid.UUID) error {
+	_, err := exec.Exec(ctx, `UPDATE list SET waiting = NULL, waiting_since = NULL WHERE id = $1 AND waiting IS NOT NULL`, id)
+	return translate(err)
 }
 
 // ListStart marks list id RUNNING when it is PENDING and returns it.

@@ -13,14 +13,17 @@ import (
 
 // This file holds every query that reads River's own tables (river_job).
 // River owns their shape and may change it in a migration, so they are kept
-// together: a River upgrade is checked against this file alone. Nothing
-// here writes River's tables; River's client does that.
+// together: a River upgrade is checked against this file alone. One query
+// here writes river_job, ProcessRescue, as River's own rescuer does (its
+// JobRescueMany); every other write is River's client's.
 //
-// Two needs read them:
+// Three needs read them:
 //   - a job whose River job was given up outside our code (discarded or
 //     cancelled from River UI before a worker could record it) must still
 //     read as FAILED, with River's last error;
-//   - the queue gauges count River jobs by queue and state.
+//   - the queue gauges count River jobs by queue and state;
+//   - the jobs a dead worker process was running are handed back in
+//     seconds, not after River's RescueStuckJobsAfter.
 
 // jobGet reads a job with its River job's state, and its domains. With
 // caller set, another caller's job is ErrNotFound.
@@ -169,4 +172,79 @@ func ListLiveChunks(ctx context.Context, exec DBTX, kind, queue string, id uuid.
 		WHERE state IN (`+liveStates+`) AND queue = $2 AND kind = $1 AND args->>'list_id' = $3::text`,
 		kind, queue, id).Scan(&n)
 	return n, translate(err)
+}
+
+// ProcessRescue hands back the River jobs that worker processes whose
+// lease ran out were running, as River's rescuer would after
+// RescueStuckJobsAfter: each gets an attempt error saying which process
+// died, and is made available at once (attempts left), discarded (none
+// left) or cancelled (a cancel was asked). The process is marked rescued in
+// the same transaction, so it is done once. It returns the processes and
+// what each held; none when no lease has run out (one small read).
+func ProcessRescue(ctx context.Context, b Beginner) ([]DeadProcess, error) {
+	var dead []DeadProcess
+	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id, expires_at FROM worker_process
+			WHERE expires_at < now() AND rescued_at IS NULL
+			FOR UPDATE SKIP LOCKED`)
+		dead, err = collect(rows, err, func(row pgx.CollectableRow) (DeadProcess, error) {
+			var p DeadProcess
+			err := row.Scan(&p.ID, &p.ExpiredAt)
+			p.Jobs = map[string]int{}
+			return p, err
+		})
+		if err != nil || len(dead) == 0 {
+			return err
+		}
+		ids := make([]string, len(dead))
+		byID := map[string]*DeadProcess{}
+		for i := range dead {
+			ids[i], byID[dead[i].ID] = dead[i].ID, &dead[i]
+		}
+		rows, err = tx.Query(ctx, `
+			UPDATE river_job j SET
+			    state = (CASE WHEN j.metadata ? 'cancel_attempted_at' THEN 'cancelled'
+			                  WHEN j.attempt >= j.max_attempts THEN 'discarded'
+			                  ELSE 'available' END)::river_job_state,
+			    finalized_at = CASE WHEN j.metadata ? 'cancel_attempted_at' OR j.attempt >= j.max_attempts THEN now() END,
+			    scheduled_at = CASE WHEN j.metadata ? 'cancel_attempted_at' OR j.attempt >= j.max_attempts THEN j.scheduled_at ELSE now() END,
+			    errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', greatest(j.attempt, 0),
+			        'error', 'worker process ' || p.id || ' stopped renewing its lease (expired ' ||
+			                 to_char(p.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '); its job was handed back',
+			        'trace', '')),
+			    metadata = j.metadata || jsonb_build_object('river:rescue_count',
+			        coalesce(CASE WHEN jsonb_typeof(j.metadata -> 'river:rescue_count') = 'number'
+			                      THEN (j.metadata ->> 'river:rescue_count')::int END, 0) + 1)
+			FROM worker_process p
+			WHERE p.id = ANY($1) AND j.state = 'running' AND j.attempted_by[array_upper(j.attempted_by, 1)] = p.id
+			RETURNING p.id, j.kind, coalesce(j.args ->> 'list_id', '')`, ids)
+		if err != nil {
+			return err
+		}
+		var process, kind, list string
+		seen := map[string]bool{}
+		_, err = pgx.ForEachRow(rows, []any{&process, &kind, &list}, func() error {
+			p := byID[process]
+			p.Jobs[kind]++
+			if list != "" && !seen[process+list] {
+				seen[process+list] = true
+				p.Lists = append(p.Lists, list)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE worker_process SET rescued_at = now() WHERE id = ANY($1);
+			`, ids)
+		if err != nil {
+			return err
+		}
+		// A process dead for a day is forgotten.
+		_, err = tx.Exec(ctx, `DELETE FROM worker_process WHERE expires_at < now() - interval '1 day'`)
+		return err
+	})
+	return dead, translate(err)
 }

@@ -36,6 +36,8 @@ var (
 		// a list's check against what is left, metrics. The workers count.
 		"caller_budget": "SELECT",
 		"caller_spend":  "SELECT",
+		// A list's status says when no worker process is alive.
+		"worker_process": "SELECT",
 		// River: inserting jobs; River UI reads them and cancels or retries
 		// them, and pauses queues. Not DELETE: a job is never deleted from
 		// the web.
@@ -69,6 +71,9 @@ var (
 		"llm_lease":     "SELECT, INSERT, UPDATE, DELETE",
 		"caller_budget": "SELECT",
 		"caller_spend":  "SELECT, INSERT, UPDATE",
+		// Each worker process's lease, and the hand-back of a dead one's
+		// jobs (ProcessRescue).
+		"worker_process": "SELECT, INSERT, UPDATE, DELETE",
 		// River's client: fetching, completing, rescuing, cleaning,
 		// electing a leader.
 		"river_job":          "SELECT, INSERT, UPDATE, DELETE",

@@ -137,5 +137,8 @@ func (s *Server) listRetry(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	if now, err := db.ListGetOfCaller(ctx, s.cfg.DB.Pool, id, caller.Name); err == nil {
+		l = now // as GET shows it: what it waits for too
+	}
 	c.JSON(http.StatusOK, wire.ListRetried{Requeued: requeued, List: wire.NewListStatus(l)})
 }

@@ -912,7 +912,7 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 
 	get, _ := http.NewRequest("GET", "http://x/lists/"+id, nil)
 	listStatus := `{"list_id": "` + id + `", "classifier": "cpg", "status": "RUNNING", "created_at": "2026-11-29T00:00:00Z",
-		"completed_at": null, "expires_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0,
+		"completed_at": null, "expires_at": null, "rows": 3, "domains": 2, "results_url": "/lists/` + id + `/results", "tier": "standard", "cost_usd": 0, "run_errors": 0,
 		"progress": {"done": 1, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 0, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.check(get, nil, 200, jsonHeader, []byte(listStatus)))
 	for _, field := range []string{"results_url", "completed_at", "expires_at", "progress", "rows"} {
@@ -1025,7 +1025,7 @@ func TestOpenAPI_CatchesUndocumentedListResponses(t *testing.T) {
 		"Webhook-Timestamp": {"1764409029"}, "Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="}}
 	payload := `{"type": "list.completed", "timestamp": "2026-11-30T12:00:00Z", "list_id": "` + id + `", "classifier": "cpg",
 		"status": "CANCELLED", "created_at": "2026-11-29T00:00:00Z", "completed_at": "2026-11-30T12:00:00Z", "rows": 3, "domains": 2,
-		"expires_at": "2026-12-30T12:00:00Z", "results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123,
+		"expires_at": "2026-12-30T12:00:00Z", "results_url": "/lists/` + id + `/results", "tier": "economy", "cost_usd": 0.0123, "run_errors": 0,
 		"progress": {"done": 3, "total": 3, "completed": 0, "failed": 0, "rejected": 1, "cancelled": 2, "override": 0, "known": 0, "cache": 0, "llm": 0}}`
 	require.NoError(t, c.checkWebhook("list.completed", hook, []byte(payload)))
 	require.Error(t, c.checkWebhook("list.completed", hook, without(payload, "results_url")), "a list.completed without results_url")

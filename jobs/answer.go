@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -389,6 +390,38 @@ func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (
 		return river.JobSnooze(0), false
 	}
 	return nil, false
+}
+
+// waiting says, for a caller reading its list's status, what an
+// unfinished run waits for, and the failure to record as its last error
+// ("" for none); both "" when it waits for nothing worth saying (its time
+// was up, the process is stopping).
+func (o outcome) waiting() (waiting, lastError string) {
+	switch {
+	case o.err != nil:
+		lastError = troubleOf(o.err)
+		return "its work failed and is being retried with backoff: " + lastError, lastError
+	case o.throttled:
+		return "the model provider asked to slow down; its work waits and goes on", ""
+	case o.busy:
+		return "some of its domains are being answered by other work (another job's call, or another list's provider batch); it takes them over or uses their answers", ""
+	}
+	return "", ""
+}
+
+// troubleOf words a run's transient failure for a caller: what failed,
+// never an address, a body or a secret (the worker's log has the error).
+func troubleOf(err error) string {
+	if t := llm.Trouble(err); t != "" {
+		return t
+	}
+	switch {
+	case errors.Is(err, db.ErrUnavailable):
+		return "the database was unavailable"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "a step timed out"
+	}
+	return "an internal error (the worker's log has it)"
 }
 
 // NewPipelineStore returns the pipeline's storage on exec (the pool): each

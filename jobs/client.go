@@ -30,6 +30,9 @@ type ClientConfig struct {
 	PeriodicJobs []*river.PeriodicJob
 	// Middleware wraps every insert and every job's work (tracing).
 	Middleware []rivertype.Middleware
+	// ID names the client in river_job.attempted_by: the worker process's
+	// lease (ProcessLease) says whether it is alive. "" lets River choose.
+	ID string
 }
 
 // WebhookFetchPollInterval: River wakes a queue on insert notifications,
@@ -54,6 +57,7 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 		DiscardedJobRetentionPeriod: s.DiscardedRetention,
 		TestOnly:                    cfg.TestOnly,
 		Middleware:                  cfg.Middleware,
+		ID:                          cfg.ID,
 	}
 	if cfg.Workers != nil {
 		rc.Workers = cfg.Workers

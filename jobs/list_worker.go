@@ -153,6 +153,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return river.JobCancel(fmt.Errorf("list %s was cancelled", id))
 	}
 	if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
+		w.noteWaiting(ctx, log, id, o)
 		if failed {
 			return w.retryOrGiveUp(ctx, log, job, id, err, o.failures)
 		}
@@ -356,6 +357,9 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 	if err != nil {
 		return err
 	}
+	if err := db.ListNoteClear(ctx, tx, id); err != nil { // its work moves
+		return err
+	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 		return fmt.Errorf("error completing River job: %w", err)
 	}
@@ -369,4 +373,20 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 		log.InfoContext(ctx, "list completed")
 	}
 	return nil
+}
+
+// noteWaiting records on the list what its chunk's run was held up by (a
+// provider outage, a throttle, other jobs' claims), so that its status
+// says why its counts stand still. A failure to write it is logged: the
+// run's outcome stands.
+func (w *ClassifyListWorker) noteWaiting(ctx context.Context, log *slog.Logger, id uuid.UUID, o outcome) {
+	waiting, lastError := o.waiting()
+	if waiting == "" {
+		return
+	}
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
+	defer cancel()
+	if err := db.ListNote(nctx, w.DB, []uuid.UUID{id}, waiting, lastError); err != nil {
+		log.WarnContext(ctx, "error noting what the list waits for", "error", err)
+	}
 }

@@ -26,6 +26,7 @@ type Metrics struct {
 	llmWait           *prometheus.HistogramVec
 	llmCost           *prometheus.CounterVec
 	evidenceDropped   *prometheus.CounterVec
+	processRescued    prometheus.Counter
 }
 
 // NewMetrics registers the worker metrics on reg.
@@ -73,6 +74,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "domainclass_evidence_dropped_total",
 			Help: "Search results left out of the evidence for their address, by reason (scheme: not http(s); characters: spaces or controls; length: over 2,048 bytes).",
 		}, []string{"reason"}),
+		processRescued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "domainclass_worker_process_jobs_rescued_total",
+			Help: "River jobs handed back because the worker process running them stopped renewing its lease (killed, or cut off from Postgres).",
+		}),
 	}
 	for _, r := range []string{classifier.DroppedScheme, classifier.DroppedCharacters, classifier.DroppedLength} {
 		m.evidenceDropped.WithLabelValues(r)
@@ -84,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.llmWait.WithLabelValues(string(c))
 	}
 	reg.MustRegister(m.domainResults, m.jobsEnded, m.llmRequests, m.llmDuration, m.llmTokens, m.webhookDeliveries,
-		m.llmSlotsInUse, m.llmWait, m.llmCost, m.evidenceDropped)
+		m.llmSlotsInUse, m.llmWait, m.llmCost, m.evidenceDropped, m.processRescued)
 	return m
 }
 
@@ -155,6 +160,13 @@ func (m *Metrics) EvidenceDropped(reason string) {
 func (m *Metrics) LLMCost(tier string, usd float64) {
 	if m != nil && usd > 0 {
 		m.llmCost.WithLabelValues(tier).Add(usd)
+	}
+}
+
+// ProcessRescued counts n jobs handed back from a dead worker process.
+func (m *Metrics) ProcessRescued(n int) {
+	if m != nil {
+		m.processRescued.Add(float64(n))
 	}
 }
 

@@ -120,6 +120,15 @@ const (
 	// never rescued while it runs); 10 minutes delays a caller by minutes,
 	// not River's default hour.
 	DefaultRescueStuckAfter = 10 * time.Minute
+	// DefaultProcessLeaseTTL: each worker process renews a lease in
+	// Postgres every sixth of this (1 s); one whose lease has not been
+	// renewed for this long is dead, and the jobs it was running are handed
+	// back at once (ProcessLease), so a kill -9 costs seconds, not
+	// RESCUE_STUCK_AFTER. 6 s is six missed renewals: longer than a GC
+	// pause or a busy second on two cores, short enough that work moves
+	// again within 15 s of a death (the lease, a look every 2 s, River's
+	// 1 s fetch).
+	DefaultProcessLeaseTTL = 6 * time.Second
 	// DefaultSoftStopTimeout: on SIGTERM running jobs get 25 s to finish,
 	// under the common 30 s kill grace (Kubernetes, systemd); then they are
 	// cancelled and retried, so nothing is lost.
@@ -222,10 +231,12 @@ type Settings struct {
 	// ClassifyWorkers is River's MaxWorkers of queue "classify".
 	ClassifyWorkers int
 	// DomainConcurrency is how many domains of one job run at once.
-	DomainConcurrency  int
-	MaxAttempts        int
-	JobTimeout         time.Duration
-	RescueStuckAfter   time.Duration
+	DomainConcurrency int
+	MaxAttempts       int
+	JobTimeout        time.Duration
+	RescueStuckAfter  time.Duration
+	// ProcessLeaseTTL: see DefaultProcessLeaseTTL.
+	ProcessLeaseTTL    time.Duration
 	SoftStopTimeout    time.Duration
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
@@ -278,6 +289,7 @@ func DefaultSettings() Settings {
 		MaxAttempts:           DefaultMaxAttempts,
 		JobTimeout:            DefaultJobTimeout,
 		RescueStuckAfter:      DefaultRescueStuckAfter,
+		ProcessLeaseTTL:       DefaultProcessLeaseTTL,
 		SoftStopTimeout:       DefaultSoftStopTimeout,
 		CompletedRetention:    DefaultCompletedRetention,
 		JobRetention:          DefaultJobRetention,
@@ -320,6 +332,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("JobTimeout must be positive, got %s", s.JobTimeout)
 	case s.RescueStuckAfter < s.JobTimeout:
 		return fmt.Errorf("RescueStuckAfter (%s) must be at least JobTimeout (%s)", s.RescueStuckAfter, s.JobTimeout)
+	case s.ProcessLeaseTTL < 500*time.Millisecond || s.ProcessLeaseTTL > time.Minute:
+		return fmt.Errorf("ProcessLeaseTTL must be between 500ms and 1m, got %s", s.ProcessLeaseTTL)
 	case s.SoftStopTimeout <= 0:
 		return fmt.Errorf("SoftStopTimeout must be positive, got %s", s.SoftStopTimeout)
 	case s.BusySnooze <= 0 || s.MaxSnooze <= 0:

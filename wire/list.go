@@ -103,6 +103,17 @@ type ListStatus struct {
 	// far, from the price table.
 	Tier    string  `json:"tier"`
 	CostUSD float64 `json:"cost_usd"`
+	// Waiting says, while the list runs and its counts stand still, what
+	// its work waits for (a provider outage, a worker process that died,
+	// no worker running, other work's claims), since WaitingSince; omitted
+	// when nothing.
+	Waiting      string     `json:"waiting,omitempty"`
+	WaitingSince *time.Time `json:"waiting_since,omitempty"`
+	// LastError is the last failure of the list's work (retried, not a
+	// row's failure), at LastErrorAt; RunErrors counts such failures.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	RunErrors   int        `json:"run_errors"`
 }
 
 // Ended reports whether the list has ended: COMPLETED, CANCELLED or FAILED.
@@ -142,10 +153,14 @@ func NewListStatus(l *classifier.List) ListStatus {
 		p.Failed += l.Unfinished()
 	}
 	id := l.ID.String()
-	return ListStatus{ListID: id, Classifier: l.Classifier, Status: l.Status, CreatedAt: l.CreatedAt.UTC(),
+	s := ListStatus{ListID: id, Classifier: l.Classifier, Status: l.Status, CreatedAt: l.CreatedAt.UTC(),
 		CompletedAt: utc(l.CompletedAt), ExpiresAt: utc(l.ExpiresAt()), Rows: l.Rows, Domains: l.Domains, Progress: p,
 		ResultsURL: ListResultsURL(id), Error: l.Error, Tier: cmp.Or(l.Tier, classifier.TierStandard),
-		CostUSD: math.Round(l.CostUSD*1e6) / 1e6}
+		CostUSD: math.Round(l.CostUSD*1e6) / 1e6, LastError: l.LastError, LastErrorAt: utc(l.LastErrorAt), RunErrors: l.RunErrors}
+	if !l.Ended() {
+		s.Waiting, s.WaitingSince = l.Waiting, utc(l.WaitingSince)
+	}
+	return s
 }
 
 // ListRow is one row of GET /lists/{id}/results: a line of NDJSON, or of

@@ -168,7 +168,7 @@ func (c *Client) complete(ctx context.Context, req classifier.CompletionRequest)
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) {
 			c.observe("error", latency, 0, 0)
-			return classifier.CompletionResponse{}, fmt.Errorf("LLM request failed: %w", err)
+			return classifier.CompletionResponse{}, fmt.Errorf("%w: %w", errUnreachable, err)
 		}
 		c.observe(strconv.Itoa(apiErr.StatusCode), latency, 0, 0)
 		limits := RateLimits{RemainingRequests: -1, RemainingTokens: -1}
@@ -313,3 +313,26 @@ func (e *RejectedError) Error() string {
 
 // Permanent reports that the error does not go away by retrying.
 func (e *RejectedError) Permanent() bool { return true }
+
+// Trouble words a model call's transient failure for the caller whose
+// work waits on it: what failed, without the provider's address or body.
+// It returns "" for an error that is not the provider's.
+func Trouble(err error) string {
+	var (
+		apiErr    *openai.Error
+		throttled *RateLimitError
+	)
+	switch {
+	case errors.As(err, &throttled):
+		return "the model provider asked to slow down (429)"
+	case errors.As(err, &apiErr):
+		return fmt.Sprintf("the model provider answered %d %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
+	case errors.Is(err, errUnreachable):
+		return "the model provider could not be reached"
+	}
+	return ""
+}
+
+// errUnreachable wraps a model request that got no answer from the
+// provider (refused, reset, timed out).
+var errUnreachable = errors.New("LLM request failed")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,6 +90,11 @@ type Main struct {
 	// until budgetStop.
 	budget     *llm.Budget
 	budgetStop func()
+	// process is this worker process's id: its River client's, its model
+	// lease's and its process lease's (jobs.ProcessLease), renewed until
+	// leaseStop.
+	process   string
+	leaseStop func(clean bool)
 	// limited bounds the worker's model calls; Close stops it first.
 	limited     *llm.Limited
 	stopTracing func(context.Context) error
@@ -215,6 +221,8 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 // the workers and the periodic jobs.
 func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
 	m.jobMetrics = jobs.NewMetrics(m.Metrics)
+	m.process = holderName()
+	working.ID = m.process
 	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval))
 	if working.Workers, err = m.buildWorkers(); err != nil {
 		return err
@@ -232,7 +240,28 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	if err := m.WorkerRiver.Start(riverCtx); err != nil {
 		return fmt.Errorf("error starting River: %w", err)
 	}
+	m.leaseStop = m.runProcessLease(riverCtx)
 	return nil
+}
+
+// runProcessLease renews this process's lease, and hands back the work of
+// dead ones, until the returned func is called: with clean true (River
+// stopped and put its jobs back) the lease is given up; otherwise it runs
+// out and another process hands the jobs back.
+func (m *Main) runProcessLease(ctx context.Context) (stop func(clean bool)) {
+	cfg := m.WorkerDB.Pool.Config().ConnConfig.Copy()
+	lease := &jobs.ProcessLease{
+		ID: m.process, Settings: m.Config.Queue, Logger: m.Logger, Metrics: m.jobMetrics,
+		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var clean atomic.Bool
+	go func() {
+		defer close(done)
+		lease.Run(ctx, clean.Load)
+	}()
+	return func(c bool) { clean.Store(c); cancel(); <-done }
 }
 
 func (m *Main) buildWorkers() (*river.Workers, error) {
@@ -247,7 +276,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
 		m.budget = llm.NewBudget(llm.BudgetConfig{
 			RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
-			Holder: holderName(), Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
+			Holder: m.process, Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
 		}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
 		c, err := cfg.newLLMClient(m.jobMetrics, m.budget)
 		if err != nil {
@@ -446,8 +475,12 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.WorkerRiver != nil && m.riverCancel != nil {
 		start := time.Now()
-		if err := m.WorkerRiver.Stop(ctx); err != nil {
+		err := m.WorkerRiver.Stop(ctx)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("error stopping River: %w", err))
+		}
+		if m.leaseStop != nil {
+			m.leaseStop(err == nil)
 		}
 		m.riverCancel()
 		m.Logger.Info("River stopped", "duration", time.Since(start).String())

@@ -223,6 +223,7 @@ func (c *Config) queueEnv() []envVar {
 		{"JOB_MAX_ATTEMPTS", &q.MaxAttempts, "MaxAttempts"},
 		{"JOB_TIMEOUT", &q.JobTimeout, "JobTimeout"},
 		{"RESCUE_STUCK_AFTER", &q.RescueStuckAfter, "RescueStuckAfter"},
+		{"PROCESS_LEASE_TTL", &q.ProcessLeaseTTL, "ProcessLeaseTTL"},
 		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
 		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
 		{"JOB_RETENTION", &q.JobRetention, "JobRetention"},

@@ -55,6 +55,7 @@ var drills = []struct {
 	{"WebhookReceiverDown", drillWebhookDown},
 	{"ThreeWorkers", drillThreeWorkers},
 	{"ListWorkerKilled", drillListWorkerKilled},
+	{"WorkerKilledLease", drillWorkerKilledLease},
 	{"PostgresDuringUpload", drillPostgresDuringUpload},
 	{"PostgresWhileListDrains", drillPostgresWhileListDrains},
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
@@ -398,6 +400,77 @@ func TestEndToEnd(t *testing.T) {
 		require.Equal(t, 1, e.llm.Calls("fast.com"), "a finished domain is never paid for again")
 		require.Equal(t, 2, e.llm.Calls("slow.com"))
 	})
+}
+
+// TestWorkerKilled_ItsWorkMovesInSeconds: issue 36 saw a list make no
+// progress for 608 s after its worker was killed with SIGKILL (its chunks
+// stayed running in River until RESCUE_STUCK_AFTER), and an interactive job
+// end after 1,006 s. With River's own rescue at its 10-minute default, the
+// dead process's lease running out hands its work back.
+func TestWorkerKilled_ItsWorkMovesInSeconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// slow.com's calls hang: those of the process that is killed forever,
+	// those after the kill until gate closes.
+	var (
+		killed atomic.Bool
+		never  = make(chan struct{})
+		gate   = make(chan struct{})
+	)
+	e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+		a := llmtest.Answer(true, 4, "Soap.")
+		if r.Domain == "slow.com" {
+			a.Wait = never
+			if killed.Load() {
+				a.Wait = gate
+			}
+		}
+		return a
+	}, map[string]string{"PROCESS_LEASE_TTL": "1s"})
+	e.start(RoleAPI)
+	child := e.startProcess(RoleWorker)
+	domains := []string{"slow.com"}
+	for i := range 11 {
+		domains = append(domains, fmt.Sprintf("list-%d.com", i))
+	}
+	c := client.New(e.api.APIURL(), "")
+	acc, err := c.UploadList(ctx, func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader("domain\n" + strings.Join(domains, "\n") + "\n")), nil
+	}, client.ListOptions{ContentType: client.ListCSV})
+	require.NoError(t, err)
+	job := e.submit("fast.com", "slow.com")
+	require.Eventually(t, func() bool {
+		status, _ := e.get(job).result("fast.com")
+		return status == "COMPLETED" && e.llm.Calls("slow.com") == 1 && e.listStatus(acc.ListID).Progress.Done == len(domains)-1
+	}, dbtest.Patience(), 20*time.Millisecond)
+
+	killed.Store(true)
+	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
+	_ = child.Wait()
+	var s wire.ListStatus
+	require.Eventually(t, func() bool {
+		s = e.listStatus(acc.ListID)
+		return s.Waiting == db.NoWorkerWaiting
+	}, dbtest.Patience(), 20*time.Millisecond, "with no worker alive, the list says so: %+v", s)
+
+	e.start(RoleWorker) // River's own rescue would wait RESCUE_STUCK_AFTER, 10 minutes
+	require.Eventually(t, func() bool {
+		s = e.listStatus(acc.ListID)
+		return strings.Contains(s.Waiting, "a worker process stopped at") && e.llm.Calls("slow.com") == 2
+	}, dbtest.Patience(), 20*time.Millisecond, "the list says its work was handed back, and asks again: %+v", s)
+	close(gate)
+	v := e.wait(job, "COMPLETED", dbtest.Patience())
+	require.Equal(t, 2, v.Progress.Done)
+	s = e.waitList(acc.ListID, "COMPLETED")
+	require.Equal(t, len(domains), s.Progress.Completed)
+	require.Empty(t, s.Waiting, "an ended list waits for nothing")
+	require.Equal(t, 2, e.llm.Calls("slow.com"), "the call that died with the process, and one more for the job and the list")
+	require.Equal(t, 1, e.llm.Calls("fast.com"))
+
+	var handedBack int
+	require.NoError(t, e.api.DB.Pool.QueryRow(ctx, `
+		SELECT count(*) FROM river_job, unnest(errors) e WHERE e->>'error' LIKE 'worker process % stopped renewing its lease%'`).Scan(&handedBack))
+	require.Equal(t, 2, handedBack, "River UI says why the job and the chunk ran again")
 }
 
 func TestRun_CommandLine(t *testing.T) {

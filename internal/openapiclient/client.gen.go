@@ -660,6 +660,12 @@ type ListReport struct {
 	// unknown id. Null while the list runs.
 	ExpiresAt *time.Time `json:"expires_at"`
 
+	// LastError The last failure of the list's work that was retried (not a
+	// row's FAILED reason), worded for the caller: what failed, never
+	// an address or a secret.
+	LastError   *string    `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+
 	// ListId A list's id, from the 202 of `POST /lists`.
 	ListId ListId `json:"list_id"`
 
@@ -675,6 +681,9 @@ type ListReport struct {
 	ResultsUrl string `json:"results_url"`
 	Rows       int    `json:"rows"`
 
+	// RunErrors How many runs of the list's work failed and were tried again.
+	RunErrors int `json:"run_errors"`
+
 	// Status A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED; retry those); CANCELLED by DELETE; FAILED when the service could not go on with the list (`error` says why; a retry queues its rows again).
 	Status ListStatus `json:"status"`
 
@@ -683,6 +692,16 @@ type ListReport struct {
 	// model price, within its 24-hour window. In an estimate, the tier
 	// asked for (estimated_cost_usd and estimated_seconds are its).
 	Tier Tier `json:"tier"`
+
+	// Waiting While the list runs, what its work waits for when it does: a
+	// model provider that fails or throttles, a worker process that
+	// died (its work is handed to the others within seconds), no
+	// worker process running at all, or other work answering some of
+	// its domains. Omitted when it waits for nothing.
+	Waiting *string `json:"waiting,omitempty"`
+
+	// WaitingSince Since when `waiting` has said what it says.
+	WaitingSince *time.Time `json:"waiting_since,omitempty"`
 }
 
 // ListRetried What `POST /lists/{list_id}/retry` did.
@@ -827,6 +846,10 @@ type ListWebhookPayload struct {
 	// ExpiresAt When the list and its results are purged (at the earliest): download them before then.
 	ExpiresAt time.Time `json:"expires_at"`
 
+	// LastError The last failure of the list's work that was retried (not a row's reason).
+	LastError   *string    `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+
 	// ListId A list's id, from the 202 of `POST /lists`.
 	ListId ListId `json:"list_id"`
 
@@ -841,6 +864,9 @@ type ListWebhookPayload struct {
 	// ResultsUrl Download the rows here, with the API key: /lists/{list_id}/results.
 	ResultsUrl string `json:"results_url"`
 	Rows       int    `json:"rows"`
+
+	// RunErrors How many runs of the list's work failed and were tried again.
+	RunErrors int `json:"run_errors"`
 
 	// Status The status of a list that has ended (in its webhook).
 	Status ListEndStatus `json:"status"`
