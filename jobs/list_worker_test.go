@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,6 +332,38 @@ func TestClassifyListWorker_WithRiver(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, classifier.StatusCancelled, now.Status)
 		require.Equal(t, inFlight, now.Completed, "the answers in flight are kept")
+	})
+
+	t.Run("AModelOutageShowsOnTheListsStatus", func(t *testing.T) {
+		// Issue 36: during a model outage the list showed nothing (failed
+		// 0, no retries, no last error).
+		t.Parallel()
+		var down atomic.Bool
+		down.Store(true)
+		b := setupLists(t, func(llmtest.Request) llmtest.Reply {
+			if down.Load() {
+				return llmtest.Status(http.StatusServiceUnavailable, nil)
+			}
+			return llmtest.Answer(true, 4, "Food.")
+		}, fastDomainRetries)
+		l := submitList(t, b, "a.com", "b.com")
+		var now *classifier.List
+		require.Eventually(t, func() bool {
+			var err error
+			now, err = db.ListGet(context.Background(), b.db.Pool, l.ID)
+			require.NoError(t, err)
+			return now.RunErrors > 0
+		}, dbtest.Patience(), 20*time.Millisecond)
+		require.Equal(t, "the model provider answered 503 Service Unavailable", now.LastError)
+		require.NotNil(t, now.LastErrorAt)
+		require.Equal(t, "its work failed and is being retried with backoff: the model provider answered 503 Service Unavailable", now.Waiting)
+		require.NotContains(t, now.LastError, b.llm.URL, "no address reaches the caller")
+
+		down.Store(false)
+		done := waitList(t, b, l.ID, classifier.StatusCompleted)
+		require.Equal(t, 2, done.Completed)
+		require.Empty(t, done.Waiting, "its work moved: it waits for nothing")
+		require.Equal(t, now.LastError, done.LastError, "the last failure stays on record")
 	})
 
 	t.Run("AChunkOutOfAttemptsFailsItsRowsEachWithItsOwnReason", func(t *testing.T) {
