@@ -106,6 +106,34 @@ func TestCallerLimits(t *testing.T) {
 			"accepted again once Retry-After has passed")
 	})
 
+	t.Run("RefusedJobsGiveTheirTokenBack", func(t *testing.T) {
+		t.Parallel()
+		// Two jobs a minute, on a clock that moves a microsecond each time
+		// it is read (a request takes time; two jobs a minute refill a
+		// token in 30 s): a job refused after the rate check (here for its
+		// queued domains) must not use up one of them, or the next valid
+		// job is refused as rate-limited.
+		clock := newTestClock()
+		clock.step = time.Microsecond
+		b := setup(t, setupOpts{clock: clock})
+		key := createKey(t, b.db, "refused", db.APIKey{RatePerMinute: 2, MaxQueuedDomains: 5})
+		ctx := context.Background()
+		_, err := b.db.Pool.Exec(ctx, `INSERT INTO caller_queue (caller, domains) VALUES ('refused', 5)`)
+		require.NoError(t, err)
+		for range 2 {
+			requireProblem(t, b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key),
+				http.StatusTooManyRequests, "too-many-queued")
+		}
+		_, err = b.db.Pool.Exec(ctx, `UPDATE caller_queue SET domains = 0 WHERE caller = 'refused'`)
+		require.NoError(t, err)
+		for i := range 2 {
+			r := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key)
+			require.Equal(t, http.StatusAccepted, r.status, "job %d after two refusals: %s", i, r.body)
+		}
+		requireProblem(t, b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key),
+			http.StatusTooManyRequests, "rate-limited")
+	})
+
 	t.Run("ReplaysAreNotRateLimited", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})

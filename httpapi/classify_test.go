@@ -73,10 +73,12 @@ type setupOpts struct {
 	trustTrace bool
 }
 
-// testClock is a clock that moves only when the test moves it.
+// testClock is a clock that moves only when the test moves it, and by
+// step each time it is read (as a real clock moves while a request runs).
 type testClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
 }
 
 func newTestClock() *testClock { return &testClock{now: time.Now()} }
@@ -84,6 +86,7 @@ func newTestClock() *testClock { return &testClock{now: time.Now()} }
 func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
 	return c.now
 }
 
