@@ -77,6 +77,9 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 		return err
 	}
 	cost := roundUSD(perCall * float64(calls))
+	if err := listFitsBudget(b, calls, cost, priced); err != nil {
+		return err
+	}
 	var left []string
 	over := false
 	if b.ModelCallsPerDay > 0 {
@@ -101,6 +104,28 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 			"Send it with ?budget=partial to run it up to the budget (its rows left end FAILED; POST /lists/{id}/retry "+
 			"resumes them once the budget refills), or send a smaller list.",
 			need, joinAnd(left), reset.UTC().Format(time.RFC3339))}
+}
+
+// listFitsBudget refuses a list whose estimate (calls, and cost when
+// priced) is more than budget b allows in a whole day: 422, without
+// Retry-After, since waiting for the budget to refill never makes it fit.
+func listFitsBudget(b db.CallerBudget, calls int, cost float64, priced bool) error {
+	var over, whole []string
+	if b.ModelCallsPerDay > 0 && calls > b.ModelCallsPerDay {
+		over = append(over, fmt.Sprintf("%d model calls", calls))
+		whole = append(whole, fmt.Sprintf("%d model calls", b.ModelCallsPerDay))
+	}
+	if b.SpendPerDayUSD > 0 && priced && cost > b.SpendPerDayUSD {
+		over = append(over, "$"+strconv.FormatFloat(cost, 'f', -1, 64))
+		whole = append(whole, "$"+strconv.FormatFloat(b.SpendPerDayUSD, 'f', -1, 64))
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return &problem{status: http.StatusUnprocessableEntity, slug: "list-exceeds-budget",
+		detail: fmt.Sprintf("This list needs an estimated %s; your daily model budget is %s in all, so it can never run whole in a day. "+
+			"Send it with ?budget=partial to run it up to the budget (POST /lists/{id}/retry resumes its rows left once the budget refills), "+
+			"split it, or ask an operator to raise your budget.", joinAnd(over), joinAnd(whole))}
 }
 
 // perCallUSD is what one model call costs by the price table, as the dry

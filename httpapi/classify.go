@@ -125,8 +125,14 @@ func (s *Server) jobStore(c *gin.Context, caller Caller, req jobRequest, id uuid
 		}
 	}
 
-	// 2. The caller's rate: new jobs only (asked after the replay check),
-	// and the token goes back if the job is not written.
+	// 2. A job the caller's queued-domains limit can never hold is refused
+	// for good (a 429 would be retried forever); then the caller's rate:
+	// new jobs only (asked after the replay check), and the token goes back
+	// if the job is not written.
+	if err := jobFits(caller, len(req.domains)); err != nil {
+		s.writeError(c, err)
+		return false
+	}
 	reservation, err := s.admit(caller)
 	if err != nil {
 		s.writeError(c, err)
@@ -246,6 +252,18 @@ func (s *Server) admit(caller Caller) (admission, error) {
 			detail: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
 	}
 	return r, nil
+}
+
+// jobFits refuses a job of more distinct domains than caller may have
+// queued at all: 422, without Retry-After, since no wait makes it fit.
+func jobFits(caller Caller, domains int) error {
+	if caller.MaxQueuedDomains <= 0 || domains <= caller.MaxQueuedDomains {
+		return nil
+	}
+	return &problem{status: http.StatusUnprocessableEntity, slug: "job-exceeds-queue-limit",
+		detail: fmt.Sprintf("The job has %d distinct domains; your key may have at most %d domains queued at once, so it can never be accepted. "+
+			"Send at most %d domains per job, or ask an operator to raise your limit (apikey limits --max-queued-domains).",
+			domains, caller.MaxQueuedDomains, caller.MaxQueuedDomains)}
 }
 
 // decodeClassifyRequest reads the body as one JSON object with the right

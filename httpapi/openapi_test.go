@@ -443,9 +443,12 @@ func TestOpenAPI(t *testing.T) {
 	// The caller: without a budget, with one (and a list over it), and
 	// without a key.
 	call(b.url, "GET", "/callers/me", "", "Authorization", auth)
-	require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-b", db.CallerBudget{ModelCallsPerDay: 1, SpendPerDayUSD: 2.5}))
+	require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-b", db.CallerBudget{ModelCallsPerDay: 2, SpendPerDayUSD: 2.5}))
+	_, _, err = db.CallerSpendReserve(ctx, b.db.Pool, "team-b", 0.25)
+	require.NoError(t, err)
 	call(b.url, "GET", "/callers/me", "", "Authorization", "Bearer "+b.keyB)
 	require.Equal(t, 429, call(b.url, "POST", "/lists", "a.com\nb.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
+	require.Equal(t, 422, call(b.url, "POST", "/lists", "a.com\nb.com\nc.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
 	require.Equal(t, 400, call(b.url, "POST", "/lists?budget=some", "a.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
 	call(b.url, "GET", "/callers/me", "")
 
