@@ -56,8 +56,9 @@ func init() {
 	// A list upload and its results can be NDJSON; the document describes
 	// the body as a string (each line is checked against its schema below).
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
-	// GET /docs is a page.
+	// GET /docs is a page, and GET /openapi.yaml a YAML document's text.
 	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("application/yaml", openapi3filter.PlainBodyDecoder)
 }
 
 func newContract(t *testing.T) *contract {
@@ -684,6 +685,15 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/x-ndjson")), 6)
 	require.Len(t, lines(send(l.url, "GET", path+"/results?status=COMPLETED,REJECTED&after=2", "", "Authorization", auth,
 		"Accept", "application/x-ndjson")), 2, "rows 3 and 6")
+	// Issue 36: the status filter is case-insensitive, as documented; q=0
+	// refuses a format, and application/jsonl is NDJSON.
+	require.Len(t, lines(send(l.url, "GET", path+"/results?status=completed,%20Rejected&after=2", "", "Authorization", auth,
+		"Accept", "application/x-ndjson")), 2, "rows 3 and 6")
+	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth,
+		"Accept", "text/csv;q=0, application/x-ndjson")), 6)
+	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/jsonl")), 6)
+	requireProblem(t, send(l.url, "GET", path+"/results", "", "Authorization", auth,
+		"Accept", "text/csv;q=0, application/x-ndjson;q=0"), 406, "not-acceptable")
 	requireProblem(t, send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/pdf"), 406, "not-acceptable")
 	requireProblem(t, send(l.url, "GET", path+"/results?status=DONE", "", "Authorization", auth), 400, "invalid-query")
 	requireProblem(t, send(l.url, "GET", path+"/results?after=-1", "", "Authorization", auth), 400, "invalid-query")
