@@ -166,7 +166,15 @@ func TestListCreate(t *testing.T) {
 		{name: "UnsupportedEncoding", contentType: "text/plain", body: "a.com", status: 415, slug: "unsupported-media-type",
 			headers: []string{"Content-Encoding", "br"}},
 		{name: "NoDomainColumn", contentType: "text/csv", body: "company,website\nAcme,acme.io\n", status: 400, slug: "no-domain-column"},
+		{name: "NoContentType", contentType: "", body: "a.com\n", status: 415, slug: "unsupported-media-type"},
 		{name: "EmptyCSV", contentType: "text/csv", body: "", status: 400, slug: "unreadable-list"},
+		// A header and no row is a list of no rows, as an empty text/plain
+		// or NDJSON body is: 422, as docs/api.md says.
+		{name: "HeaderOnlyCSV", contentType: "text/csv", body: "company,domain\n", status: 422, slug: "no-valid-rows"},
+		{name: "EmptyText", contentType: "text/plain", body: "", status: 422, slug: "no-valid-rows"},
+		// Issue 36: a quote never closed swallowed every row after it into
+		// one REJECTED row (c.com here), and the list was accepted.
+		{name: "UnclosedQuote", contentType: "text/csv", body: "domain\na.com\n\"b.com\nc.com\n", status: 400, slug: "unreadable-list"},
 		{name: "BadGzip", contentType: "text/plain", body: "not gzip", status: 400, slug: "unreadable-list",
 			headers: []string{"Content-Encoding", "gzip"}},
 		{name: "UnknownClassifier", contentType: "text/plain", body: "a.com", status: 422, slug: "unknown-classifier", query: "?classifier=b2b"},
@@ -185,6 +193,19 @@ func TestListCreate(t *testing.T) {
 			require.Equal(t, noList, b.listCounts(t), "nothing may be written on a %d", tt.status)
 		})
 	}
+
+	t.Run("AnUnclosedQuoteNamesItsRowAndLine", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		r := b.do(t, "POST", "/lists", "company,domain\nAcme,a.com\n\n\"Beta,b.com\nGamma,c.com\n", "Content-Type", "text/csv")
+		p := requireProblem(t, r, http.StatusBadRequest, "unreadable-list")
+		require.Equal(t, "Row 2 of the CSV opens a quoted field on line 4 that is never closed: every line after it would be read "+
+			"into that field. Close the quote; a quote inside a quoted field is written twice (\"\").", p.Detail)
+		r = b.do(t, "POST", "/lists", "\"domain\na.com\n", "Content-Type", "text/csv")
+		p = requireProblem(t, r, http.StatusBadRequest, "unreadable-list")
+		require.Contains(t, p.Detail, "The CSV's header row opens a quoted field on line 1 that is never closed")
+		require.Equal(t, noList, b.listCounts(t))
+	})
 
 	// A refusal while the caller is still sending: the answer must reach it.
 	// Closing at once with the body unread makes the kernel send a reset,
