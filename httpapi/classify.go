@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -69,6 +70,9 @@ type jobRequest struct {
 // jobRequestOf reads a POST /domains/classify's body and headers, or
 // returns the problem of the first that is wrong.
 func (s *Server) jobRequestOf(c *gin.Context) (req jobRequest, err error) {
+	if err = jsonContentType(c.GetHeader("Content-Type")); err != nil {
+		return req, err
+	}
 	if req.body, err = readClassifyRequest(c); err != nil {
 		return req, err
 	}
@@ -163,6 +167,28 @@ func (s *Server) jobStore(c *gin.Context, caller Caller, req jobRequest, id uuid
 }
 
 func statusURL(id uuid.UUID) string { return "/domains/classify/" + id.String() }
+
+// jsonContentType refuses a body that is not sent as application/json (with
+// any parameters, such as charset) with a 415 problem. A body without a
+// Content-Type is not JSON either (RFC 9110: it may be taken as
+// application/octet-stream), and neither is curl -d's form encoding. Being
+// strict keeps a web page from sending a job across sites: a browser sends
+// text/plain, a form or a body without a type from any page without asking
+// first, but sends JSON only once the API allowed it (CORS), which it never
+// does.
+func jsonContentType(contentType string) error {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err == nil && mt == "application/json" {
+		return nil
+	}
+	sent := fmt.Sprintf("%q", contentType)
+	if strings.TrimSpace(contentType) == "" {
+		sent = "missing"
+	}
+	return &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
+		detail: fmt.Sprintf("Send the job as JSON with Content-Type: application/json (curl: --json, or -d with "+
+			"-H 'Content-Type: application/json'); this request's Content-Type is %s.", sent)}
+}
 
 // readClassifyRequest reads the body: at most MaxBodyBytes of one JSON
 // object with the right types.

@@ -406,6 +406,8 @@ func TestOpenAPI(t *testing.T) {
 	require.Equal(t, 202, created.StatusCode)
 	require.Equal(t, 202, call(b.url, "POST", "/domains/classify", `{"domains": ["acme.com", "beta.com", "www.acme.com"]}`, "Authorization", auth, "Idempotency-Key", `"k1"`).StatusCode)
 	call(b.url, "POST", "/domains/classify", `{"domains": "acme.com"}`, "Authorization", auth)
+	require.Equal(t, 415, call(b.url, "POST", "/domains/classify", `{"domains": ["acme.com"]}`, "Authorization", auth,
+		"Content-Type", "text/plain").StatusCode)
 	call(b.url, "POST", "/domains/classify", `{"domains": ["acme.com"]}`)
 	call(b.url, "POST", "/domains/classify", `{"domains": ["`+strings.Repeat("a", 70_000)+`"]}`, "Authorization", auth)
 	call(b.url, "POST", "/domains/classify", `{"domains": ["10.0.0.1", "x"]}`, "Authorization", auth)

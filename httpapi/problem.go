@@ -39,7 +39,7 @@ var problemTypes = map[string]string{
 	"rate-limited":              "Too many requests",
 	"too-many-queued":           "Too many domains queued",
 	"job-exceeds-queue-limit":   "Job larger than the queued-domains limit",
-	"unsupported-media-type":    "Unsupported list format",
+	"unsupported-media-type":    "Unsupported media type",
 	"list-too-large":            "List too large",
 	"unreadable-list":           "List body cannot be read",
 	"no-domain-column":          "CSV has no domain column",
