@@ -116,6 +116,14 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, header h
 		}
 	}
 	req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	// kin-openapi's router reads a path item only by its literal path, and
+	// matches "/domains/classify" to "/domains/classify/{job_id}": whether
+	// the document has the path and the method is decided here.
+	if item := c.pathItem(req.URL.Path); item == nil {
+		return c.checkUnrouted(req, http.StatusNotFound, status, header, body)
+	} else if item.GetOperation(req.Method) == nil {
+		return c.checkUnrouted(req, http.StatusMethodNotAllowed, status, header, body)
+	}
 	route, params, err := c.router.FindRoute(req)
 	if err != nil {
 		return fmt.Errorf("%s %s is not documented: %w", req.Method, req.URL.Path, err)
@@ -145,6 +153,61 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, header h
 	if status >= 200 && status < 300 && len(reqBody) > 0 {
 		c.seen[fmt.Sprintf("%s %s request %s", req.Method, route.Path, mediaTypeOf(req.Header.Get("Content-Type")))] = true
 	}
+	c.mu.Unlock()
+	return nil
+}
+
+// pathItem is the document's path item whose template matches path (a
+// {param} matches one segment, not empty), or nil.
+func (c *contract) pathItem(path string) *openapi3.PathItem {
+	got := strings.Split(path, "/")
+	for template, item := range c.doc.Paths.Map() {
+		want := strings.Split(template, "/")
+		if len(want) != len(got) {
+			continue
+		}
+		match := true
+		for i, seg := range want {
+			if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+				match = match && got[i] != ""
+			} else {
+				match = match && seg == got[i]
+			}
+		}
+		if match {
+			return item
+		}
+	}
+	return nil
+}
+
+// checkUnrouted validates the answer to a request that no operation
+// describes against the document's x-unrouted-responses: want is 404 for a
+// path it does not have, 405 for a method a path does not have.
+func (c *contract) checkUnrouted(req *http.Request, want, status int, header http.Header, body []byte) error {
+	if status != want {
+		return fmt.Errorf("%s %s is not documented, and answered %d, not %d", req.Method, req.URL.Path, status, want)
+	}
+	refs, _ := c.doc.Extensions["x-unrouted-responses"].(map[string]any)
+	ref, _ := refs[strconv.Itoa(want)].(map[string]any)
+	name := strings.TrimPrefix(fmt.Sprint(ref["$ref"]), "#/components/responses/")
+	resp := c.doc.Components.Responses[name]
+	if resp == nil {
+		return fmt.Errorf("x-unrouted-responses names no response for %d", want)
+	}
+	op := openapi3.NewOperation()
+	op.Responses = openapi3.NewResponses(openapi3.WithStatus(want, resp))
+	route := &routers.Route{Spec: c.doc, Path: req.URL.Path, Method: req.Method, Operation: op}
+	in := &openapi3filter.RequestValidationInput{Request: req, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		return fmt.Errorf("%s %s → %d does not match x-unrouted-responses: %w", req.Method, req.URL.Path, status, err)
+	}
+	c.mu.Lock()
+	c.seen[fmt.Sprintf("unrouted %d", want)] = true
 	c.mu.Unlock()
 	return nil
 }
@@ -337,6 +400,11 @@ func (c *contract) documented() []string {
 	for name := range c.callbacks() {
 		out = append(out, "webhook "+name)
 	}
+	if refs, ok := c.doc.Extensions["x-unrouted-responses"].(map[string]any); ok {
+		for status := range refs {
+			out = append(out, "unrouted "+status)
+		}
+	}
 	sort.Strings(out)
 	return out
 }
@@ -443,6 +511,13 @@ func TestOpenAPI(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
 		call(b.url, "GET", path, "")
 	}
+	// Requests no operation describes (issue 36: their answers were in no
+	// document): a path it does not have, a method a path does not have.
+	require.Equal(t, 404, call(b.url, "GET", "/domains", "", "Authorization", auth).StatusCode)
+	notAllowed := call(b.url, "PUT", "/lists/"+uuid.NewString(), "", "Authorization", auth)
+	require.Equal(t, 405, notAllowed.StatusCode)
+	require.Equal(t, "DELETE, GET", notAllowed.Header.Get("Allow"))
+	require.Equal(t, "POST", call(b.url, "GET", "/domains/classify", "", "Authorization", auth).Header.Get("Allow"))
 	// The caller: without a budget, with one (and a list over it), and
 	// without a key.
 	call(b.url, "GET", "/callers/me", "", "Authorization", auth)
