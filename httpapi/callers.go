@@ -28,7 +28,7 @@ func (s *Server) callerMe(c *gin.Context) {
 		return
 	}
 	r := wire.CallerReport{Caller: caller.Name, Day: u.Day.Format(time.DateOnly), ResetsAt: reset.UTC(),
-		Usage: wire.ModelUsage{ModelCalls: u.ModelCalls, SpendUSD: roundUSD(u.SpendUSD)},
+		Usage: wire.ModelUsage{ModelCalls: u.ModelCalls, CostUSD: roundUSD(u.SpendUSD), SpendUSD: roundUSD(u.SpendUSD)},
 		Limits: wire.CallerLimits{RatePerMinute: caller.RatePerMinute, MaxQueuedDomains: caller.MaxQueuedDomains,
 			MaxActiveLists: s.cfg.Lists.MaxActive, MaxStoredRows: cmpOr(caller.MaxStoredRows, DefaultCallerMaxStoredRows), MaxUploads: s.cfg.Lists.CallerMaxUploads}}
 	if b.ModelCallsPerDay > 0 {
@@ -37,7 +37,8 @@ func (s *Server) callerMe(c *gin.Context) {
 	}
 	if b.SpendPerDayUSD > 0 {
 		left := roundUSD(math.Max(0, b.SpendPerDayUSD-u.SpendUSD))
-		r.Budget.SpendUSD, r.Remaining.SpendUSD = &b.SpendPerDayUSD, &left
+		r.Budget.CostUSD, r.Remaining.CostUSD = &b.SpendPerDayUSD, &left
+		r.Budget.SpendUSD, r.Remaining.SpendUSD = r.Budget.CostUSD, r.Remaining.CostUSD // their deprecated names
 	}
 	c.JSON(http.StatusOK, r)
 }

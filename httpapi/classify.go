@@ -374,7 +374,7 @@ func validateDomains(inputs []string) ([]classifier.DomainInput, error) {
 	}
 	domains, bad := classifier.NormalizeDomains(inputs)
 	if len(bad) > 0 {
-		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "invalid-domains", items: bad,
+		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "invalid-domains", items: wire.ItemErrors(bad),
 			detail: fmt.Sprintf("%d of %d domains could not be read; see errors.", len(bad), len(inputs))}
 	}
 	if len(domains) > wire.MaxDomainsPerJob {

@@ -244,8 +244,8 @@ func TestListCreate(t *testing.T) {
 		b := setup(t, setupOpts{})
 		p := requireProblem(t, b.do(t, "POST", "/lists", "localhost\n10.0.0.1\n", "Content-Type", "text/plain"), 422, "no-valid-rows")
 		require.Equal(t, []wire.ItemError{
-			{Input: "localhost", Reason: "row 1: " + classifier.ReasonLocalhost},
-			{Input: "10.0.0.1", Reason: "row 2: " + classifier.ReasonIPAddress},
+			{Row: 1, Input: "localhost", Reason: classifier.ReasonLocalhost},
+			{Row: 2, Input: "10.0.0.1", Reason: classifier.ReasonIPAddress},
 		}, p.Errors)
 	})
 
@@ -331,7 +331,8 @@ func TestListCreate(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &est))
 		cost, economyCost := 0.008, 0.004
 		standard := wire.TierEstimate{EstimatedCostUSD: &cost, EstimatedSeconds: 2}
-		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Overridden: 1, Known: 1, Cached: 1, Fresh: 8,
+		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Override: 1, Cache: 1, LLM: 8,
+			Overridden: 1, Known: 1, Cached: 1, Fresh: 8,
 			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
 			Tiers: map[string]wire.TierEstimate{"standard": standard,
 				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}},
@@ -426,7 +427,8 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Equal(t, "application/x-ndjson; charset=utf-8", r.header.Get("Content-Type"))
 		lines := strings.Split(strings.TrimSpace(string(r.body)), "\n")
 		require.Len(t, lines, 2)
-		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
+		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "reason": "`+classifier.ReasonLocalhost+`",
+			"error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
 		require.JSONEq(t, `{"row": 5, "input": "www.acme.com", "ref": "r5", "domain": "acme.com", "status": "COMPLETED",
 			"answer": true, "is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
 			"model": "gpt-5.4-mini", "prompt_version": "v1", "search": "brave", "evidence": [

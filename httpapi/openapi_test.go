@@ -711,7 +711,9 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	requireProblem(t, upload(small, "", "text/plain", gz(t, strings.Repeat("a.com\n", 400)), "Content-Encoding", "gzip"), 413, "list-too-large")
 	requireProblem(t, upload(l, "?classifier=b2b", "text/plain", "a.com"), 422, "unknown-classifier")
 	noValid := requireProblem(t, upload(l, "", "text/plain", "localhost\n10.0.0.1\n"), 422, "no-valid-rows")
-	require.Len(t, noValid.Errors, 2)
+	require.Equal(t, []wire.ItemError{{Row: 1, Input: "localhost", Reason: classifier.ReasonLocalhost},
+		{Row: 2, Input: "10.0.0.1", Reason: classifier.ReasonIPAddress}}, noValid.Errors,
+		"issue 36: each row's number as data, not only inside the text")
 	requireProblem(t, upload(l, "", "text/plain", "a.com", "X-Callback-URL", "ftp://hooks.example.com/h"), 422, "invalid-callback-url")
 	requireProblem(t, upload(small, "", "text/plain", "a.com", "X-Callback-URL", "https://hooks.example.com/h"), 422, "webhooks-not-configured")
 	accepted(upload(small, "", "text/plain", "a.com"))
@@ -961,7 +963,11 @@ func TestOpenAPI_CatchesUndocumentedResponses(t *testing.T) {
 	require.Error(t, c.check(get, nil, 503, problemHeader, []byte(`{"type": "/problems/unavailable", "title": "U", "status": 503}`)),
 		"a 503 without Retry-After")
 	nope, _ := http.NewRequest("GET", "http://x/nope", nil)
-	require.Error(t, c.check(nope, nil, 404, problemHeader, problem), "an undocumented route")
+	require.Error(t, c.check(nope, nil, 200, jsonHeader, []byte(`{}`)), "an undocumented route that answers")
+	require.NoError(t, c.check(nope, nil, 404, problemHeader, problem), "an undocumented route: 404, as x-unrouted-responses says")
+	put, _ := http.NewRequest("PUT", "http://x/domains/classify", nil)
+	require.Error(t, c.check(put, nil, 405, problemHeader, problem), "a 405 without Allow")
+	require.Error(t, c.check(put, nil, 404, problemHeader, problem), "a method a documented path does not have is 405, not 404")
 }
 
 // The same for lists: each case changes one thing in an exchange that

@@ -69,7 +69,7 @@ type problem struct {
 	status     int
 	slug       string
 	detail     string
-	items      []classifier.ItemError
+	items      []wire.ItemError
 	retryAfter time.Duration
 }
 
@@ -146,13 +146,13 @@ func (s *Server) writeError(c *gin.Context, err error) {
 }
 
 // writeProblem writes an application/problem+json response and aborts.
-func writeProblem(c *gin.Context, status int, slug, detail string, items []classifier.ItemError) {
+func writeProblem(c *gin.Context, status int, slug, detail string, items []wire.ItemError) {
 	title, ok := problemTypes[slug]
 	if !ok {
 		title = http.StatusText(status)
 	}
 	body, _ := json.Marshal(wire.Problem{Type: "/problems/" + slug, Title: title, Status: status, Detail: detail,
-		Errors: wire.ItemErrors(items)})
+		Errors: items})
 	c.Abort()
 	c.Data(status, "application/problem+json", body)
 }

@@ -154,7 +154,7 @@ func TestCallerBudget(t *testing.T) {
 		require.Equal(t, 150, me.Usage.ModelCalls)
 		require.Equal(t, 0, *me.Remaining.ModelCalls)
 		require.Equal(t, 150, *me.Budget.ModelCalls)
-		require.Nil(t, me.Budget.SpendUSD)
+		require.Nil(t, me.Budget.CostUSD)
 		require.Equal(t, httpapi.DefaultCallerMaxStoredRows, me.Limits.MaxStoredRows, "the caller's limits are all shown")
 		require.Equal(t, httpapi.DefaultCallerMaxUploads, me.Limits.MaxUploads)
 
@@ -213,7 +213,7 @@ func TestCallerBudget(t *testing.T) {
 		require.Positive(t, s.Progress.Completed)
 		require.LessOrEqual(t, e.llm.Total(), 9, "$0.002 buys 9 calls of $0.0002025")
 		me := a.me()
-		require.LessOrEqual(t, me.Usage.SpendUSD, 0.002)
+		require.LessOrEqual(t, me.Usage.CostUSD, 0.002)
 		require.Equal(t, e.llm.Total(), me.Usage.ModelCalls)
 	})
 
