@@ -568,7 +568,7 @@ type ListEndStatus string
 // where their answers would come from, under the names of `source`
 // and of a list's `progress`: `override`, `cache`, `llm`.
 // `overridden`, `cached` and `fresh` are the same counts under their
-// first names, deprecated: they go in the release after 2026-12
+// first names, deprecated: they are removed in the next release
 // (docs/api.md, "Deprecated names").
 type ListEstimate struct {
 	// Basis What the standard tier's `estimated_seconds` was computed from.
@@ -577,7 +577,7 @@ type ListEstimate struct {
 	// Cache Domains with a fresh earlier answer.
 	Cache int `json:"cache"`
 
-	// Cached Deprecated: `cache` under its first name, the same value. Read `cache`.
+	// Cached Deprecated: `cache` under its first name, the same value. Read `cache` Removed in the next release.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Cached     int `json:"cached"`
 	Domains    int `json:"domains"`
@@ -594,7 +594,7 @@ type ListEstimate struct {
 	// not yet ended that the capacity is shared with; see `basis`.
 	EstimatedSeconds float64 `json:"estimated_seconds"`
 
-	// Fresh Deprecated: `llm` under its first name, the same value. Read `llm`.
+	// Fresh Deprecated: `llm` under its first name, the same value. Read `llm` Removed in the next release.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Fresh int `json:"fresh"`
 
@@ -611,7 +611,7 @@ type ListEstimate struct {
 	// ModelCalls The model calls the list would make (its `llm` domains).
 	ModelCalls int `json:"model_calls"`
 
-	// Overridden Deprecated: `override` under its first name, the same value. Read `override`.
+	// Overridden Deprecated: `override` under its first name, the same value. Read `override` Removed in the next release.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Overridden int `json:"overridden"`
 
@@ -728,7 +728,7 @@ type ListRow struct {
 	// Domain The registrable domain the input was read as (not for REJECTED rows).
 	Domain *string `json:"domain,omitempty"`
 
-	// Error Why this row FAILED. A REJECTED row has its reason here too, deprecated: read `reason` (the release after 2026-12 leaves it out).
+	// Error Why this row FAILED. A REJECTED row has its reason here too, deprecated: read `reason` (the next release leaves it out; docs/api.md, "Deprecated names").
 	Error *string `json:"error,omitempty"`
 
 	// Evidence What the model was shown, one item per page: present (maybe empty) on every answer a model made, absent on one it did not.
@@ -784,7 +784,7 @@ type ListRow struct {
 // leaves the field out. A cell that would start a spreadsheet formula
 // has a leading apostrophe unless `escape_formulas=false`.
 type ListRowCSV struct {
-	// Answer The answer again, in the column before the last, under the same name for every classifier (COMPLETED only).
+	// Answer The answer again, in the last column, under the same name for every classifier (COMPLETED only).
 	Answer       *bool      `json:"answer,omitempty"`
 	ClassifiedAt *time.Time `json:"classified_at,omitempty"`
 	Confidence   *int       `json:"confidence,omitempty"`
@@ -792,7 +792,7 @@ type ListRowCSV struct {
 	// Domain The registrable domain the input was read as (not for REJECTED rows).
 	Domain *string `json:"domain,omitempty"`
 
-	// Error Why this row FAILED. A REJECTED row has its reason here too, deprecated: read `reason` (the release after 2026-12 leaves this cell empty for it).
+	// Error Why this row FAILED, or why it was REJECTED (the NDJSON row's `reason`: the CSV has no column of that name, so that `answer` stays the last).
 	Error *string `json:"error,omitempty"`
 
 	// EvidenceUrls The addresses of the evidence, separated by spaces; empty when the model was shown none or no model made the answer.
@@ -809,9 +809,6 @@ type ListRowCSV struct {
 
 	// PromptVersion The classifier's prompt version the model was asked with.
 	PromptVersion *string `json:"prompt_version,omitempty"`
-
-	// Reason Why a REJECTED row is not a domain; the last column.
-	Reason *string `json:"reason,omitempty"`
 
 	// Reasoning One line.
 	Reasoning *string `json:"reasoning,omitempty"`
@@ -901,7 +898,7 @@ type ModelBudget struct {
 	CostUsd    *float64 `json:"cost_usd"`
 	ModelCalls *int     `json:"model_calls"`
 
-	// SpendUsd Deprecated: `cost_usd` under its first name, the same value. Read `cost_usd`.
+	// SpendUsd Deprecated: `cost_usd` under its first name, the same value. Read `cost_usd`. Removed in the next release.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	SpendUsd *float64 `json:"spend_usd"`
 }
@@ -914,7 +911,7 @@ type ModelUsage struct {
 	// ModelCalls Model calls (a call in flight counts; one that got no answer is taken back).
 	ModelCalls int `json:"model_calls"`
 
-	// SpendUsd Deprecated: `cost_usd` under its first name, the same value. Read `cost_usd`.
+	// SpendUsd Deprecated: `cost_usd` under its first name, the same value. Read `cost_usd`. Removed in the next release.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	SpendUsd float64 `json:"spend_usd"`
 }
@@ -1721,14 +1718,6 @@ func (a *ListRowCSV) UnmarshalJSON(b []byte) error {
 		delete(object, "prompt_version")
 	}
 
-	if raw, found := object["reason"]; found {
-		err = json.Unmarshal(raw, &a.Reason)
-		if err != nil {
-			return fmt.Errorf("error reading 'reason': %w", err)
-		}
-		delete(object, "reason")
-	}
-
 	if raw, found := object["reasoning"]; found {
 		err = json.Unmarshal(raw, &a.Reasoning)
 		if err != nil {
@@ -1853,13 +1842,6 @@ func (a ListRowCSV) MarshalJSON() ([]byte, error) {
 		object["prompt_version"], err = json.Marshal(a.PromptVersion)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'prompt_version': %w", err)
-		}
-	}
-
-	if a.Reason != nil {
-		object["reason"], err = json.Marshal(a.Reason)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'reason': %w", err)
 		}
 	}
 
