@@ -301,7 +301,8 @@ func TestLists(t *testing.T) {
 
 		code, out, errOut = e.cli(context.Background(), "", client, "lists", "results", id, "--ndjson", "--status", "rejected,FAILED")
 		require.Equal(t, 0, code, errOut)
-		require.JSONEq(t, `{"row": 3, "input": "10.0.0.1", "status": "REJECTED", "error": "is an IP address, not a domain"}`, out)
+		require.JSONEq(t, `{"row": 3, "input": "10.0.0.1", "status": "REJECTED", "reason": "is an IP address, not a domain",
+			"error": "is an IP address, not a domain"}`, out)
 		answers := filepath.Join(t.TempDir(), "answers.csv")
 		code, out, errOut = e.cli(context.Background(), "", client, "lists", "results", id, "--out", answers, "--after", "1")
 		require.Equal(t, 0, code, errOut)
