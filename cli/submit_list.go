@@ -160,7 +160,7 @@ func printEstimate(w io.Writer, est *wire.ListEstimate, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, line := range [][2]any{
 		{"rows", est.Rows}, {"domains", est.Domains}, {"duplicates", est.Duplicates}, {"rejected", est.Rejected},
-		{"overridden", est.Overridden}, {"cached", est.Cached}, {"fresh", est.Fresh}, {"model calls", est.ModelCalls},
+		{"overridden", est.Override}, {"cached", est.Cache}, {"fresh", est.LLM}, {"model calls", est.ModelCalls},
 		{"model", model},
 		{"standard", cost(standard) + ", " + about(time.Duration(standard.EstimatedSeconds*float64(time.Second))) + mark[classifier.TierStandard]},
 		{"economy", cost(economy) + ", within 24 hours (Batch API)" + mark[classifier.TierEconomy]},

@@ -70,7 +70,12 @@ func (e *ProblemError) Error() string {
 		msg = e.Problem.Title
 	}
 	for _, it := range e.Problem.Errors {
-		msg += fmt.Sprintf("; %q: %s", it.Input, it.Reason)
+		if it.Row > 0 {
+			msg += fmt.Sprintf("; row %d", it.Row)
+		} else {
+			msg += ";"
+		}
+		msg += fmt.Sprintf(" %q: %s", it.Input, it.Reason)
 	}
 	return e.Status + ": " + msg
 }

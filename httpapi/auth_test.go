@@ -106,6 +106,73 @@ func TestCallerLimits(t *testing.T) {
 			"accepted again once Retry-After has passed")
 	})
 
+	t.Run("RefusedJobsGiveTheirTokenBack", func(t *testing.T) {
+		t.Parallel()
+		// Two jobs a minute, on a clock that moves a microsecond each time
+		// it is read (a request takes time; two jobs a minute refill a
+		// token in 30 s): a job refused after the rate check (here for its
+		// queued domains) must not use up one of them, or the next valid
+		// job is refused as rate-limited.
+		clock := newTestClock()
+		clock.step = time.Microsecond
+		b := setup(t, setupOpts{clock: clock})
+		key := createKey(t, b.db, "refused", db.APIKey{RatePerMinute: 2, MaxQueuedDomains: 5})
+		ctx := context.Background()
+		_, err := b.db.Pool.Exec(ctx, `INSERT INTO caller_queue (caller, domains) VALUES ('refused', 5)`)
+		require.NoError(t, err)
+		for range 2 {
+			requireProblem(t, b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key),
+				http.StatusTooManyRequests, "too-many-queued")
+		}
+		_, err = b.db.Pool.Exec(ctx, `UPDATE caller_queue SET domains = 0 WHERE caller = 'refused'`)
+		require.NoError(t, err)
+		for i := range 2 {
+			r := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key)
+			require.Equal(t, http.StatusAccepted, r.status, "job %d after two refusals: %s", i, r.body)
+		}
+		requireProblem(t, b.do(t, "POST", "/domains/classify", `{"domains": ["a.com"]}`, "Authorization", "Bearer "+key),
+			http.StatusTooManyRequests, "rate-limited")
+	})
+
+	t.Run("JobLargerThanTheQueueLimitIsNotRetryable", func(t *testing.T) {
+		t.Parallel()
+		// A 429 with Retry-After for a job that no wait can make fit sends
+		// a client that obeys it round forever.
+		b := setup(t, setupOpts{})
+		key := createKey(t, b.db, "small", db.APIKey{RatePerMinute: 1, MaxQueuedDomains: 2})
+		before := b.counts(t)
+		r := b.do(t, "POST", "/domains/classify", `{"domains": ["a.com", "b.com", "c.com"]}`, "Authorization", "Bearer "+key)
+		p := requireProblem(t, r, http.StatusUnprocessableEntity, "job-exceeds-queue-limit")
+		require.Contains(t, p.Detail, "The job has 3 distinct domains; your key may have at most 2 domains queued at once")
+		require.Empty(t, r.header.Get("Retry-After"))
+		require.Equal(t, before, b.counts(t))
+		require.Equal(t, http.StatusAccepted,
+			b.do(t, "POST", "/domains/classify", `{"domains": ["a.com", "b.com"]}`, "Authorization", "Bearer "+key).status,
+			"a job that fits is accepted, and the refused one took none of the caller's one job a minute")
+	})
+
+	t.Run("ListLargerThanTheWholeBudgetIsNotRetryable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		ctx := context.Background()
+		require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-a", db.CallerBudget{ModelCallsPerDay: 2}))
+		_, ok, err := db.CallerSpendReserve(ctx, b.db.Pool, "team-a", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		upload := func(body string) response {
+			return b.do(t, "POST", "/lists", body, "Content-Type", "text/plain")
+		}
+		r := upload("a.com\nb.com\n")
+		requireProblem(t, r, http.StatusTooManyRequests, "budget-exceeded")
+		require.NotEmpty(t, r.header.Get("Retry-After"), "two calls fit tomorrow's budget")
+		r = upload("a.com\nb.com\nc.com\n")
+		p := requireProblem(t, r, http.StatusUnprocessableEntity, "list-exceeds-budget")
+		require.Contains(t, p.Detail, "This list needs an estimated 3 model calls; your daily model budget is 2 model calls in all")
+		require.Empty(t, r.header.Get("Retry-After"), "no day's budget holds it: waiting is no use")
+		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/lists?budget=partial", "a.com\nb.com\nc.com\n",
+			"Content-Type", "text/plain").status, "budget=partial runs it up to the budget")
+	})
+
 	t.Run("ReplaysAreNotRateLimited", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})

@@ -28,7 +28,7 @@ func (s *Server) callerMe(c *gin.Context) {
 		return
 	}
 	r := wire.CallerReport{Caller: caller.Name, Day: u.Day.Format(time.DateOnly), ResetsAt: reset.UTC(),
-		Usage: wire.ModelUsage{ModelCalls: u.ModelCalls, SpendUSD: roundUSD(u.SpendUSD)},
+		Usage: wire.ModelUsage{ModelCalls: u.ModelCalls, CostUSD: roundUSD(u.SpendUSD), SpendUSD: roundUSD(u.SpendUSD)},
 		Limits: wire.CallerLimits{RatePerMinute: caller.RatePerMinute, MaxQueuedDomains: caller.MaxQueuedDomains,
 			MaxActiveLists: s.cfg.Lists.MaxActive, MaxStoredRows: cmpOr(caller.MaxStoredRows, DefaultCallerMaxStoredRows), MaxUploads: s.cfg.Lists.CallerMaxUploads}}
 	if b.ModelCallsPerDay > 0 {
@@ -37,7 +37,8 @@ func (s *Server) callerMe(c *gin.Context) {
 	}
 	if b.SpendPerDayUSD > 0 {
 		left := roundUSD(math.Max(0, b.SpendPerDayUSD-u.SpendUSD))
-		r.Budget.SpendUSD, r.Remaining.SpendUSD = &b.SpendPerDayUSD, &left
+		r.Budget.CostUSD, r.Remaining.CostUSD = &b.SpendPerDayUSD, &left
+		r.Budget.SpendUSD, r.Remaining.SpendUSD = r.Budget.CostUSD, r.Remaining.CostUSD // their deprecated names
 	}
 	c.JSON(http.StatusOK, r)
 }
@@ -77,6 +78,9 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 		return err
 	}
 	cost := roundUSD(perCall * float64(calls))
+	if err := listFitsBudget(b, calls, cost, priced); err != nil {
+		return err
+	}
 	var left []string
 	over := false
 	if b.ModelCallsPerDay > 0 {
@@ -101,6 +105,28 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 			"Send it with ?budget=partial to run it up to the budget (its rows left end FAILED; POST /lists/{id}/retry "+
 			"resumes them once the budget refills), or send a smaller list.",
 			need, joinAnd(left), reset.UTC().Format(time.RFC3339))}
+}
+
+// listFitsBudget refuses a list whose estimate (calls, and cost when
+// priced) is more than budget b allows in a whole day: 422, without
+// Retry-After, since waiting for the budget to refill never makes it fit.
+func listFitsBudget(b db.CallerBudget, calls int, cost float64, priced bool) error {
+	var over, whole []string
+	if b.ModelCallsPerDay > 0 && calls > b.ModelCallsPerDay {
+		over = append(over, fmt.Sprintf("%d model calls", calls))
+		whole = append(whole, fmt.Sprintf("%d model calls", b.ModelCallsPerDay))
+	}
+	if b.SpendPerDayUSD > 0 && priced && cost > b.SpendPerDayUSD {
+		over = append(over, "$"+strconv.FormatFloat(cost, 'f', -1, 64))
+		whole = append(whole, "$"+strconv.FormatFloat(b.SpendPerDayUSD, 'f', -1, 64))
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return &problem{status: http.StatusUnprocessableEntity, slug: "list-exceeds-budget",
+		detail: fmt.Sprintf("This list needs an estimated %s; your daily model budget is %s in all, so it can never run whole in a day. "+
+			"Send it with ?budget=partial to run it up to the budget (POST /lists/{id}/retry resumes its rows left once the budget refills), "+
+			"split it, or ask an operator to raise your budget.", joinAnd(over), joinAnd(whole))}
 }
 
 // perCallUSD is what one model call costs by the price table, as the dry

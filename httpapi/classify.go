@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -69,6 +70,9 @@ type jobRequest struct {
 // jobRequestOf reads a POST /domains/classify's body and headers, or
 // returns the problem of the first that is wrong.
 func (s *Server) jobRequestOf(c *gin.Context) (req jobRequest, err error) {
+	if err = jsonContentType(c.GetHeader("Content-Type")); err != nil {
+		return req, err
+	}
 	if req.body, err = readClassifyRequest(c); err != nil {
 		return req, err
 	}
@@ -125,8 +129,14 @@ func (s *Server) jobStore(c *gin.Context, caller Caller, req jobRequest, id uuid
 		}
 	}
 
-	// 2. The caller's rate: new jobs only (asked after the replay check),
-	// and the token goes back if the job is not written.
+	// 2. A job the caller's queued-domains limit can never hold is refused
+	// for good (a 429 would be retried forever); then the caller's rate:
+	// new jobs only (asked after the replay check), and the token goes back
+	// if the job is not written.
+	if err := jobFits(caller, len(req.domains)); err != nil {
+		s.writeError(c, err)
+		return false
+	}
 	reservation, err := s.admit(caller)
 	if err != nil {
 		s.writeError(c, err)
@@ -157,6 +167,28 @@ func (s *Server) jobStore(c *gin.Context, caller Caller, req jobRequest, id uuid
 }
 
 func statusURL(id uuid.UUID) string { return "/domains/classify/" + id.String() }
+
+// jsonContentType refuses a body that is not sent as application/json (with
+// any parameters, such as charset) with a 415 problem. A body without a
+// Content-Type is not JSON either (RFC 9110: it may be taken as
+// application/octet-stream), and neither is curl -d's form encoding. Being
+// strict keeps a web page from sending a job across sites: a browser sends
+// text/plain, a form or a body without a type from any page without asking
+// first, but sends JSON only once the API allowed it (CORS), which it never
+// does.
+func jsonContentType(contentType string) error {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err == nil && mt == "application/json" {
+		return nil
+	}
+	sent := fmt.Sprintf("%q", contentType)
+	if strings.TrimSpace(contentType) == "" {
+		sent = "missing"
+	}
+	return &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
+		detail: fmt.Sprintf("Send the job as JSON with Content-Type: application/json (curl: --json, or -d with "+
+			"-H 'Content-Type: application/json'); this request's Content-Type is %s.", sent)}
+}
 
 // readClassifyRequest reads the body: at most MaxBodyBytes of one JSON
 // object with the right types.
@@ -248,6 +280,18 @@ func (s *Server) admit(caller Caller) (admission, error) {
 	return r, nil
 }
 
+// jobFits refuses a job of more distinct domains than caller may have
+// queued at all: 422, without Retry-After, since no wait makes it fit.
+func jobFits(caller Caller, domains int) error {
+	if caller.MaxQueuedDomains <= 0 || domains <= caller.MaxQueuedDomains {
+		return nil
+	}
+	return &problem{status: http.StatusUnprocessableEntity, slug: "job-exceeds-queue-limit",
+		detail: fmt.Sprintf("The job has %d distinct domains; your key may have at most %d domains queued at once, so it can never be accepted. "+
+			"Send at most %d domains per job, or ask an operator to raise your limit (apikey limits --max-queued-domains).",
+			domains, caller.MaxQueuedDomains, caller.MaxQueuedDomains)}
+}
+
 // decodeClassifyRequest reads the body as one JSON object with the right
 // types.
 func decodeClassifyRequest(body []byte) (classifyRequest, error) {
@@ -330,7 +374,7 @@ func validateDomains(inputs []string) ([]classifier.DomainInput, error) {
 	}
 	domains, bad := classifier.NormalizeDomains(inputs)
 	if len(bad) > 0 {
-		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "invalid-domains", items: bad,
+		return nil, &problem{status: http.StatusUnprocessableEntity, slug: "invalid-domains", items: wire.ItemErrors(bad),
 			detail: fmt.Sprintf("%d of %d domains could not be read; see errors.", len(bad), len(inputs))}
 	}
 	if len(domains) > wire.MaxDomainsPerJob {

@@ -73,10 +73,12 @@ type setupOpts struct {
 	trustTrace bool
 }
 
-// testClock is a clock that moves only when the test moves it.
+// testClock is a clock that moves only when the test moves it, and by
+// step each time it is read (as a real clock moves while a request runs).
 type testClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
 }
 
 func newTestClock() *testClock { return &testClock{now: time.Now()} }
@@ -84,6 +86,7 @@ func newTestClock() *testClock { return &testClock{now: time.Now()} }
 func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
 	return c.now
 }
 
@@ -172,6 +175,9 @@ func (b *testBundle) do(t *testing.T, method, path, body string, headers ...stri
 	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+b.keyA)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // a job's; an upload names its own
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		if headers[i+1] == "" {
 			req.Header.Del(headers[i])
@@ -261,6 +267,13 @@ func TestClassifyCreate(t *testing.T) {
 		require.JSONEq(t, fmt.Sprintf(`{"job_id": %q}`, a.JobID), string(list.Jobs[0].EncodedArgs))
 	})
 
+	t.Run("JSONWithACharsetIsJSON", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		r := b.do(t, "POST", "/domains/classify", `{"domains": ["acme.com"]}`, "Content-Type", "Application/JSON; charset=utf-8")
+		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+	})
+
 	t.Run("ClassifierDefaultsToCPG", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})
@@ -287,7 +300,23 @@ func TestClassifyCreate(t *testing.T) {
 		detail           string
 		items            []wire.ItemError
 	}{
-		{name: "EmptyBody", body: ``, status: 400, slug: "invalid-json"},
+		{name: "EmptyBody", body: ``, status: 400, slug: "invalid-json", headers: []string{"Content-Type", "application/json"}},
+		// Issue 36: JSON sent as text/plain was accepted, though the
+		// document allows application/json only. A page in a browser can
+		// send text/plain, a form or a body without a type to any site
+		// without asking first.
+		{name: "JSONAsTextPlain", body: `{"domains": ["acme.com"]}`, status: 415, slug: "unsupported-media-type",
+			headers: []string{"Content-Type", "text/plain;charset=UTF-8"},
+			detail: "Send the job as JSON with Content-Type: application/json (curl: --json, or -d with " +
+				"-H 'Content-Type: application/json'); this request's Content-Type is \"text/plain;charset=UTF-8\"."},
+		{name: "NoContentType", body: `{"domains": ["acme.com"]}`, status: 415, slug: "unsupported-media-type",
+			headers: []string{"Content-Type", ""},
+			detail: "Send the job as JSON with Content-Type: application/json (curl: --json, or -d with " +
+				"-H 'Content-Type: application/json'); this request's Content-Type is missing."},
+		{name: "FormEncoded", body: `{"domains": ["acme.com"]}`, status: 415, slug: "unsupported-media-type",
+			headers: []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{name: "OtherJSONType", body: `{"domains": ["acme.com"]}`, status: 415, slug: "unsupported-media-type",
+			headers: []string{"Content-Type", "application/vnd.api+json"}},
 		{name: "NotJSON", body: `domains=acme.com`, status: 400, slug: "invalid-json"},
 		{name: "ArrayBody", body: `["acme.com"]`, status: 400, slug: "invalid-json"},
 		{name: "NullBody", body: `null`, status: 400, slug: "invalid-json"},

@@ -294,12 +294,12 @@ func (s *Server) listSlotFreeUploading(ctx context.Context, caller Caller, uploa
 // lists run for minutes.
 const listRetryAfter = time.Minute
 
-// noValidRows is the 422 of a list without one domain: every row's reason,
-// the first MaxRejectedSample of them.
+// noValidRows is the 422 of a list without one domain: every row, its
+// input and its reason, the first MaxRejectedSample of them.
 func noValidRows(rows *listReader) error {
-	items := make([]classifier.ItemError, len(rows.sample))
+	items := make([]wire.ItemError, len(rows.sample))
 	for i, r := range rows.sample {
-		items[i] = classifier.ItemError{Input: r.Input, Reason: fmt.Sprintf("row %d: %s", r.Row, r.Reason)}
+		items[i] = wire.ItemError{Row: r.Row, Input: r.Input, Reason: r.Reason}
 	}
 	detail := "The list has no rows."
 	if rows.rows > 0 {

@@ -34,6 +34,10 @@ const (
 var (
 	errRecordTooLarge = errors.New("record too large")
 	errTooManyFields  = errors.New("too many fields")
+	// errUnclosedQuote is a quoted field still open at the end of the
+	// body: every line after its opening quote was read into it, so the
+	// rows those lines held are not rows at all.
+	errUnclosedQuote = errors.New("quoted field never closed")
 )
 
 // csvSyntaxError is a record that is not valid CSV; Err is csv.ErrQuote or
@@ -56,6 +60,8 @@ type csvReader struct {
 	fields []string
 	buf    []byte
 	size   int // bytes of the record read so far
+	line   int // lines read so far
+	start  int // the line the record starts on
 }
 
 func newCSVReader(r io.Reader) *csvReader {
@@ -65,8 +71,10 @@ func newCSVReader(r io.Reader) *csvReader {
 // Read returns the next record's fields: the kept ones as written, the
 // others "" (the slice is reused by the next Read). It returns io.EOF at
 // the end; a *csvSyntaxError for a record that is not valid CSV, whose
-// line is then skipped (as encoding/csv does); errRecordTooLarge or
-// errTooManyFields when the record crosses a bound; or the body's error.
+// line is then skipped (as encoding/csv does); errUnclosedQuote for a
+// quoted field that the body ends in (c.start is the record's line);
+// errRecordTooLarge or errTooManyFields when the record crosses a bound;
+// or the body's error.
 func (c *csvReader) Read() ([]string, error) {
 	c.size, c.fields = 0, c.fields[:0]
 	var line []byte
@@ -76,6 +84,7 @@ func (c *csvReader) Read() ([]string, error) {
 			return nil, err
 		}
 		if len(line) != lengthNL(line) {
+			c.start = c.line
 			break
 		}
 		c.size = 0 // an empty line, skipped
@@ -158,7 +167,7 @@ func (c *csvReader) quoted(line []byte, keep bool) (rest []byte, more bool, err 
 				return nil, false, err
 			}
 		default: // the end of the body inside the quotes
-			return nil, false, &csvSyntaxError{csv.ErrQuote}
+			return nil, false, errUnclosedQuote
 		}
 	}
 }
@@ -169,6 +178,9 @@ func (c *csvReader) quoted(line []byte, keep bool) (rest []byte, more bool, err 
 func (c *csvReader) readLine() ([]byte, error) {
 	line, err := c.r.ReadSlice('\n')
 	c.size += len(line)
+	if len(line) > 0 {
+		c.line++
+	}
 	if errors.Is(err, bufio.ErrBufferFull) || c.size > maxRecordBytes {
 		return nil, errRecordTooLarge
 	}
@@ -274,6 +286,10 @@ func (r *listReader) csvError(err error, what string) error {
 		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
 			detail: fmt.Sprintf("%s is longer than %d bytes (is a quoted field never closed?); a CSV row may have at most %d bytes and %d fields.",
 				what, maxRecordBytes, maxRecordBytes, maxCSVFields)}
+	case errors.Is(err, errUnclosedQuote):
+		return &problem{status: http.StatusBadRequest, slug: "unreadable-list",
+			detail: fmt.Sprintf("%s opens a quoted field on line %d that is never closed: every line after it would be read into that field. "+
+				"Close the quote; a quote inside a quoted field is written twice (\"\").", what, r.csv.start)}
 	case errors.Is(err, errTooManyFields):
 		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
 			detail: fmt.Sprintf("%s has more than %d fields; a CSV row may have at most %d bytes and %d fields.",

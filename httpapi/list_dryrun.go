@@ -28,19 +28,20 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 	var est wire.ListEstimate
 	err = pgx.BeginFunc(ctx, s.pool(), func(tx pgx.Tx) error {
 		var err error
-		est.Overridden, est.Cached, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Estimate.Freshness, fresh, time.Now())
+		est.Override, est.Cache, err = db.DomainsAnswered(ctx, tx, cls.Name, spoolDomains{src}, s.cfg.Estimate.Freshness, fresh, time.Now())
 		if err != nil {
 			return err
 		}
-		est.Known = est.Overridden // its deprecated name
 		est.Rows, est.Domains, est.Duplicates, est.Rejected = rows.rows, rows.domains, rows.duplicates, rows.rejected
 		est.Model = s.cfg.Estimate.Model
 		stats, err := db.ModelStatsRecent(ctx, tx, cls.Name, modelStatsSample)
 		if err != nil {
 			return err
 		}
-		est.Fresh = est.Domains - est.Overridden - est.Cached
-		est.ModelCalls = est.Fresh
+		est.LLM = est.Domains - est.Override - est.Cache
+		est.ModelCalls = est.LLM
+		// The deprecated names, kept one release.
+		est.Overridden, est.Known, est.Cached, est.Fresh = est.Override, est.Override, est.Cache, est.LLM
 		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
 		if err != nil {
 			return err

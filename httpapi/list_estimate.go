@@ -114,7 +114,7 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
 	}
 	basis = l.basis(stats, load)
-	fresh, rows := float64(est.Fresh), float64(est.Domains+est.Duplicates)
+	fresh, rows := float64(est.LLM), float64(est.Domains+est.Duplicates)
 	modelWork, rowWork := fresh, rows
 	for _, o := range load.Others {
 		modelWork += math.Min(o.ModelRows, fresh)
@@ -124,7 +124,7 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 	seconds := math.Max(modelWork/basis.ModelAnswersPerSecond, rowWork/basis.RowsPerSecond)
 	seconds = math.Round(seconds*10) / 10
 	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
-	if est.Fresh == 0 {
+	if est.LLM == 0 {
 		economy.EstimatedSeconds = seconds
 	}
 	basis.ModelAnswersPerSecond = math.Round(basis.ModelAnswersPerSecond*100) / 100
@@ -137,7 +137,7 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 		batch bool
 	}{{&standard, false}, {&economy, true}} {
 		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
-			cost := math.Round(perCallUSD*float64(est.Fresh)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
+			cost := math.Round(perCallUSD*float64(est.LLM)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
 			t.into.EstimatedCostUSD = &cost
 		}
 	}

@@ -146,23 +146,22 @@ func extendDeadlines(c *gin.Context) {
 	_ = rc.SetWriteDeadline(time.Now().Add(listTimeout))
 }
 
-// negotiateResults picks CSV or NDJSON from Accept: CSV when both or
-// anything goes; false when neither is acceptable.
+// negotiateResults picks CSV or NDJSON from Accept, with its q-values
+// (RFC 9110, 12.5.1): each format takes the quality of the most specific
+// range that names it (text/csv, then text/*, then */*; NDJSON is
+// application/x-ndjson or application/jsonl, then application/*), none
+// being 0, and 0 is "not acceptable". The higher quality wins, CSV on a
+// tie; no Accept is CSV; false when neither is acceptable (406).
 func negotiateResults(accept string) (listFormat, bool) {
 	if strings.TrimSpace(accept) == "" {
 		return formatCSV, true
 	}
-	ndjson := false
-	for _, part := range strings.Split(accept, ",") {
-		mt, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(part)), ";")
-		switch strings.TrimSpace(mt) {
-		case "text/csv", "text/*", "*/*":
-			return formatCSV, true
-		case "application/x-ndjson", "application/jsonl", "application/*":
-			ndjson = true
-		}
-	}
-	if ndjson {
+	csvQ := acceptQuality(accept, "text", "csv")
+	ndjsonQ := acceptQuality(accept, "application", "x-ndjson", "jsonl")
+	switch {
+	case csvQ > 0 && csvQ >= ndjsonQ:
+		return formatCSV, true
+	case ndjsonQ > 0:
 		return formatNDJSON, true
 	}
 	return "", false

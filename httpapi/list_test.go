@@ -166,7 +166,15 @@ func TestListCreate(t *testing.T) {
 		{name: "UnsupportedEncoding", contentType: "text/plain", body: "a.com", status: 415, slug: "unsupported-media-type",
 			headers: []string{"Content-Encoding", "br"}},
 		{name: "NoDomainColumn", contentType: "text/csv", body: "company,website\nAcme,acme.io\n", status: 400, slug: "no-domain-column"},
+		{name: "NoContentType", contentType: "", body: "a.com\n", status: 415, slug: "unsupported-media-type"},
 		{name: "EmptyCSV", contentType: "text/csv", body: "", status: 400, slug: "unreadable-list"},
+		// A header and no row is a list of no rows, as an empty text/plain
+		// or NDJSON body is: 422, as docs/api.md says.
+		{name: "HeaderOnlyCSV", contentType: "text/csv", body: "company,domain\n", status: 422, slug: "no-valid-rows"},
+		{name: "EmptyText", contentType: "text/plain", body: "", status: 422, slug: "no-valid-rows"},
+		// Issue 36: a quote never closed swallowed every row after it into
+		// one REJECTED row (c.com here), and the list was accepted.
+		{name: "UnclosedQuote", contentType: "text/csv", body: "domain\na.com\n\"b.com\nc.com\n", status: 400, slug: "unreadable-list"},
 		{name: "BadGzip", contentType: "text/plain", body: "not gzip", status: 400, slug: "unreadable-list",
 			headers: []string{"Content-Encoding", "gzip"}},
 		{name: "UnknownClassifier", contentType: "text/plain", body: "a.com", status: 422, slug: "unknown-classifier", query: "?classifier=b2b"},
@@ -185,6 +193,19 @@ func TestListCreate(t *testing.T) {
 			require.Equal(t, noList, b.listCounts(t), "nothing may be written on a %d", tt.status)
 		})
 	}
+
+	t.Run("AnUnclosedQuoteNamesItsRowAndLine", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		r := b.do(t, "POST", "/lists", "company,domain\nAcme,a.com\n\n\"Beta,b.com\nGamma,c.com\n", "Content-Type", "text/csv")
+		p := requireProblem(t, r, http.StatusBadRequest, "unreadable-list")
+		require.Equal(t, "Row 2 of the CSV opens a quoted field on line 4 that is never closed: every line after it would be read "+
+			"into that field. Close the quote; a quote inside a quoted field is written twice (\"\").", p.Detail)
+		r = b.do(t, "POST", "/lists", "\"domain\na.com\n", "Content-Type", "text/csv")
+		p = requireProblem(t, r, http.StatusBadRequest, "unreadable-list")
+		require.Contains(t, p.Detail, "The CSV's header row opens a quoted field on line 1 that is never closed")
+		require.Equal(t, noList, b.listCounts(t))
+	})
 
 	// A refusal while the caller is still sending: the answer must reach it.
 	// Closing at once with the body unread makes the kernel send a reset,
@@ -223,8 +244,8 @@ func TestListCreate(t *testing.T) {
 		b := setup(t, setupOpts{})
 		p := requireProblem(t, b.do(t, "POST", "/lists", "localhost\n10.0.0.1\n", "Content-Type", "text/plain"), 422, "no-valid-rows")
 		require.Equal(t, []wire.ItemError{
-			{Input: "localhost", Reason: "row 1: " + classifier.ReasonLocalhost},
-			{Input: "10.0.0.1", Reason: "row 2: " + classifier.ReasonIPAddress},
+			{Row: 1, Input: "localhost", Reason: classifier.ReasonLocalhost},
+			{Row: 2, Input: "10.0.0.1", Reason: classifier.ReasonIPAddress},
 		}, p.Errors)
 	})
 
@@ -310,7 +331,8 @@ func TestListCreate(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &est))
 		cost, economyCost := 0.008, 0.004
 		standard := wire.TierEstimate{EstimatedCostUSD: &cost, EstimatedSeconds: 2}
-		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Overridden: 1, Known: 1, Cached: 1, Fresh: 8,
+		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Override: 1, Cache: 1, LLM: 8,
+			Overridden: 1, Known: 1, Cached: 1, Fresh: 8,
 			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
 			Tiers: map[string]wire.TierEstimate{"standard": standard,
 				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}},
@@ -405,7 +427,8 @@ func TestListReadAndCancel(t *testing.T) {
 		require.Equal(t, "application/x-ndjson; charset=utf-8", r.header.Get("Content-Type"))
 		lines := strings.Split(strings.TrimSpace(string(r.body)), "\n")
 		require.Len(t, lines, 2)
-		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
+		require.JSONEq(t, `{"row": 3, "input": "localhost", "ref": "r3", "status": "REJECTED", "reason": "`+classifier.ReasonLocalhost+`",
+			"error": "`+classifier.ReasonLocalhost+`"}`, lines[0])
 		require.JSONEq(t, `{"row": 5, "input": "www.acme.com", "ref": "r5", "domain": "acme.com", "status": "COMPLETED",
 			"answer": true, "is_cpg": true, "confidence": 5, "reasoning": "Snacks, \"crisps\".", "source": "llm", "classified_at": "2026-11-30T12:00:00Z",
 			"model": "gpt-5.4-mini", "prompt_version": "v1", "search": "brave", "evidence": [

@@ -56,8 +56,9 @@ func init() {
 	// A list upload and its results can be NDJSON; the document describes
 	// the body as a string (each line is checked against its schema below).
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
-	// GET /docs is a page.
+	// GET /docs is a page, and GET /openapi.yaml a YAML document's text.
 	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("application/yaml", openapi3filter.PlainBodyDecoder)
 }
 
 func newContract(t *testing.T) *contract {
@@ -115,6 +116,14 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, header h
 		}
 	}
 	req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	// kin-openapi's router reads a path item only by its literal path, and
+	// matches "/domains/classify" to "/domains/classify/{job_id}": whether
+	// the document has the path and the method is decided here.
+	if item := c.pathItem(req.URL.Path); item == nil {
+		return c.checkUnrouted(req, http.StatusNotFound, status, header, body)
+	} else if item.GetOperation(req.Method) == nil {
+		return c.checkUnrouted(req, http.StatusMethodNotAllowed, status, header, body)
+	}
 	route, params, err := c.router.FindRoute(req)
 	if err != nil {
 		return fmt.Errorf("%s %s is not documented: %w", req.Method, req.URL.Path, err)
@@ -144,6 +153,61 @@ func (c *contract) check(req *http.Request, reqBody []byte, status int, header h
 	if status >= 200 && status < 300 && len(reqBody) > 0 {
 		c.seen[fmt.Sprintf("%s %s request %s", req.Method, route.Path, mediaTypeOf(req.Header.Get("Content-Type")))] = true
 	}
+	c.mu.Unlock()
+	return nil
+}
+
+// pathItem is the document's path item whose template matches path (a
+// {param} matches one segment, not empty), or nil.
+func (c *contract) pathItem(path string) *openapi3.PathItem {
+	got := strings.Split(path, "/")
+	for template, item := range c.doc.Paths.Map() {
+		want := strings.Split(template, "/")
+		if len(want) != len(got) {
+			continue
+		}
+		match := true
+		for i, seg := range want {
+			if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+				match = match && got[i] != ""
+			} else {
+				match = match && seg == got[i]
+			}
+		}
+		if match {
+			return item
+		}
+	}
+	return nil
+}
+
+// checkUnrouted validates the answer to a request that no operation
+// describes against the document's x-unrouted-responses: want is 404 for a
+// path it does not have, 405 for a method a path does not have.
+func (c *contract) checkUnrouted(req *http.Request, want, status int, header http.Header, body []byte) error {
+	if status != want {
+		return fmt.Errorf("%s %s is not documented, and answered %d, not %d", req.Method, req.URL.Path, status, want)
+	}
+	refs, _ := c.doc.Extensions["x-unrouted-responses"].(map[string]any)
+	ref, _ := refs[strconv.Itoa(want)].(map[string]any)
+	name := strings.TrimPrefix(fmt.Sprint(ref["$ref"]), "#/components/responses/")
+	resp := c.doc.Components.Responses[name]
+	if resp == nil {
+		return fmt.Errorf("x-unrouted-responses names no response for %d", want)
+	}
+	op := openapi3.NewOperation()
+	op.Responses = openapi3.NewResponses(openapi3.WithStatus(want, resp))
+	route := &routers.Route{Spec: c.doc, Path: req.URL.Path, Method: req.Method, Operation: op}
+	in := &openapi3filter.RequestValidationInput{Request: req, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		return fmt.Errorf("%s %s → %d does not match x-unrouted-responses: %w", req.Method, req.URL.Path, status, err)
+	}
+	c.mu.Lock()
+	c.seen[fmt.Sprintf("unrouted %d", want)] = true
 	c.mu.Unlock()
 	return nil
 }
@@ -336,6 +400,11 @@ func (c *contract) documented() []string {
 	for name := range c.callbacks() {
 		out = append(out, "webhook "+name)
 	}
+	if refs, ok := c.doc.Extensions["x-unrouted-responses"].(map[string]any); ok {
+		for status := range refs {
+			out = append(out, "unrouted "+status)
+		}
+	}
 	sort.Strings(out)
 	return out
 }
@@ -405,6 +474,8 @@ func TestOpenAPI(t *testing.T) {
 	require.Equal(t, 202, created.StatusCode)
 	require.Equal(t, 202, call(b.url, "POST", "/domains/classify", `{"domains": ["acme.com", "beta.com", "www.acme.com"]}`, "Authorization", auth, "Idempotency-Key", `"k1"`).StatusCode)
 	call(b.url, "POST", "/domains/classify", `{"domains": "acme.com"}`, "Authorization", auth)
+	require.Equal(t, 415, call(b.url, "POST", "/domains/classify", `{"domains": ["acme.com"]}`, "Authorization", auth,
+		"Content-Type", "text/plain").StatusCode)
 	call(b.url, "POST", "/domains/classify", `{"domains": ["acme.com"]}`)
 	call(b.url, "POST", "/domains/classify", `{"domains": ["`+strings.Repeat("a", 70_000)+`"]}`, "Authorization", auth)
 	call(b.url, "POST", "/domains/classify", `{"domains": ["10.0.0.1", "x"]}`, "Authorization", auth)
@@ -440,12 +511,22 @@ func TestOpenAPI(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
 		call(b.url, "GET", path, "")
 	}
+	// Requests no operation describes (issue 36: their answers were in no
+	// document): a path it does not have, a method a path does not have.
+	require.Equal(t, 404, call(b.url, "GET", "/domains", "", "Authorization", auth).StatusCode)
+	notAllowed := call(b.url, "PUT", "/lists/"+uuid.NewString(), "", "Authorization", auth)
+	require.Equal(t, 405, notAllowed.StatusCode)
+	require.Equal(t, "DELETE, GET", notAllowed.Header.Get("Allow"))
+	require.Equal(t, "POST", call(b.url, "GET", "/domains/classify", "", "Authorization", auth).Header.Get("Allow"))
 	// The caller: without a budget, with one (and a list over it), and
 	// without a key.
 	call(b.url, "GET", "/callers/me", "", "Authorization", auth)
-	require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-b", db.CallerBudget{ModelCallsPerDay: 1, SpendPerDayUSD: 2.5}))
+	require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-b", db.CallerBudget{ModelCallsPerDay: 2, SpendPerDayUSD: 2.5}))
+	_, _, err = db.CallerSpendReserve(ctx, b.db.Pool, "team-b", 0.25)
+	require.NoError(t, err)
 	call(b.url, "GET", "/callers/me", "", "Authorization", "Bearer "+b.keyB)
 	require.Equal(t, 429, call(b.url, "POST", "/lists", "a.com\nb.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
+	require.Equal(t, 422, call(b.url, "POST", "/lists", "a.com\nb.com\nc.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
 	require.Equal(t, 400, call(b.url, "POST", "/lists?budget=some", "a.com\n", "Authorization", "Bearer "+b.keyB, "Content-Type", "text/plain").StatusCode)
 	call(b.url, "GET", "/callers/me", "")
 
@@ -630,7 +711,9 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	requireProblem(t, upload(small, "", "text/plain", gz(t, strings.Repeat("a.com\n", 400)), "Content-Encoding", "gzip"), 413, "list-too-large")
 	requireProblem(t, upload(l, "?classifier=b2b", "text/plain", "a.com"), 422, "unknown-classifier")
 	noValid := requireProblem(t, upload(l, "", "text/plain", "localhost\n10.0.0.1\n"), 422, "no-valid-rows")
-	require.Len(t, noValid.Errors, 2)
+	require.Equal(t, []wire.ItemError{{Row: 1, Input: "localhost", Reason: classifier.ReasonLocalhost},
+		{Row: 2, Input: "10.0.0.1", Reason: classifier.ReasonIPAddress}}, noValid.Errors,
+		"issue 36: each row's number as data, not only inside the text")
 	requireProblem(t, upload(l, "", "text/plain", "a.com", "X-Callback-URL", "ftp://hooks.example.com/h"), 422, "invalid-callback-url")
 	requireProblem(t, upload(small, "", "text/plain", "a.com", "X-Callback-URL", "https://hooks.example.com/h"), 422, "webhooks-not-configured")
 	accepted(upload(small, "", "text/plain", "a.com"))
@@ -681,6 +764,15 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/x-ndjson")), 6)
 	require.Len(t, lines(send(l.url, "GET", path+"/results?status=COMPLETED,REJECTED&after=2", "", "Authorization", auth,
 		"Accept", "application/x-ndjson")), 2, "rows 3 and 6")
+	// Issue 36: the status filter is case-insensitive, as documented; q=0
+	// refuses a format, and application/jsonl is NDJSON.
+	require.Len(t, lines(send(l.url, "GET", path+"/results?status=completed,%20Rejected&after=2", "", "Authorization", auth,
+		"Accept", "application/x-ndjson")), 2, "rows 3 and 6")
+	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth,
+		"Accept", "text/csv;q=0, application/x-ndjson")), 6)
+	require.Len(t, lines(send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/jsonl")), 6)
+	requireProblem(t, send(l.url, "GET", path+"/results", "", "Authorization", auth,
+		"Accept", "text/csv;q=0, application/x-ndjson;q=0"), 406, "not-acceptable")
 	requireProblem(t, send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/pdf"), 406, "not-acceptable")
 	requireProblem(t, send(l.url, "GET", path+"/results?status=DONE", "", "Authorization", auth), 400, "invalid-query")
 	requireProblem(t, send(l.url, "GET", path+"/results?after=-1", "", "Authorization", auth), 400, "invalid-query")
@@ -871,7 +963,11 @@ func TestOpenAPI_CatchesUndocumentedResponses(t *testing.T) {
 	require.Error(t, c.check(get, nil, 503, problemHeader, []byte(`{"type": "/problems/unavailable", "title": "U", "status": 503}`)),
 		"a 503 without Retry-After")
 	nope, _ := http.NewRequest("GET", "http://x/nope", nil)
-	require.Error(t, c.check(nope, nil, 404, problemHeader, problem), "an undocumented route")
+	require.Error(t, c.check(nope, nil, 200, jsonHeader, []byte(`{}`)), "an undocumented route that answers")
+	require.NoError(t, c.check(nope, nil, 404, problemHeader, problem), "an undocumented route: 404, as x-unrouted-responses says")
+	put, _ := http.NewRequest("PUT", "http://x/domains/classify", nil)
+	require.Error(t, c.check(put, nil, 405, problemHeader, problem), "a 405 without Allow")
+	require.Error(t, c.check(put, nil, 404, problemHeader, problem), "a method a documented path does not have is 405, not 404")
 }
 
 // The same for lists: each case changes one thing in an exchange that

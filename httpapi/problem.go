@@ -38,7 +38,8 @@ var problemTypes = map[string]string{
 	"cross-origin":              "Cross-origin request refused",
 	"rate-limited":              "Too many requests",
 	"too-many-queued":           "Too many domains queued",
-	"unsupported-media-type":    "Unsupported list format",
+	"job-exceeds-queue-limit":   "Job larger than the queued-domains limit",
+	"unsupported-media-type":    "Unsupported media type",
 	"list-too-large":            "List too large",
 	"unreadable-list":           "List body cannot be read",
 	"no-domain-column":          "CSV has no domain column",
@@ -50,6 +51,7 @@ var problemTypes = map[string]string{
 	"no-valid-rows":             "No valid rows",
 	"too-many-lists":            "Too many active lists",
 	"budget-exceeded":           "Daily model budget exceeded",
+	"list-exceeds-budget":       "List larger than the daily model budget",
 	"too-many-stored-rows":      "Too many list rows stored",
 	"list-cancelled":            "List was cancelled",
 	"invalid-list-id":           "Invalid list id",
@@ -67,7 +69,7 @@ type problem struct {
 	status     int
 	slug       string
 	detail     string
-	items      []classifier.ItemError
+	items      []wire.ItemError
 	retryAfter time.Duration
 }
 
@@ -144,13 +146,13 @@ func (s *Server) writeError(c *gin.Context, err error) {
 }
 
 // writeProblem writes an application/problem+json response and aborts.
-func writeProblem(c *gin.Context, status int, slug, detail string, items []classifier.ItemError) {
+func writeProblem(c *gin.Context, status int, slug, detail string, items []wire.ItemError) {
 	title, ok := problemTypes[slug]
 	if !ok {
 		title = http.StatusText(status)
 	}
 	body, _ := json.Marshal(wire.Problem{Type: "/problems/" + slug, Title: title, Status: status, Detail: detail,
-		Errors: wire.ItemErrors(items)})
+		Errors: items})
 	c.Abort()
 	c.Data(status, "application/problem+json", body)
 }

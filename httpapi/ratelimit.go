@@ -4,8 +4,6 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // callerLimiter keeps one token bucket per caller: perMinute accepted
@@ -20,9 +18,22 @@ type callerLimiter struct {
 	now func() time.Time
 }
 
+// bucket holds tokens, up to perMinute, refilled at perMinute a minute.
+// (Not x/time/rate's Limiter: a reservation it cancels is given back only
+// before the reservation's time, so a request that is refused after the
+// rate check, a few milliseconds later, would keep its token.)
 type bucket struct {
 	perMinute int
-	lim       *rate.Limiter
+	tokens    float64
+	at        time.Time // when tokens was last refilled
+}
+
+// refill adds the tokens earned since b.at.
+func (b *bucket) refill(now time.Time) {
+	if now.After(b.at) {
+		b.tokens = math.Min(float64(b.perMinute), b.tokens+now.Sub(b.at).Minutes()*float64(b.perMinute))
+		b.at = now
+	}
 }
 
 func newCallerLimiter(now func() time.Time) *callerLimiter {
@@ -35,29 +46,39 @@ func newCallerLimiter(now func() time.Time) *callerLimiter {
 // admission is a token taken for a request; cancel gives it back when the
 // request wrote nothing.
 type admission struct {
-	r   *rate.Reservation
-	now func() time.Time
+	l *callerLimiter
+	b *bucket
 }
 
-func (a admission) cancel() { a.r.CancelAt(a.now()) }
+// cancel gives the token back, whenever that is: the request that took it
+// was not accepted, so it does not count toward the caller's rate.
+func (a admission) cancel() {
+	if a.b == nil {
+		return
+	}
+	a.l.mu.Lock()
+	defer a.l.mu.Unlock()
+	a.b.refill(a.l.now())
+	a.b.tokens = math.Min(float64(a.b.perMinute), a.b.tokens+1)
+}
 
 // reserve takes a token for caller. When none is left it returns false and
 // how long until one is.
 func (l *callerLimiter) reserve(caller string, perMinute int) (admission, bool, time.Duration) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
 	b, ok := l.buckets[caller]
 	if !ok || b.perMinute != perMinute {
-		b = &bucket{perMinute: perMinute, lim: rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)}
+		b = &bucket{perMinute: perMinute, tokens: float64(perMinute), at: now}
 		l.buckets[caller] = b
 	}
-	l.mu.Unlock()
-	now := l.now()
-	r := b.lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return admission{}, false, d
+	b.refill(now)
+	if b.tokens < 1 {
+		return admission{}, false, time.Duration((1 - b.tokens) / float64(perMinute) * float64(time.Minute))
 	}
-	return admission{r: r, now: l.now}, true, 0
+	b.tokens--
+	return admission{l: l, b: b}, true, 0
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1.

@@ -126,6 +126,7 @@ func New(cfg Config) *Server {
 	}
 	r.NoRoute(func(c *gin.Context) { writeProblem(c, http.StatusNotFound, "not-found", "No such route.", nil) })
 	r.NoMethod(func(c *gin.Context) {
+		c.Header("Allow", allowedMethods(r.Routes(), c.Request.URL.Path))
 		writeProblem(c, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed on this route.", nil)
 	})
 

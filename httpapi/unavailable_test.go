@@ -63,7 +63,7 @@ func TestUnavailable_EveryRouteAnswers503WithinItsBound(t *testing.T) {
 				name, method, path, body string
 				header                   []string
 			}{
-				{"AcceptJob", "POST", "/domains/classify", `{"domains": ["acme.com"]}`, nil},
+				{"AcceptJob", "POST", "/domains/classify", `{"domains": ["acme.com"]}`, []string{"Content-Type", "application/json"}},
 				{"JobStatus", "GET", "/domains/classify/" + id, "", nil},
 				{"UploadList", "POST", "/lists", "acme.com\n", []string{"Content-Type", "text/plain"}},
 				{"EstimateList", "POST", "/lists?dry_run=true", "acme.com\n", []string{"Content-Type", "text/plain"}},

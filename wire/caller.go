@@ -19,14 +19,24 @@ type CallerReport struct {
 // calls (refreshes and economy batches included; a call in flight counts)
 // and their price from the price table, in US dollars.
 type ModelUsage struct {
-	ModelCalls int     `json:"model_calls"`
-	SpendUSD   float64 `json:"spend_usd"`
+	ModelCalls int `json:"model_calls"`
+	// CostUSD is named as money is everywhere in the API (a list's
+	// cost_usd, an estimate's estimated_cost_usd).
+	CostUSD float64 `json:"cost_usd"`
+	// SpendUSD is CostUSD under its first name, kept for one release.
+	//
+	// Deprecated: read CostUSD.
+	SpendUSD float64 `json:"spend_usd"`
 }
 
 // ModelBudget is a daily budget, or what is left of it; null is no limit.
 type ModelBudget struct {
 	ModelCalls *int     `json:"model_calls"`
-	SpendUSD   *float64 `json:"spend_usd"`
+	CostUSD    *float64 `json:"cost_usd"`
+	// SpendUSD is CostUSD under its first name, kept for one release.
+	//
+	// Deprecated: read CostUSD.
+	SpendUSD *float64 `json:"spend_usd"`
 }
 
 // CallerLimits are a caller's request limits (see docs/api.md, "Limits").

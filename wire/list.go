@@ -43,16 +43,27 @@ type ListEstimate struct {
 	Domains    int `json:"domains"`
 	Duplicates int `json:"duplicates"`
 	Rejected   int `json:"rejected"`
-	// Overridden domains (those an override answers) and Cached ones are
-	// answered without the model; Fresh ones need one model call each.
-	Overridden int `json:"overridden"`
-	// Known is Overridden under its first name, kept for its callers.
+	// Override domains (those an override answers) and Cache ones (a
+	// fresh earlier answer) are answered without the model; LLM ones need
+	// one model call each. The names are the sources of the answers they
+	// get, as in ListProgress and each result's source.
+	Override int `json:"override"`
+	Cache    int `json:"cache"`
+	LLM      int `json:"llm"`
+	// Overridden, Cached and Fresh are Override, Cache and LLM under their
+	// first names, kept for one release for their callers.
 	//
-	// Deprecated: read Overridden; "known" is the source of answers from
+	// Deprecated: read Override, Cache and LLM.
+	Overridden int `json:"overridden"`
+	// Deprecated: read Cache.
+	Cached int `json:"cached"`
+	// Deprecated: read LLM.
+	Fresh int `json:"fresh"`
+	// Known is Override under an older name still, kept for its callers.
+	//
+	// Deprecated: read Override; "known" is the source of answers from
 	// the known-companies list of old, not a count of overrides.
 	Known      int `json:"known"`
-	Cached     int `json:"cached"`
-	Fresh      int `json:"fresh"`
 	ModelCalls int `json:"model_calls"`
 	// EstimatedCostUSD is null for a model the price table does not list.
 	// It and EstimatedSeconds are the asked tier's; Tiers has both.
@@ -178,7 +189,14 @@ type ListRow struct {
 	Reasoning    string            `json:"reasoning,omitempty"`
 	Source       classifier.Source `json:"source,omitempty"`
 	ClassifiedAt *time.Time        `json:"classified_at,omitempty"`
-	Error        string            `json:"error,omitempty"`
+	// Error is why a FAILED row failed. A REJECTED row's reason is in it
+	// too: for one release in the JSON (read Reason), and always in the
+	// CSV, whose columns do not move.
+	Error string `json:"error,omitempty"`
+	// Reason is why a REJECTED row is not a domain, under the name a
+	// rejected input's reason has everywhere (rejected_sample, a
+	// problem's errors).
+	Reason string `json:"reason,omitempty"`
 	Provenance
 	// AnswerField is the classifier's own name for Answer, as in
 	// ResultReport.
@@ -202,7 +220,8 @@ func (r ListRow) MarshalJSON() ([]byte, error) {
 // the first ones, so that a reader of the older columns by position still
 // works; evidence_urls are the evidence's addresses, separated by spaces
 // (an address has none). A classifier no longer defined has "answer" as
-// its sixth column and no last one.
+// its sixth column and no last one. A REJECTED row's reason is in "error"
+// (the CSV has no "reason" column: "answer" stays the last).
 func ListRowColumns(answerField string) []string {
 	cols := []string{"row", "input", "ref", "domain", "status", cmp.Or(answerField, "answer"), "confidence", "reasoning",
 		"source", "classified_at", "error", "model", "prompt_version", "evidence_urls"}
@@ -216,9 +235,13 @@ func ListRowColumns(answerField string) []string {
 // classifier's (Registry.AnswerField).
 func NewListRow(r *classifier.ListRow, answerField string) ListRow {
 	rr := NewResultReport(r.Result, answerField)
-	return ListRow{Row: r.Row, Input: r.Input, Ref: r.Ref, Domain: rr.Domain, Status: rr.Status, Answer: rr.Answer,
+	row := ListRow{Row: r.Row, Input: r.Input, Ref: r.Ref, Domain: rr.Domain, Status: rr.Status, Answer: rr.Answer,
 		Confidence: rr.Confidence, Reasoning: rr.Reasoning, Source: rr.Source, ClassifiedAt: rr.ClassifiedAt, Error: rr.Error,
 		Provenance: rr.Provenance, AnswerField: answerField}
+	if row.Status == classifier.StatusRejected {
+		row.Reason = row.Error // and in Error for one release
+	}
+	return row
 }
 
 // CSV returns the row's fields in ListRowColumns(r.AnswerField) order,

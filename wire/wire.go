@@ -241,8 +241,10 @@ type Problem struct {
 	Errors []ItemError `json:"errors,omitempty"`
 }
 
-// ItemError says why one input was rejected.
+// ItemError says why one input was rejected; Row is its row in a list
+// (no-valid-rows), 0 for a job's input.
 type ItemError struct {
+	Row    int    `json:"row,omitempty"`
 	Input  string `json:"input"`
 	Reason string `json:"reason"`
 }

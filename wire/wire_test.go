@@ -79,6 +79,26 @@ func TestAnswerVocabulary(t *testing.T) {
 		gone := wire.NewListRow(&classifier.ListRow{Row: 1, Result: yes}, "")
 		require.Len(t, gone.CSV(nil), 14)
 	})
+	// Issue 36: a rejected row's reason was "reason" in the upload's
+	// rejected_sample and a problem's errors, but "error" in the results.
+	t.Run("ARejectedRowsReasonIsReason", func(t *testing.T) {
+		t.Parallel()
+		rejected := &classifier.ListRow{Row: 2, Input: "10.0.0.1",
+			Result: classifier.Result{Status: classifier.StatusRejected, Error: classifier.ReasonIPAddress}}
+		line := decode(wire.NewListRow(rejected, "is_cpg"))
+		require.Equal(t, classifier.ReasonIPAddress, line["reason"])
+		require.Equal(t, classifier.ReasonIPAddress, line["error"], "under its deprecated name too, for one release")
+		row := wire.NewListRow(rejected, "is_cpg")
+		cells := map[string]string{}
+		for i, col := range wire.ListRowColumns("is_cpg") {
+			cells[col] = row.CSV(nil)[i]
+		}
+		require.Equal(t, classifier.ReasonIPAddress, cells["error"], "the CSV's columns do not move: the reason stays in error")
+		failed := decode(wire.NewListRow(&classifier.ListRow{Row: 3, Input: "a.com",
+			Result: classifier.Result{Domain: "a.com", Status: classifier.StatusFailed, Error: "no LLM configured"}}, "is_cpg"))
+		require.Equal(t, "no LLM configured", failed["error"])
+		require.NotContains(t, failed, "reason", "a FAILED row has an error, not a reason")
+	})
 }
 
 // TestListRow_NDJSONKeepsText: a row streamed by an encoder that does not

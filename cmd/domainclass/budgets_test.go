@@ -154,7 +154,7 @@ func TestCallerBudget(t *testing.T) {
 		require.Equal(t, 150, me.Usage.ModelCalls)
 		require.Equal(t, 0, *me.Remaining.ModelCalls)
 		require.Equal(t, 150, *me.Budget.ModelCalls)
-		require.Nil(t, me.Budget.SpendUSD)
+		require.Nil(t, me.Budget.CostUSD)
 		require.Equal(t, httpapi.DefaultCallerMaxStoredRows, me.Limits.MaxStoredRows, "the caller's limits are all shown")
 		require.Equal(t, httpapi.DefaultCallerMaxUploads, me.Limits.MaxUploads)
 
@@ -183,7 +183,8 @@ func TestCallerBudget(t *testing.T) {
 		code, _, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--model-calls-per-day", "30")
 		require.Equal(t, 0, code, errOut)
 		status, _, p := a.list("", numbered("part", 50))
-		require.Equal(t, http.StatusTooManyRequests, status)
+		require.Equal(t, http.StatusUnprocessableEntity, status, "50 calls never fit a budget of 30 a day: not a 429 to retry")
+		require.Equal(t, "/problems/list-exceeds-budget", p.Type)
 		require.Contains(t, p.Detail, "?budget=partial")
 		status, id, p := a.list("budget=partial", numbered("part", 50))
 		require.Equal(t, http.StatusAccepted, status, p.Detail)
@@ -213,7 +214,7 @@ func TestCallerBudget(t *testing.T) {
 		require.Positive(t, s.Progress.Completed)
 		require.LessOrEqual(t, e.llm.Total(), 9, "$0.002 buys 9 calls of $0.0002025")
 		me := a.me()
-		require.LessOrEqual(t, me.Usage.SpendUSD, 0.002)
+		require.LessOrEqual(t, me.Usage.CostUSD, 0.002)
 		require.Equal(t, e.llm.Total(), me.Usage.ModelCalls)
 	})
 

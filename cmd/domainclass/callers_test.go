@@ -223,6 +223,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 	var responses bytes.Buffer
 	do := func(method, path, body string, header ...string) int {
 		req, _ := http.NewRequest(method, m.APIURL()+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // postJob sends a raw POST /domains/classify body and returns the status
@@ -133,10 +134,10 @@ func TestFreshnessPerRequest(t *testing.T) {
 		req.Header.Set("Content-Type", "text/plain")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		var est struct{ Cached, Fresh int }
+		var est wire.ListEstimate
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&est))
 		resp.Body.Close()
-		require.Equal(t, cached, est.Cached, query)
-		require.Equal(t, 1-cached, est.Fresh, query)
+		require.Equal(t, cached, est.Cache, query)
+		require.Equal(t, 1-cached, est.LLM, query)
 	}
 }

@@ -136,7 +136,7 @@ func TestSubmitList(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		var est wire.ListEstimate
 		require.NoError(t, json.Unmarshal([]byte(out), &est))
-		require.Equal(t, wire.ListEstimate{Rows: 2, Domains: 2, Overridden: 1, Known: 1, Fresh: 1, ModelCalls: 1, Model: "test-model",
+		require.Equal(t, wire.ListEstimate{Rows: 2, Domains: 2, Override: 1, LLM: 1, Overridden: 1, Known: 1, Fresh: 1, ModelCalls: 1, Model: "test-model",
 			EstimatedSeconds: est.EstimatedSeconds, Tier: "standard", Tiers: map[string]wire.TierEstimate{
 				"standard": {EstimatedSeconds: est.EstimatedSeconds}, "economy": {EstimatedSeconds: 24 * 3600}},
 			Basis: est.Basis}, est)
@@ -301,7 +301,8 @@ func TestLists(t *testing.T) {
 
 		code, out, errOut = e.cli(context.Background(), "", client, "lists", "results", id, "--ndjson", "--status", "rejected,FAILED")
 		require.Equal(t, 0, code, errOut)
-		require.JSONEq(t, `{"row": 3, "input": "10.0.0.1", "status": "REJECTED", "error": "is an IP address, not a domain"}`, out)
+		require.JSONEq(t, `{"row": 3, "input": "10.0.0.1", "status": "REJECTED", "reason": "is an IP address, not a domain",
+			"error": "is an IP address, not a domain"}`, out)
 		answers := filepath.Join(t.TempDir(), "answers.csv")
 		code, out, errOut = e.cli(context.Background(), "", client, "lists", "results", id, "--out", answers, "--after", "1")
 		require.Equal(t, 0, code, errOut)

@@ -146,7 +146,7 @@ func TestGeneratedClient(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, estimated.StatusCode(), "%s", estimated.Body)
 		require.Equal(t, 4, estimated.JSON200.Rows)
-		require.Equal(t, 2, estimated.JSON200.Fresh, "acme.com and beta.com need the model")
+		require.Equal(t, 2, estimated.JSON200.Llm, "acme.com and beta.com need the model")
 		require.Equal(t, "test-model", estimated.JSON200.Model)
 
 		created, err := client.CreateListWithBodyWithResponse(ctx, params, "text/csv", strings.NewReader(upload))
@@ -198,8 +198,8 @@ func TestGeneratedClient(t *testing.T) {
 		require.Nil(t, rows[3].Domain)
 
 		// The default CSV, filtered by status as the generated client
-		// writes the parameter (?status=REJECTED).
-		rejected := []openapiclient.ListRowStatus{openapiclient.ListRowStatusREJECTED}
+		// writes the parameter (?status=rejected: any case).
+		rejected := []string{"rejected"}
 		csvRows, err := client.GetListResultsWithResponse(ctx, list.ListId, &openapiclient.GetListResultsParams{Status: &rejected})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, csvRows.StatusCode(), "%s", csvRows.Body)

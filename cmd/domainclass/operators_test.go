@@ -106,6 +106,7 @@ func TestOperators(t *testing.T) {
 		api := e.start(RoleAPI)
 		for _, key := range []string{"old", "new"} {
 			req, _ := http.NewRequest(http.MethodPost, api.APIURL()+"/domains/classify", strings.NewReader(`{"domains":["a.com"]}`))
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", key)
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)

@@ -32,7 +32,7 @@ func TestEstimateAndSpendAgree(t *testing.T) {
 	a.waitList(id)
 	me := a.me()
 	require.Equal(t, 4, me.Usage.ModelCalls)
-	charged := me.Usage.SpendUSD / 4
+	charged := me.Usage.CostUSD / 4
 	price, ok := evals.DefaultPrices().Lookup(model)
 	require.True(t, ok, "the price table lists %s", model)
 	require.InDelta(t, price.Cost(120, 25), charged, 1e-9, "a call is charged at the table's price of its tokens")
@@ -41,7 +41,7 @@ func TestEstimateAndSpendAgree(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "%s", b)
 	var est wire.ListEstimate
 	require.NoError(t, json.Unmarshal(b, &est))
-	require.Equal(t, 10, est.Fresh)
+	require.Equal(t, 10, est.LLM)
 	require.NotNil(t, est.EstimatedCostUSD, "%s", b)
 	require.InDelta(t, 10*charged, *est.EstimatedCostUSD, 1e-6, // the estimate is rounded to the micro-dollar
 		"the dry run prices 10 fresh domains at 10 calls as the spend budget charges them")

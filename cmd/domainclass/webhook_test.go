@@ -84,6 +84,7 @@ func (e *e2e) post(body string, headers ...string) (int, []byte) {
 	e.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, e.api.APIURL()+"/domains/classify", strings.NewReader(body))
 	require.NoError(e.t, err)
+	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

@@ -484,6 +484,9 @@ type HealthStatus string
 type ItemError struct {
 	Input  string `json:"input"`
 	Reason string `json:"reason"`
+
+	// Row The row of a list (`no-valid-rows`); absent for a job's input.
+	Row *int `json:"row,omitempty"`
 }
 
 // JobEndStatus The status of a job that has ended (in its webhook).
@@ -561,12 +564,21 @@ type ListAcceptedStatus string
 // ListEndStatus The status of a list that has ended (in its webhook).
 type ListEndStatus string
 
-// ListEstimate defines model for ListEstimate.
+// ListEstimate What a list would cost (`dry_run=true`). Its domains are counted by
+// where their answers would come from, under the names of `source`
+// and of a list's `progress`: `override`, `cache`, `llm`.
+// `overridden`, `cached` and `fresh` are the same counts under their
+// first names, deprecated: they are removed in the next release
+// (docs/api.md, "Deprecated names").
 type ListEstimate struct {
 	// Basis What the standard tier's `estimated_seconds` was computed from.
 	Basis EstimateBasis `json:"basis"`
 
-	// Cached Domains with a fresh earlier answer.
+	// Cache Domains with a fresh earlier answer.
+	Cache int `json:"cache"`
+
+	// Cached Deprecated: `cache` under its first name, the same value. Read `cache` Removed in the next release.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Cached     int `json:"cached"`
 	Domains    int `json:"domains"`
 	Duplicates int `json:"duplicates"`
@@ -582,21 +594,31 @@ type ListEstimate struct {
 	// not yet ended that the capacity is shared with; see `basis`.
 	EstimatedSeconds float64 `json:"estimated_seconds"`
 
-	// Fresh Domains that need a search and a model call.
+	// Fresh Deprecated: `llm` under its first name, the same value. Read `llm` Removed in the next release.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Fresh int `json:"fresh"`
 
-	// Known Deprecated: `overridden` under its first name, the same value, kept for the callers that read it. Read `overridden`; `known` is otherwise the source of answers from the known-company list of old.
+	// Known Deprecated: `override` under an older name still, the same value, kept for the callers that read it. Read `override`; `known` is otherwise the source of answers from the known-company list of old.
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Known int `json:"known"`
 
-	// Model The model the estimate is for.
-	Model      string `json:"model"`
-	ModelCalls int    `json:"model_calls"`
+	// Llm Domains that need a search and a model call.
+	Llm int `json:"llm"`
 
-	// Overridden Domains an override answers.
+	// Model The model the estimate is for.
+	Model string `json:"model"`
+
+	// ModelCalls The model calls the list would make (its `llm` domains).
+	ModelCalls int `json:"model_calls"`
+
+	// Overridden Deprecated: `override` under its first name, the same value. Read `override` Removed in the next release.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Overridden int `json:"overridden"`
-	Rejected   int `json:"rejected"`
-	Rows       int `json:"rows"`
+
+	// Override Domains an override answers.
+	Override int `json:"override"`
+	Rejected int `json:"rejected"`
+	Rows     int `json:"rows"`
 
 	// Tier How a list's fresh domains are asked: standard, one model call at a
 	// time; economy, through the provider's Batch API at about half the
@@ -725,7 +747,7 @@ type ListRow struct {
 	// Domain The registrable domain the input was read as (not for REJECTED rows).
 	Domain *string `json:"domain,omitempty"`
 
-	// Error Why this row FAILED or was REJECTED.
+	// Error Why this row FAILED. A REJECTED row has its reason here too, deprecated: read `reason` (the next release leaves it out; docs/api.md, "Deprecated names").
 	Error *string `json:"error,omitempty"`
 
 	// Evidence What the model was shown, one item per page: present (maybe empty) on every answer a model made, absent on one it did not.
@@ -745,6 +767,9 @@ type ListRow struct {
 
 	// PromptVersion The classifier's prompt version the model was asked with.
 	PromptVersion *string `json:"prompt_version,omitempty"`
+
+	// Reason Why a REJECTED row is not a domain, as `reason` says it in `rejected_sample` and in a problem's `errors`.
+	Reason *string `json:"reason,omitempty"`
 
 	// Reasoning One line.
 	Reasoning *string `json:"reasoning,omitempty"`
@@ -767,7 +792,7 @@ type ListRow struct {
 	// list, which overrides replaced: only answers made before have it.
 	Source *Source `json:"source,omitempty"`
 
-	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
+	// Status A row's status. REJECTED rows are not a domain (why in `reason`); a duplicate has its first row's answer.
 	Status               ListRowStatus          `json:"status"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
@@ -786,7 +811,7 @@ type ListRowCSV struct {
 	// Domain The registrable domain the input was read as (not for REJECTED rows).
 	Domain *string `json:"domain,omitempty"`
 
-	// Error Why this row FAILED or was REJECTED.
+	// Error Why this row FAILED, or why it was REJECTED (the NDJSON row's `reason`: the CSV has no column of that name, so that `answer` stays the last).
 	Error *string `json:"error,omitempty"`
 
 	// EvidenceUrls The addresses of the evidence, separated by spaces; empty when the model was shown none or no model made the answer.
@@ -819,12 +844,12 @@ type ListRowCSV struct {
 	// list, which overrides replaced: only answers made before have it.
 	Source *Source `json:"source,omitempty"`
 
-	// Status A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
+	// Status A row's status. REJECTED rows are not a domain (why in `reason`); a duplicate has its first row's answer.
 	Status               ListRowStatus          `json:"status"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
-// ListRowStatus A row's status. REJECTED rows are not a domain (the reason in `error`); a duplicate has its first row's answer.
+// ListRowStatus A row's status. REJECTED rows are not a domain (why in `reason`); a duplicate has its first row's answer.
 type ListRowStatus string
 
 // ListStatus A list's status. COMPLETED when every row is final (some may be FAILED or REJECTED; retry those); CANCELLED by DELETE; FAILED when the service could not go on with the list (`error` says why; a retry queues its rows again).
@@ -895,16 +920,25 @@ type MaxAge = string
 
 // ModelBudget A daily model budget, or what is left of it today; null is no limit of that kind.
 type ModelBudget struct {
+	// CostUsd US dollars.
+	CostUsd    *float64 `json:"cost_usd"`
 	ModelCalls *int     `json:"model_calls"`
-	SpendUsd   *float64 `json:"spend_usd"`
+
+	// SpendUsd Deprecated: `cost_usd` under its first name, the same value. Read `cost_usd`. Removed in the next release.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	SpendUsd *float64 `json:"spend_usd"`
 }
 
 // ModelUsage What the caller's jobs and lists asked of the model today.
 type ModelUsage struct {
+	// CostUsd Their price from the price table, in US dollars ($0 for a model the table does not list).
+	CostUsd float64 `json:"cost_usd"`
+
 	// ModelCalls Model calls (a call in flight counts; one that got no answer is taken back).
 	ModelCalls int `json:"model_calls"`
 
-	// SpendUsd Their price from the price table, in US dollars ($0 for a model the table does not list).
+	// SpendUsd Deprecated: `cost_usd` under its first name, the same value. Read `cost_usd`. Removed in the next release.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	SpendUsd float64 `json:"spend_usd"`
 }
 
@@ -912,7 +946,7 @@ type ModelUsage struct {
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors Each input that was rejected, with why.
+	// Errors Each input that was rejected, with why (and, for a list's rows, its row).
 	Errors *[]ItemError `json:"errors,omitempty"`
 	Status int          `json:"status"`
 	Title  string       `json:"title"`
@@ -1091,6 +1125,12 @@ type InvalidListId = Problem
 // ListNotFound RFC 9457 problem details.
 type ListNotFound = Problem
 
+// MethodNotAllowed RFC 9457 problem details.
+type MethodNotAllowed = Problem
+
+// NoSuchRoute RFC 9457 problem details.
+type NoSuchRoute = Problem
+
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
@@ -1202,10 +1242,12 @@ type CreateListParamsContentEncoding string
 // GetListResultsParams defines parameters for GetListResults.
 type GetListResultsParams struct {
 	// Status Only rows in these statuses, comma-separated
-	// (`?status=COMPLETED,FAILED`; case-insensitive; the parameter may
-	// repeat). Rows not final in a CANCELLED list are CANCELLED, in a
-	// FAILED list FAILED.
-	Status *[]ListRowStatus `form:"status,omitempty" json:"status,omitempty"`
+	// (`?status=COMPLETED,FAILED`): PENDING, COMPLETED, FAILED,
+	// REJECTED or CANCELLED (ListRowStatus), in any case
+	// (`?status=failed`), spaces around each ignored; the parameter
+	// may repeat. Rows not final in a CANCELLED list are CANCELLED, in
+	// a FAILED list FAILED.
+	Status *[]string `form:"status,omitempty" json:"status,omitempty"`
 
 	// After Only rows after this row number (a cursor for resuming a
 	// download): decimal digits, 0 to 2147483647; anything else is a
@@ -1378,6 +1420,14 @@ func (a *ListRow) UnmarshalJSON(b []byte) error {
 		delete(object, "prompt_version")
 	}
 
+	if raw, found := object["reason"]; found {
+		err = json.Unmarshal(raw, &a.Reason)
+		if err != nil {
+			return fmt.Errorf("error reading 'reason': %w", err)
+		}
+		delete(object, "reason")
+	}
+
 	if raw, found := object["reasoning"]; found {
 		err = json.Unmarshal(raw, &a.Reasoning)
 		if err != nil {
@@ -1525,6 +1575,13 @@ func (a ListRow) MarshalJSON() ([]byte, error) {
 		object["prompt_version"], err = json.Marshal(a.PromptVersion)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'prompt_version': %w", err)
+		}
+	}
+
+	if a.Reason != nil {
+		object["reason"], err = json.Marshal(a.Reason)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reason': %w", err)
 		}
 	}
 
@@ -2362,9 +2419,15 @@ type ClientInterface interface {
 	// GetListResults Every row of a list and its answer, streamed
 	//
 	// Every row in upload order, final or not, streamed from a cursor in
-	// constant memory however long the list. The format
-	// follows `Accept`: `text/csv` (the default, also for `*/*`) or
-	// `application/x-ndjson`. A download that breaks off ends without its
+	// constant memory however long the list. The format follows
+	// `Accept`, q-values included: `text/csv` (the default: no `Accept`,
+	// `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
+	// another name for it; the answer is `application/x-ndjson`). Each
+	// format has the quality of the most specific range that names it
+	// (`text/csv`, `text/*`, `*/*`; `application/x-ndjson` or
+	// `application/jsonl`, `application/*`, `*/*`); `q=0` means not
+	// acceptable, and the higher quality wins: `text/csv;q=0,
+	// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 	// last chunk, never as a short body that looks whole: resume with
 	// `after` set to the last row received.
 	//
@@ -2690,9 +2753,15 @@ func (c *Client) GetList(ctx context.Context, listId ListIdParam, reqEditors ...
 // GetListResults Every row of a list and its answer, streamed
 //
 // Every row in upload order, final or not, streamed from a cursor in
-// constant memory however long the list. The format
-// follows `Accept`: `text/csv` (the default, also for `*/*`) or
-// `application/x-ndjson`. A download that breaks off ends without its
+// constant memory however long the list. The format follows
+// `Accept`, q-values included: `text/csv` (the default: no `Accept`,
+// `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
+// another name for it; the answer is `application/x-ndjson`). Each
+// format has the quality of the most specific range that names it
+// (`text/csv`, `text/*`, `*/*`; `application/x-ndjson` or
+// `application/jsonl`, `application/*`, `*/*`); `q=0` means not
+// acceptable, and the higher quality wins: `text/csv;q=0,
+// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 // last chunk, never as a short body that looks whole: resume with
 // `after` set to the last row received.
 //
@@ -3762,9 +3831,15 @@ type ClientWithResponsesInterface interface {
 	// GetListResultsWithResponse Every row of a list and its answer, streamed
 	//
 	// Every row in upload order, final or not, streamed from a cursor in
-	// constant memory however long the list. The format
-	// follows `Accept`: `text/csv` (the default, also for `*/*`) or
-	// `application/x-ndjson`. A download that breaks off ends without its
+	// constant memory however long the list. The format follows
+	// `Accept`, q-values included: `text/csv` (the default: no `Accept`,
+	// `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
+	// another name for it; the answer is `application/x-ndjson`). Each
+	// format has the quality of the most specific range that names it
+	// (`text/csv`, `text/*`, `*/*`; `application/x-ndjson` or
+	// `application/jsonl`, `application/*`, `*/*`); `q=0` means not
+	// acceptable, and the higher quality wins: `text/csv;q=0,
+	// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 	// last chunk, never as a short body that looks whole: resume with
 	// `after` set to the last row received.
 	//
@@ -3976,6 +4051,8 @@ type CreateClassifyJobResponse struct {
 	ApplicationproblemJSON409 *IdempotencyKeyInFlight
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4017,6 +4094,11 @@ func (r CreateClassifyJobResponse) GetApplicationproblemJSON409() *IdempotencyKe
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateClassifyJobResponse) GetApplicationproblemJSON413() *Problem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateClassifyJobResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -4848,19 +4930,11 @@ type OpenapiResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// YAML200 the response for an HTTP 200 `application/yaml` response
-	YAML200 *struct {
-		Info    map[string]interface{} `json:"info"`
-		Openapi string                 `json:"openapi"`
-		Paths   map[string]interface{} `json:"paths"`
-	}
+	YAML200 *openapi_types.File
 }
 
 // GetYAML200 returns the response for an HTTP 200 `application/yaml` response
-func (r OpenapiResponse) GetYAML200() *struct {
-	Info    map[string]interface{} `json:"info"`
-	Openapi string                 `json:"openapi"`
-	Paths   map[string]interface{} `json:"paths"`
-} {
+func (r OpenapiResponse) GetYAML200() *openapi_types.File {
 	return r.YAML200
 }
 
@@ -5229,9 +5303,15 @@ func (c *ClientWithResponses) GetListWithResponse(ctx context.Context, listId Li
 // GetListResultsWithResponse Every row of a list and its answer, streamed
 //
 // Every row in upload order, final or not, streamed from a cursor in
-// constant memory however long the list. The format
-// follows `Accept`: `text/csv` (the default, also for `*/*`) or
-// `application/x-ndjson`. A download that breaks off ends without its
+// constant memory however long the list. The format follows
+// `Accept`, q-values included: `text/csv` (the default: no `Accept`,
+// `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
+// another name for it; the answer is `application/x-ndjson`). Each
+// format has the quality of the most specific range that names it
+// (`text/csv`, `text/*`, `*/*`; `application/x-ndjson` or
+// `application/jsonl`, `application/*`, `*/*`); `q=0` means not
+// acceptable, and the higher quality wins: `text/csv;q=0,
+// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 // last chunk, never as a short body that looks whole: resume with
 // `after` set to the last row received.
 //
@@ -5468,6 +5548,13 @@ func ParseCreateClassifyJobResponse(rsp *http.Response) (*CreateClassifyJobRespo
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Problem
@@ -6283,11 +6370,7 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "yaml") && rsp.StatusCode == 200:
-		var dest struct {
-			Info    map[string]interface{} `json:"info"`
-			Openapi string                 `json:"openapi"`
-			Paths   map[string]interface{} `json:"paths"`
-		}
+		var dest openapi_types.File
 		if err := yaml.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
