@@ -75,7 +75,7 @@ func Run(ctx context.Context, args []string, s Streams, wiring Wiring) int {
 		fmt.Fprintln(s.Stderr, `Run "domainclass --help" for usage.`)
 		return exitUsage
 	default:
-		fmt.Fprintf(s.Stderr, "domainclass: %s\n", oneLine(err))
+		fmt.Fprintf(s.Stderr, "domainclass: %s%s\n", oneLine(err), hint(err))
 		return exitFailure
 	}
 }

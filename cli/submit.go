@@ -107,6 +107,17 @@ func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
 	f.StringVar(key, "api-key", getenv(environ, "DOMAINCLASS_API_KEY"), "your API key (DOMAINCLASS_API_KEY)")
 }
 
+// hint is what to do about err, when the command line knows better than
+// the error: an API that is not there at all is started, or looked for
+// elsewhere.
+func hint(err error) string {
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		return "; start one with `go tool task up` (or `domainclass all`), or give its address with --url or DOMAINCLASS_URL"
+	}
+	return ""
+}
+
 // getenv is the value of name in environ, "" when it is not set.
 func getenv(environ []string, name string) string {
 	for _, kv := range slices.Backward(environ) {
