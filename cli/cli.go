@@ -21,11 +21,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of every command.
+// Exit codes of every command. exitRowsFailed is the waiting commands'
+// (submit --wait, lists wait, lists retry --wait): the work ended and its
+// results were written, but some rows FAILED, as curl --fail tells an
+// answer from an error; REJECTED rows (refused at upload, and reported
+// then) do not count.
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitOK         = 0
+	exitFailure    = 1
+	exitUsage      = 2
+	exitRowsFailed = 3
 )
 
 // usageError is a mistake in the command line: exit code 2.
@@ -34,6 +39,12 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// rowsFailedError is work that ended with rows FAILED (a job or list given
+// up included), its results written: exit code 3.
+type rowsFailedError struct{ msg string }
+
+func (e *rowsFailedError) Error() string { return e.msg }
 
 // Streams are a command line's environment and standard streams.
 type Streams struct {
@@ -54,7 +65,8 @@ type base struct {
 }
 
 // Run runs one command line and returns its exit code: 0 on success, 2 on
-// a usage error, 1 on a failure, with one clear line on stderr.
+// a usage error, 1 on a failure, with one clear line on stderr; 3 when
+// waited-for work ended with rows FAILED.
 func Run(ctx context.Context, args []string, s Streams, wiring Wiring) int {
 	stdout := s.Stdout
 	if isTerminal(stdout) {
@@ -66,10 +78,16 @@ func Run(ctx context.Context, args []string, s Streams, wiring Wiring) int {
 	root.SetOut(stdout)
 	root.SetErr(s.Stderr)
 	err := root.ExecuteContext(ctx)
-	var uerr *usageError
+	var (
+		uerr   *usageError
+		failed *rowsFailedError
+	)
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &failed):
+		fmt.Fprintf(s.Stderr, "domainclass: %s\n", oneLine(err))
+		return exitRowsFailed
 	case errors.As(err, &uerr):
 		fmt.Fprintf(s.Stderr, "domainclass: %s\n", uerr.msg)
 		fmt.Fprintln(s.Stderr, `Run "domainclass --help" for usage.`)
