@@ -290,6 +290,8 @@ func TestLists(t *testing.T) {
 			`(?m)^ended\s+\d{4}-`, `(?m)^rows\s+3 \(1 distinct domains\)$`,
 			`(?m)^done\s+3/3: 2 completed, 0 failed, 1 rejected, 0 cancelled$`,
 			`(?m)^answered by\s+override 0, cache 0, model 2$`,
+			// test-model has no price: unknown, as the dry run says, not $0.00 (issue 36)
+			`(?m)^model cost\s+unknown \(no price for the model\)$`,
 			`(?m)^results\s+` + regexp.QuoteMeta(e.api.APIURL()+"/lists/"+id+"/results") + `$`} {
 			require.Regexp(t, re, out)
 		}
