@@ -46,12 +46,16 @@ type rowsFailedError struct{ msg string }
 
 func (e *rowsFailedError) Error() string { return e.msg }
 
-// Streams are a command line's environment and standard streams.
+// Streams are a command line's environment and standard streams, and the
+// binary's version.
 type Streams struct {
 	Environ []string
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// Version is the binary's (main.Version, set at build time); "" or
+	// "dev" when it was not set, and `version` reads the build's own.
+	Version string
 }
 
 // base is what every command has from Run: the environment, the streams
@@ -62,6 +66,7 @@ type base struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	wiring  Wiring
+	version string
 }
 
 // Run runs one command line and returns its exit code: 0 on success, 2 on
@@ -72,7 +77,8 @@ func Run(ctx context.Context, args []string, s Streams, wiring Wiring) int {
 	if isTerminal(stdout) {
 		stdout = &terminalWriter{w: stdout}
 	}
-	root := newRootCommand(&base{environ: s.Environ, stdin: s.Stdin, stdout: stdout, stderr: s.Stderr, wiring: wiring})
+	root := newRootCommand(&base{environ: s.Environ, stdin: s.Stdin, stdout: stdout, stderr: s.Stderr, wiring: wiring,
+		version: s.Version})
 	root.SetArgs(args)
 	root.SetIn(s.Stdin)
 	root.SetOut(stdout)
@@ -119,6 +125,8 @@ func newRootCommand(c *base) *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.Version = versionText(c.version) // --version
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		c.migrateCommand(),
 		c.rolesCommand(),
@@ -133,6 +141,7 @@ func newRootCommand(c *base) *cobra.Command {
 		c.submitCommand(),
 		c.listsCommand(),
 		c.evalCommand(),
+		c.versionCommand(),
 	)
 	return root
 }

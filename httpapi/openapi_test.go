@@ -440,6 +440,8 @@ func TestOpenAPI(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
 		call(b.url, "GET", path, "")
 	}
+	call(b.url, "HEAD", "/healthz", "")
+	call(b.url, "HEAD", "/readyz", "")
 	// The caller: without a budget, with one (and a list over it), and
 	// without a key.
 	call(b.url, "GET", "/callers/me", "", "Authorization", auth)
@@ -488,6 +490,7 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/domains/classify", `{"domains": ["a.com"]}`},
 		{"GET", "/domains/classify/" + uuid.NewString(), ""},
 		{"GET", "/readyz", ""},
+		{"HEAD", "/readyz", ""},
 		{"GET", "/callers/me", ""},
 	} {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, "Authorization", "Bearer "+unavailable.keyA).StatusCode)

@@ -2243,6 +2243,13 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// HealthzHead The process is up, without a body
+	//
+	// As GET, without the body (what load balancers and `curl -I` send).
+	//
+	// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+	HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListLists The caller's lists, newest first
 	//
 	// Every list the caller (the API key's) sent, newest first, a page at
@@ -2392,6 +2399,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadyzHead Postgres answers, without a body
+	//
+	// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+	//
+	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+	ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetCallerMe The caller, its limits and its daily model budget
@@ -2511,6 +2525,23 @@ func (c *Client) GetClassifyJob(ctx context.Context, jobId JobIdParam, reqEditor
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HealthzHead The process is up, without a body
+//
+// As GET, without the body (what load balancers and `curl -I` send).
+//
+// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+func (c *Client) HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHealthzHeadRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2781,6 +2812,23 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// ReadyzHead Postgres answers, without a body
+//
+// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+//
+// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+func (c *Client) ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadyzHeadRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewGetCallerMeRequest constructs an http.Request for the GetCallerMe method
 func NewGetCallerMeRequest(server string) (*http.Request, error) {
 	var err error
@@ -2955,6 +3003,33 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewHealthzHeadRequest constructs an http.Request for the HealthzHead method
+func NewHealthzHeadRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/healthz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3518,6 +3593,33 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewReadyzHeadRequest constructs an http.Request for the ReadyzHead method
+func NewReadyzHeadRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3636,6 +3738,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
+
+	// HealthzHeadWithResponse The process is up, without a body
+	//
+	// As GET, without the body (what load balancers and `curl -I` send).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+	HealthzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error)
 
 	// ListListsWithResponse The caller's lists, newest first
 	//
@@ -3804,6 +3915,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+
+	// ReadyzHeadWithResponse Postgres answers, without a body
+	//
+	// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+	ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error)
 }
 
 // GetCallerMeResponse401Headers the declared response headers of an HTTP 401 response for GetCallerMe
@@ -4167,6 +4287,40 @@ func (r HealthzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HealthzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type HealthzHeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r HealthzHeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HealthzHeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HealthzHeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HealthzHeadResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4963,6 +5117,47 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ReadyzHeadResponse503Headers the declared response headers of an HTTP 503 response for ReadyzHead
+type ReadyzHeadResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReadyzHeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzHeadResponse503Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ReadyzHeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReadyzHeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReadyzHeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReadyzHeadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetCallerMeWithResponse The caller, its limits and its daily model budget
 //
 // Who the API key is, its request limits, and its daily model budget
@@ -5072,6 +5267,21 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseHealthzResponse(rsp)
+}
+
+// HealthzHeadWithResponse The process is up, without a body
+//
+// As GET, without the body (what load balancers and `curl -I` send).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+func (c *ClientWithResponses) HealthzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error) {
+	rsp, err := c.HealthzHead(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHealthzHeadResponse(rsp)
 }
 
 // ListListsWithResponse The caller's lists, newest first
@@ -5306,6 +5516,21 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ReadyzHeadWithResponse Postgres answers, without a body
+//
+// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+func (c *ClientWithResponses) ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error) {
+	rsp, err := c.ReadyzHead(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadyzHeadResponse(rsp)
 }
 
 // ParseGetCallerMeResponse parses an HTTP response from a GetCallerMeWithResponse call
@@ -5631,6 +5856,22 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseHealthzHeadResponse parses an HTTP response from a HealthzHeadWithResponse call
+func ParseHealthzHeadResponse(rsp *http.Response) (*HealthzHeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HealthzHeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
 	}
 
 	return response, nil
@@ -6331,6 +6572,35 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReadyzHeadResponse parses an HTTP response from a ReadyzHeadWithResponse call
+func ParseReadyzHeadResponse(rsp *http.Response) (*ReadyzHeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReadyzHeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReadyzHeadResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
