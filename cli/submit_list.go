@@ -190,6 +190,9 @@ func printEstimate(w io.Writer, est *wire.ListEstimate, asJSON bool) error {
 	} {
 		fmt.Fprintf(tw, "%s\t%v\n", line[0], line[1])
 	}
+	if est.Basis.Summary != "" { // what bounds the standard tier's time, and which setting raises it
+		fmt.Fprintf(tw, "time basis\t%s\n", printable(est.Basis.Summary))
+	}
 	return tw.Flush()
 }
 

@@ -41,7 +41,7 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		}
 		est.Fresh = est.Domains - est.Overridden - est.Cached
 		est.ModelCalls = est.Fresh
-		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
+		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep, rowsWindow, rowsMinMeasured)
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,9 @@ func TestSubmitList(t *testing.T) {
 		want := []string{`rows\s+15`, `domains\s+13`, `duplicates\s+1`, `rejected\s+1`, `overridden\s+1`, `cached\s+0`, `fresh\s+12`,
 			`model calls\s+12`, `model\s+test-model`,
 			`standard\s+unknown \(no price for model test-model\), (about \S+|under a second)  \(this list\)`,
-			`economy\s+unknown \(no price for model test-model\), within 24 hours \(Batch API\)`}
+			`economy\s+unknown \(no price for model test-model\), within 24 hours \(Batch API\)`,
+			// What bounds the time, in words, not only in the JSON's basis (issue 36).
+			`time basis\s+LLM_MAX_CONCURRENCY=8 bounds the model: .* \(no model call measured yet; assuming 1 s a call\); raise LLM_MAX_CONCURRENCY.*`}
 		require.Len(t, lines, len(want), out)
 		for i, re := range want {
 			require.Regexp(t, "^"+re+"$", lines[i])

@@ -53,6 +53,30 @@ func (e BudgetMode) Valid() bool {
 	}
 }
 
+// Defines values for EstimateBound.
+const (
+	Concurrency EstimateBound = "concurrency"
+	Measured    EstimateBound = "measured"
+	Rate        EstimateBound = "rate"
+	Rows        EstimateBound = "rows"
+)
+
+// Valid indicates whether the value is a known member of the EstimateBound enum.
+func (e EstimateBound) Valid() bool {
+	switch e {
+	case Concurrency:
+		return true
+	case Measured:
+		return true
+	case Rate:
+		return true
+	case Rows:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -447,18 +471,42 @@ type DomainInput struct {
 
 // EstimateBasis What the standard tier's `estimated_seconds` was computed from.
 type EstimateBasis struct {
+	// Bound What bounds an estimate's time: `measured`, the model answers a
+	// second measured; `concurrency`, a worker process's
+	// `LLM_MAX_CONCURRENCY` calls in flight of `seconds_per_call`;
+	// `rate`, its `LLM_RATE_PER_MINUTE`; `rows`, the rows a second.
+	Bound EstimateBound `json:"bound"`
+
+	// CallsSampled Recent model calls `seconds_per_call` comes from; 0 when no model call was measured yet.
+	CallsSampled int `json:"calls_sampled"`
+
 	// ListsSharing Lists not yet ended, with rows left, that the capacity is shared with.
 	ListsSharing int `json:"lists_sharing"`
 
-	// Measured true: measured from its answers while lists ran in the last 15 minutes; false: from the configured model concurrency, rate and recent latency of one worker process.
+	// Measured true: measured from its answers while lists ran, and the model answered, in the last 15 minutes; false: from the configured model concurrency and rate of one worker process, with calls of `seconds_per_call`.
 	Measured bool `json:"measured"`
 
 	// ModelAnswersPerSecond Fresh domains the deployment answers a second.
 	ModelAnswersPerSecond float32 `json:"model_answers_per_second"`
 
-	// RowsPerSecond Rows a second the CPU allows (the API host's cores at about 8 ms a row).
+	// RowsMeasured true: as the lists of the last day answered without the model; false: at about 4 ms of CPU a row on the API host's cores.
+	RowsMeasured bool `json:"rows_measured"`
+
+	// RowsPerSecond Rows a second the deployment answers, model or not.
 	RowsPerSecond float32 `json:"rows_per_second"`
+
+	// SecondsPerCall A fresh domain's time (the model call and the search) that the configured bounds are applied to; the median of the last `calls_sampled` model calls, or, with none measured yet, an assumed 1 s a call.
+	SecondsPerCall float32 `json:"seconds_per_call"`
+
+	// Summary The basis in a sentence, for people, naming the setting that would make the list faster.
+	Summary string `json:"summary"`
 }
+
+// EstimateBound What bounds an estimate's time: `measured`, the model answers a
+// second measured; `concurrency`, a worker process's
+// `LLM_MAX_CONCURRENCY` calls in flight of `seconds_per_call`;
+// `rate`, its `LLM_RATE_PER_MINUTE`; `rows`, the rows a second.
+type EstimateBound string
 
 // EvidenceItem One page the model was shown.
 type EvidenceItem struct {
@@ -577,9 +625,10 @@ type ListEstimate struct {
 	// EstimatedSeconds The slower of the model's time (fresh domains at the model
 	// answers a second this deployment gave while lists ran in the
 	// last 15 minutes, or else at what the configured bounds of one
-	// worker process allow) and the CPU's (every row at about 8 ms of
-	// service and Postgres CPU), each counting the work of the lists
-	// not yet ended that the capacity is shared with; see `basis`.
+	// worker process allow) and the rows' (every row at the rate
+	// recent lists answered rows without the model, or at about 4 ms of
+	// CPU), each counting the work of the lists not yet ended that the
+	// capacity is shared with; see `basis`.
 	EstimatedSeconds float64 `json:"estimated_seconds"`
 
 	// Fresh Domains that need a search and a model call.
