@@ -92,6 +92,8 @@ type Main struct {
 	// limited bounds the worker's model calls; Close stops it first.
 	limited     *llm.Limited
 	stopTracing func(context.Context) error
+	// outage collapses a database outage's lines (logging.go).
+	outage *outageLog
 }
 
 // NewMain returns a Main for role with cfg.
@@ -114,6 +116,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
+	// An outage of the database reads as a few lines (logging.go), from
+	// River's and ours alike: the logger every part of the process gets.
+	m.outage = newOutageLog(m.Logger.Handler())
+	m.Logger = slog.New(m.outage.handler())
 	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
 		return err
 	}
@@ -129,6 +135,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openPools(ctx, pgTracer); err != nil {
 		return err
 	}
+	m.outage.watch(m.DB.Ping)
 
 	m.Metrics = prometheus.NewRegistry()
 	m.Metrics.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -481,6 +488,9 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()
+	}
+	if m.outage != nil {
+		m.outage.Close() // before the pools: no probe of a closed pool
 	}
 	if m.ListDB != nil {
 		m.ListDB.Close()

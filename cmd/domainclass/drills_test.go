@@ -64,6 +64,7 @@ var drills = []struct {
 	{"ScaleTokens", drillScaleTokens},
 	{"BudgetWorkerKilled", drillBudgetWorkerKilled},
 	{"CallerAtBudget", drillCallerAtBudget},
+	{"DatabaseOutageLog", drillDatabaseOutageLog},
 }
 
 func TestDrills(t *testing.T) {
