@@ -21,11 +21,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of every command.
+// Exit codes of every command. exitRowsFailed is the waiting commands'
+// (submit --wait, lists wait, lists retry --wait): the work ended and its
+// results were written, but some rows FAILED, as curl --fail tells an
+// answer from an error; REJECTED rows (refused at upload, and reported
+// then) do not count.
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitOK         = 0
+	exitFailure    = 1
+	exitUsage      = 2
+	exitRowsFailed = 3
 )
 
 // usageError is a mistake in the command line: exit code 2.
@@ -35,12 +40,22 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
-// Streams are a command line's environment and standard streams.
+// rowsFailedError is work that ended with rows FAILED (a job or list given
+// up included), its results written: exit code 3.
+type rowsFailedError struct{ msg string }
+
+func (e *rowsFailedError) Error() string { return e.msg }
+
+// Streams are a command line's environment and standard streams, and the
+// binary's version.
 type Streams struct {
 	Environ []string
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// Version is the binary's (main.Version, set at build time); "" or
+	// "dev" when it was not set, and `version` reads the build's own.
+	Version string
 }
 
 // base is what every command has from Run: the environment, the streams
@@ -51,31 +66,40 @@ type base struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	wiring  Wiring
+	version string
 }
 
 // Run runs one command line and returns its exit code: 0 on success, 2 on
-// a usage error, 1 on a failure, with one clear line on stderr.
+// a usage error, 1 on a failure, with one clear line on stderr; 3 when
+// waited-for work ended with rows FAILED.
 func Run(ctx context.Context, args []string, s Streams, wiring Wiring) int {
 	stdout := s.Stdout
 	if isTerminal(stdout) {
 		stdout = &terminalWriter{w: stdout}
 	}
-	root := newRootCommand(&base{environ: s.Environ, stdin: s.Stdin, stdout: stdout, stderr: s.Stderr, wiring: wiring})
+	root := newRootCommand(&base{environ: s.Environ, stdin: s.Stdin, stdout: stdout, stderr: s.Stderr, wiring: wiring,
+		version: s.Version})
 	root.SetArgs(args)
 	root.SetIn(s.Stdin)
 	root.SetOut(stdout)
 	root.SetErr(s.Stderr)
 	err := root.ExecuteContext(ctx)
-	var uerr *usageError
+	var (
+		uerr   *usageError
+		failed *rowsFailedError
+	)
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &failed):
+		fmt.Fprintf(s.Stderr, "domainclass: %s\n", oneLine(err))
+		return exitRowsFailed
 	case errors.As(err, &uerr):
 		fmt.Fprintf(s.Stderr, "domainclass: %s\n", uerr.msg)
 		fmt.Fprintln(s.Stderr, `Run "domainclass --help" for usage.`)
 		return exitUsage
 	default:
-		fmt.Fprintf(s.Stderr, "domainclass: %s\n", oneLine(err))
+		fmt.Fprintf(s.Stderr, "domainclass: %s%s\n", oneLine(err), hint(err))
 		return exitFailure
 	}
 }
@@ -101,6 +125,8 @@ func newRootCommand(c *base) *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.Version = versionText(c.version) // --version
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		c.migrateCommand(),
 		c.rolesCommand(),
@@ -115,6 +141,7 @@ func newRootCommand(c *base) *cobra.Command {
 		c.submitCommand(),
 		c.listsCommand(),
 		c.evalCommand(),
+		c.versionCommand(),
 	)
 	return root
 }

@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -83,5 +85,29 @@ func TestOnlyTheServiceCommandsReadTheConfiguration(t *testing.T) {
 		require.Equal(t, exitFailure, code, args)
 		require.Equal(t, "domainclass: no configuration in this test\n", stderr, args)
 		require.Equal(t, int32(1), wired, args)
+	}
+}
+
+// TestNoServiceSaysHowToStartOne (issue 36, a new user): submit against an
+// address where nothing listens fails within seconds, saying what is
+// missing and how to start it, instead of retrying for minutes.
+func TestNoServiceSaysHowToStartOne(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	for _, args := range [][]string{{"submit", "acme.com"}, {"submit", "--list", "--dry-run", "acme.com"},
+		{"lists", "status", "0190e3c1-0000-7000-8000-000000000000"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var out, errOut strings.Builder
+		start := time.Now()
+		code := Run(ctx, args, Streams{Environ: []string{"DOMAINCLASS_URL=" + url}, Stdin: strings.NewReader(""), Stdout: &out,
+			Stderr: &errOut}, nil)
+		cancel()
+		require.Less(t, time.Since(start), 5*time.Second, args)
+		require.Equal(t, exitFailure, code, args)
+		require.Equal(t, "domainclass: no service at "+url+" (connection refused); start one with `go tool task up` "+
+			"(or `domainclass all`), or give its address with --url or DOMAINCLASS_URL\n", errOut.String(), args)
 	}
 }

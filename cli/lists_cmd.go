@@ -168,6 +168,17 @@ func (o *listsResults) Run(ctx context.Context) error {
 	return o.writeListResults(ctx, o.apiClient(o.api.url, o.api.key), o.args[0], o.out, opts)
 }
 
+// listCost is what a list's model calls cost, or "unknown" when the model
+// answered rows and nothing was charged: the price table does not list the
+// model (a listed model's call costs more than the micro-dollar cost_usd
+// is rounded to), as the dry run says "unknown" for it, not $0.00.
+func listCost(s *wire.ListStatus) string {
+	if s.CostUSD == 0 && s.Progress.LLM > 0 {
+		return "unknown (no price for the model)"
+	}
+	return usd(s.CostUSD)
+}
+
 // printListStatus prints a list's status as a block to read, or as JSON.
 func printListStatus(w io.Writer, s *wire.ListStatus, baseURL string, asJSON bool) error {
 	if asJSON {
@@ -198,7 +209,7 @@ func printListStatus(w io.Writer, s *wire.ListStatus, baseURL string, asJSON boo
 	}
 	fmt.Fprintf(tw, "answered by\toverride %d, cache %d, model %d%s\n", p.Override, p.Cache, p.LLM, known)
 	fmt.Fprintf(tw, "tier\t%s\n", s.Tier)
-	fmt.Fprintf(tw, "model cost\t%s\n", usd(s.CostUSD))
+	fmt.Fprintf(tw, "model cost\t%s\n", listCost(s))
 	fmt.Fprintf(tw, "results\t%s%s\n", baseURL, s.ResultsURL)
 	if s.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", s.Error)

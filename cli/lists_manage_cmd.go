@@ -32,8 +32,9 @@ type waitOptions struct {
 // waitList waits for list id to end, showing its progress on one line of
 // stderr (why the API is retried shows on it too, however long that
 // lasts), then writes its results (into o.out, whole, or to stdout). It
-// fails when the list did not complete, and says how to wait again when
-// the wait is cut short.
+// fails when the list did not complete (a rowsFailedError when it ended
+// with rows FAILED), and says how to wait again when the wait is cut
+// short.
 func (c *base) waitList(ctx context.Context, api *client.Client, id string, o waitOptions) error {
 	progress := newProgress(c.stderr, "rows")
 	onRetry := api.OnRetry
@@ -57,12 +58,13 @@ func (c *base) waitList(ctx context.Context, api *client.Client, id string, o wa
 	}
 	switch {
 	case st.Status == classifier.StatusFailed:
-		return fmt.Errorf("list %s failed: %s; queue its rows again with \"domainclass lists retry %s\"", st.ListID, st.Error, st.ListID)
+		return &rowsFailedError{fmt.Sprintf("list %s failed: %s; queue its rows again with \"domainclass lists retry %s\"",
+			st.ListID, st.Error, st.ListID)}
 	case st.Status == classifier.StatusCancelled:
 		return fmt.Errorf("list %s was cancelled", st.ListID)
 	case p.Failed > 0:
-		fmt.Fprintf(c.stderr, "%d rows FAILED (the reason of each is in its error column); queue them again with \"domainclass lists retry %s\"\n",
-			p.Failed, st.ListID)
+		return &rowsFailedError{fmt.Sprintf("%d rows FAILED (the reason of each is in its error column); queue them again with \"domainclass lists retry %s\"",
+			p.Failed, st.ListID)}
 	}
 	return nil
 }
@@ -109,6 +111,7 @@ func (c *base) listsWaitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait LIST_ID [--out FILE] [--ndjson]",
 		Short: "wait for a list to end, showing progress, then write its results (as submit --wait does)",
+		Long:  "wait waits for a list to end, showing progress, then writes its results (as submit --wait does).\n\n" + waitExitStatus,
 	}
 	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
 	waitFlags(cmd, &o.wait, "")
@@ -140,6 +143,8 @@ func (c *base) listsRetryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retry LIST_ID [--wait [--out FILE]]",
 		Short: "queue a list's FAILED and never-answered rows again (once it has ended); safe to repeat",
+		Long: "retry queues a list's FAILED and never-answered rows again (once it has ended); safe to repeat.\n\n" +
+			waitExitStatus,
 	}
 	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
 	f := cmd.Flags()

@@ -44,7 +44,8 @@ func (c *base) submitCommand() *cobra.Command {
 		Long: "submit sends domains to the API and, with --wait, shows progress until they are answered.\n\n" +
 			"Up to 10 distinct domains go as jobs: every input is checked first, and nothing is sent if one would be refused.\n" +
 			"More (or --list) go as one list: --file is sent as it is (CSV when its first line has a comma, one domain\n" +
-			"per line otherwise), and rows that are not domains come back REJECTED in the results.",
+			"per line otherwise), and rows that are not domains come back REJECTED in the results.\n\n" +
+			waitExitStatus,
 	}
 	f := cmd.Flags()
 	apiFlags(cmd, c.environ, &o.api.url, &o.api.key)
@@ -63,6 +64,13 @@ func (c *base) submitCommand() *cobra.Command {
 	f.DurationVar(&o.poll, "poll", time.Second, "with --wait: how often to ask for progress")
 	return command(cmd, o)
 }
+
+// waitExitStatus is the --help of the commands that wait for work: what
+// their exit status tells a script.
+const waitExitStatus = "Exit status: 0 when the work ended with every row answered (rows REJECTED at upload, reported then,\n" +
+	"do not count); 3 when it ended with rows FAILED (a job or list given up included): the results are written\n" +
+	"all the same; 1 on an error (the API refused or could not be reached, a list was cancelled, Ctrl-C);\n" +
+	"2 on a usage error. Without --wait, 0 once the work was accepted."
 
 // Validate refuses flags that contradict each other before anything is
 // read or sent.
@@ -105,6 +113,17 @@ func apiFlags(cmd *cobra.Command, environ []string, url, key *string) {
 	f := cmd.Flags()
 	f.StringVar(url, "url", cmp.Or(getenv(environ, "DOMAINCLASS_URL"), "http://127.0.0.1:8080"), "the API's base URL (DOMAINCLASS_URL)")
 	f.StringVar(key, "api-key", getenv(environ, "DOMAINCLASS_API_KEY"), "your API key (DOMAINCLASS_API_KEY)")
+}
+
+// hint is what to do about err, when the command line knows better than
+// the error: an API that is not there at all is started, or looked for
+// elsewhere.
+func hint(err error) string {
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		return "; start one with `go tool task up` (or `domainclass all`), or give its address with --url or DOMAINCLASS_URL"
+	}
+	return ""
 }
 
 // getenv is the value of name in environ, "" when it is not set.
@@ -192,13 +211,24 @@ func (o *submitOptions) submitJobs(ctx context.Context, inputs []string, src *do
 		return err
 	}
 	var failed []string
+	rows := 0
 	for _, r := range reports {
 		if r.Status == classifier.StatusFailed {
 			failed = append(failed, fmt.Sprintf("job %s failed: %s", r.JobID, r.Error))
+			continue
+		}
+		for _, res := range r.Results {
+			if res.Status == classifier.StatusFailed {
+				rows++
+			}
 		}
 	}
+	if rows > 0 {
+		failed = append(failed, fmt.Sprintf("%d of %d domains FAILED (the reason of each is in its error column); "+
+			"submit them again to ask again", rows, len(domains)))
+	}
 	if len(failed) > 0 {
-		return errors.New(strings.Join(failed, "; "))
+		return &rowsFailedError{strings.Join(failed, "; ")}
 	}
 	return nil
 }

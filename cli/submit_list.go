@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,7 +34,7 @@ func (o *submitOptions) submitList(ctx context.Context, args []string, src *doma
 	if o.dryRun {
 		est, err := api.EstimateList(ctx, open, opts)
 		if err != nil {
-			return err
+			return inFlagWords(err)
 		}
 		return printEstimate(o.stdout, est, o.asJSON)
 	}
@@ -48,7 +49,7 @@ func (o *submitOptions) submitList(ctx context.Context, args []string, src *doma
 		if ctx.Err() != nil {
 			return errors.New("interrupted while sending the list")
 		}
-		return err
+		return inFlagWords(err)
 	}
 	printAccepted(o.stderr, a)
 	if !o.wait {
@@ -61,6 +62,28 @@ func (o *submitOptions) submitList(ctx context.Context, args []string, src *doma
 	}
 	return o.waitList(ctx, api, a.ListID, waitOptions{out: o.out, ndjson: o.ndjson || o.asJSON, poll: o.poll})
 }
+
+// inFlagWords is err with the API's names of a CSV's columns (its query
+// parameters ?domain_column= and ?ref_column=) said as the flags that set
+// them, for the problems that name them: a user of submit has never seen
+// the query.
+func inFlagWords(err error) error {
+	var perr *client.ProblemError
+	if !errors.As(err, &perr) {
+		return err
+	}
+	switch t := perr.Problem.Type; {
+	case strings.HasSuffix(t, "/problems/no-domain-column"), strings.HasSuffix(t, "/problems/no-ref-column"):
+	default:
+		return err
+	}
+	said := *perr
+	said.Problem.Detail = flagWords.Replace(perr.Problem.Detail)
+	return &said
+}
+
+var flagWords = strings.NewReplacer("?domain_column=", "--domain-column", "(domain_column)", "(--domain-column)",
+	"?ref_column=", "--ref-column", "(ref_column)", "(--ref-column)")
 
 // printAccepted says what the API made of an upload: its counts, and a
 // sample of the rows it rejected.
@@ -166,6 +189,9 @@ func printEstimate(w io.Writer, est *wire.ListEstimate, asJSON bool) error {
 		{"economy", cost(economy) + ", within 24 hours (Batch API)" + mark[classifier.TierEconomy]},
 	} {
 		fmt.Fprintf(tw, "%s\t%v\n", line[0], line[1])
+	}
+	if est.Basis.Summary != "" { // what bounds the standard tier's time, and which setting raises it
+		fmt.Fprintf(tw, "time basis\t%s\n", printable(est.Basis.Summary))
 	}
 	return tw.Flush()
 }

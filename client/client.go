@@ -4,7 +4,8 @@
 //
 // It does what a caller would otherwise write again: it retries with the
 // same Idempotency-Key when the network fails or the API asks to wait (429,
-// 503), rides out an API that is down while waiting for work to end,
+// 503), rides out an API that is down while waiting for work to end, says
+// at once when there is no API at BaseURL at all (UnreachableError),
 // uploads lists gzipped, streams a list's results to a writer, and turns
 // every error answer into a *ProblemError carrying the RFC 9457 problem.
 //
@@ -21,10 +22,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier/netguard"
@@ -46,6 +51,11 @@ type Client struct {
 	RetryFor time.Duration
 	// OnRetry, when set, is told why a call is retried and after how long.
 	OnRetry func(reason string, wait time.Duration)
+
+	// reached is set once a request of this client got a connection to
+	// BaseURL: from then on, a connection refused is a restart of the API
+	// and is retried, and before it, there is no API to wait for.
+	reached atomic.Bool
 }
 
 // New returns a client of the API at baseURL.
@@ -79,6 +89,44 @@ func (e *ProblemError) Error() string {
 	}
 	return e.Status + ": " + msg
 }
+
+// UnreachableError is a call whose request never reached the API, made
+// before any request of the client did: no connection to BaseURL could be
+// made (refused, no such host, no connection within connectTimeout). It is
+// not retried: nothing was sent, and nothing at that address is likely to
+// answer in the next minutes. Once the client has reached the API, a
+// connection refused is retried as the API restarting.
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("no service at %s (%s)", e.URL, connectCause(e.Err))
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// connectCause says in a few words why a connection could not be made.
+func connectCause(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return "no such host " + dnsErr.Name
+	case errors.Is(err, errNoConnection):
+		return errNoConnection.Error()
+	}
+	return unwrapURLError(err).Error()
+}
+
+// connectTimeout bounds the wait for a first connection to the API: a
+// host that drops the packets would otherwise hold the call for the
+// dialer's 30 s and then, like a refusal, for the retries'.
+const connectTimeout = 10 * time.Second
+
+var errNoConnection = fmt.Errorf("no connection within %s", connectTimeout)
 
 // RetriesExhaustedError is a call given up after RetryFor of retries: the
 // API was unavailable (503, 429) or unreachable all along.
@@ -193,10 +241,27 @@ func (c *Client) once(ctx context.Context, x *exchange) (wait time.Duration, rea
 		body = rc
 	}
 	reqCtx := ctx
+	// Whether this request got a connection: one that did may have reached
+	// the API (and is retried with its Idempotency-Key); one that did not,
+	// before any request of the client did, finds no API there.
+	var connected atomic.Bool
+	first := !c.reached.Load()
+	if first {
+		var cancel context.CancelCauseFunc
+		reqCtx, cancel = context.WithCancelCause(reqCtx)
+		defer cancel(nil)
+		noConn := time.AfterFunc(connectTimeout, func() { cancel(errNoConnection) })
+		defer noConn.Stop()
+		reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
+			noConn.Stop()
+			connected.Store(true)
+			c.reached.Store(true)
+		}})
+	}
 	var stall *time.Timer
 	if x.stream {
 		var cancel context.CancelCauseFunc
-		reqCtx, cancel = context.WithCancelCause(ctx)
+		reqCtx, cancel = context.WithCancelCause(reqCtx)
 		defer cancel(nil)
 		stall = time.AfterFunc(streamIdle, func() { cancel(errStalled) })
 		stall.Stop() // runs only while the answer's body is awaited
@@ -225,6 +290,12 @@ func (c *Client) once(ctx context.Context, x *exchange) (wait time.Duration, rea
 		}
 		if ctx.Err() != nil {
 			return 0, "", ctx.Err()
+		}
+		if first && !connected.Load() {
+			if cause := context.Cause(reqCtx); errors.Is(cause, errNoConnection) {
+				err = cause
+			}
+			return 0, "", &UnreachableError{URL: c.BaseURL, Err: err}
 		}
 		return 0, fmt.Sprintf("cannot reach %s (%v)", c.BaseURL, unwrapURLError(err)), nil
 	}

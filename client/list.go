@@ -285,11 +285,13 @@ func (c *Client) WaitList(ctx context.Context, id string, every time.Duration, p
 
 // transient reports whether err says the API could not be asked now
 // (unavailable, unreachable, a gateway's error), rather than an answer
-// that waiting will not change.
+// that waiting will not change. A wait started before the API (a list
+// accepted earlier, an API restarting) waits for it.
 func transient(err error) bool {
 	var (
-		gaveUp *RetriesExhaustedError
-		perr   *ProblemError
+		gaveUp      *RetriesExhaustedError
+		unreachable *UnreachableError
+		perr        *ProblemError
 	)
 	if errors.As(err, &perr) {
 		switch perr.StatusCode {
@@ -298,7 +300,7 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	return errors.As(err, &gaveUp)
+	return errors.As(err, &gaveUp) || errors.As(err, &unreachable)
 }
 
 // gzipped returns an opener of open's data, gzip-compressed on the fly: a

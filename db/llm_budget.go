@@ -127,3 +127,13 @@ func LLMAccountStated(ctx context.Context, exec DBTX, id string, rpm, tpm int) e
 		WHERE id = $1`, id, rpm, tpm)
 	return translate(err)
 }
+
+// LLMAccountStatedGet returns the limits the provider last stated for
+// account id (0: not stated, or no such account yet).
+func LLMAccountStatedGet(ctx context.Context, exec DBTX, id string) (rpm, tpm int, err error) {
+	err = exec.QueryRow(ctx, `SELECT coalesce(stated_rpm, 0), coalesce(stated_tpm, 0) FROM llm_account WHERE id = $1`, id).Scan(&rpm, &tpm)
+	if err == pgx.ErrNoRows {
+		return 0, 0, nil
+	}
+	return rpm, tpm, translate(err)
+}

@@ -42,7 +42,7 @@ func (s *Server) listEstimate(ctx context.Context, c *gin.Context, cls *classifi
 		est.ModelCalls = est.LLM
 		// The deprecated names, kept one release.
 		est.Overridden, est.Known, est.Cached, est.Fresh = est.Override, est.Override, est.Cache, est.LLM
-		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep)
+		load, err := db.LoadRecent(ctx, tx, throughputWindow, throughputStep, rowsWindow, rowsMinMeasured)
 		if err != nil {
 			return err
 		}

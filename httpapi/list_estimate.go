@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -18,13 +20,21 @@ import (
 // slots). Two resources bound a list, and the slower one decides:
 //
 //   - the model: fresh domains at the model answers a second the
-//     deployment gave while lists ran in the last throughputWindow
-//     (db.LoadRecent), all its worker processes together; without enough
-//     of that, at what the configured bounds allow one worker process
-//     (LLM_MAX_CONCURRENCY calls of the median recent latency at once,
-//     capped by LLM_RATE_PER_MINUTE);
-//   - the CPU: every row, fresh or cached, costs the service and Postgres
-//     about rowCPUSeconds, on Cores CPUs.
+//     deployment gave while lists ran, and the model answered, in the last
+//     throughputWindow (db.LoadRecent; a stall, with no answer, is not
+//     counted), all its worker processes together; without enough of
+//     that, at what the configured bounds allow one worker process
+//     (LLM_MAX_CONCURRENCY calls of the median recent latency at once, or
+//     of DefaultCallSeconds before any call was measured, capped by
+//     LLM_RATE_PER_MINUTE);
+//   - the rows: every row, fresh or cached, at the rows a second the
+//     deployment's recent lists answered without the model
+//     (rowsWindow), or, without one, at about rowCPUSeconds of CPU each on
+//     Cores CPUs.
+//
+// The basis says which of these bounds the time, and its summary says it
+// in a sentence with the setting that raises it (issue 36: a new user's
+// dry run said 3h12m, and only its JSON basis said why).
 //
 // The capacity is shared with the lists not yet ended, evenly (fair share,
 // docs/architecture.md): while ours has work left, each of them takes as
@@ -47,16 +57,29 @@ const (
 	measuredMinAnswers = 20
 )
 
-// rowCPUSeconds is the CPU one row of a list costs the service and
-// Postgres together, however it is answered (looked up, written, its
-// counters updated): 2.5–4.3 ms in the service and 4.2–7.5 ms in Postgres
-// (measured on two cores under load, issue 27); so two free cores finish
-// about 250 rows a second whatever the model does.
-const rowCPUSeconds = 0.008
+// rowCPUSeconds is what one row of a list costs, however it is answered
+// (looked up, written, its counters updated), when no recent list says:
+// a list of 20,000 cached rows ran at 305 rows a second on two cores
+// shared with other work (issue 36), and a new user's idle two cores
+// answered about 1,000 a second; 4 ms a row, 500 a second on two cores, is
+// within 2× of either (issue 27's 8 ms was 4× too slow).
+const rowCPUSeconds = 0.004
 
-// DefaultCallSeconds is the estimate's time for one fresh domain before
-// any model call was measured: search ≈ 0.5–1 s and model ≈ 1.5 s.
-const DefaultCallSeconds = 2.5
+// A measured rate of rows needs recent lists answered without the model:
+// within a day (the CPU a row costs changes with the code and the
+// machine, not by the minute), and together at least a thousand rows.
+const (
+	rowsWindow      = 24 * time.Hour
+	rowsMinMeasured = 1000
+)
+
+// DefaultCallSeconds is the estimate's time for one model call before any
+// was measured (the search's, SearchSeconds, comes on top): small models
+// answer the one-line verdict of a short prompt in about a second (issue
+// 36: the 2.5 s of before, with the search, was ten times a new user's).
+// The model call's timeout (LLM_TIMEOUT) bounds the slowest call, and is
+// no guess of the usual one.
+const DefaultCallSeconds = 1.0
 
 // Estimator is what a list's estimate (the dry run) and a caller's budget
 // check are computed from.
@@ -70,9 +93,9 @@ type Estimator struct {
 	// process (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE).
 	ModelConcurrency   int
 	ModelRatePerMinute int
-	// DefaultCallSeconds is a fresh domain's time before any call was
-	// measured; SearchSeconds the search's share of one (the measured
-	// latency is the model's).
+	// DefaultCallSeconds is a model call's time before any call was
+	// measured; SearchSeconds the search's share of a fresh domain (the
+	// measured latency is the model's), added to either.
 	DefaultCallSeconds float64
 	SearchSeconds      float64
 	// Cores is the CPUs the rows' work shares (the service and Postgres);
@@ -121,8 +144,12 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 		rowWork += math.Min(o.Rows, rows)
 		basis.ListsSharing++
 	}
-	seconds := math.Max(modelWork/basis.ModelAnswersPerSecond, rowWork/basis.RowsPerSecond)
-	seconds = math.Round(seconds*10) / 10
+	modelSeconds, rowSeconds := modelWork/basis.ModelAnswersPerSecond, rowWork/basis.RowsPerSecond
+	if rowSeconds > modelSeconds {
+		basis.Bound = wire.BoundRows
+	}
+	basis.Summary = l.summary(basis)
+	seconds := math.Round(math.Max(modelSeconds, rowSeconds)*10) / 10
 	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
 	if est.LLM == 0 {
 		economy.EstimatedSeconds = seconds
@@ -145,25 +172,87 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 }
 
 // basis is the model answers a second (measured, or from the configured
-// bounds) and the rows a second the CPU allows.
+// bounds, and which of them binds) and the rows a second (measured, or
+// from the CPU a row costs).
 func (l Estimator) basis(stats db.ModelStats, load db.Load) wire.EstimateBasis {
-	var b wire.EstimateBasis
-	if load.BusySeconds >= measuredMinBusy && load.ModelAnswers >= measuredMinAnswers {
-		b.ModelAnswersPerSecond, b.Measured = float64(load.ModelAnswers)/load.BusySeconds, true
-	} else {
-		perCall := l.DefaultCallSeconds
-		if stats.Samples > 0 {
-			perCall = stats.MedianLatency.Seconds() + l.SearchSeconds
-		}
-		// Little's law: C calls in flight of perCall seconds each make
-		// C/perCall a second, unless the rate limit allows fewer.
-		b.ModelAnswersPerSecond = math.Min(float64(l.ModelConcurrency)/math.Max(perCall, 0.001), float64(l.ModelRatePerMinute)/60)
+	b := wire.EstimateBasis{CallsSampled: stats.Samples}
+	perCall := l.DefaultCallSeconds + l.SearchSeconds
+	if stats.Samples > 0 {
+		perCall = stats.MedianLatency.Seconds() + l.SearchSeconds
+	}
+	b.SecondsPerCall = math.Round(perCall*100) / 100
+	// Little's law: C calls in flight of perCall seconds each make
+	// C/perCall a second, unless the rate limit allows fewer.
+	byConcurrency := float64(l.ModelConcurrency) / math.Max(perCall, 0.001)
+	byRate := float64(l.ModelRatePerMinute) / 60
+	switch {
+	case load.BusySeconds >= measuredMinBusy && load.ModelAnswers >= measuredMinAnswers:
+		b.ModelAnswersPerSecond, b.Measured, b.Bound = float64(load.ModelAnswers)/load.BusySeconds, true, wire.BoundMeasured
+	case byRate < byConcurrency:
+		b.ModelAnswersPerSecond, b.Bound = byRate, wire.BoundRate
+	default:
+		b.ModelAnswersPerSecond, b.Bound = byConcurrency, wire.BoundConcurrency
 	}
 	b.ModelAnswersPerSecond = math.Max(b.ModelAnswersPerSecond, 1e-3)
-	cores := l.Cores
-	if cores <= 0 {
-		cores = runtime.NumCPU()
+	if load.RowsAnswered >= rowsMinMeasured && load.RowsSeconds > 0 {
+		b.RowsPerSecond, b.RowsMeasured = float64(load.RowsAnswered)/load.RowsSeconds, true
+	} else {
+		b.RowsPerSecond = float64(l.cores()) / rowCPUSeconds
 	}
-	b.RowsPerSecond = float64(cores) / rowCPUSeconds
 	return b
+}
+
+func (l Estimator) cores() int {
+	if l.Cores > 0 {
+		return l.Cores
+	}
+	return runtime.NumCPU()
+}
+
+// summary says in a sentence what bounds a list's time, and what would
+// raise it: the human text of the estimate, which the CLI prints.
+func (l Estimator) summary(b wire.EstimateBasis) string {
+	var s string
+	assumed := ""
+	if !b.Measured && b.CallsSampled == 0 {
+		assumed = fmt.Sprintf(" (no model call measured yet; assuming %s s a call)", seconds(b.SecondsPerCall))
+	}
+	switch b.Bound {
+	case wire.BoundMeasured:
+		s = fmt.Sprintf("The model: this deployment answered %s fresh domains a second while lists ran in the last %s.",
+			seconds(b.ModelAnswersPerSecond), roughly(throughputWindow))
+	case wire.BoundRate:
+		s = fmt.Sprintf("LLM_RATE_PER_MINUTE=%d bounds the model: %s fresh domains a second for one worker process, where "+
+			"LLM_MAX_CONCURRENCY=%d calls in flight of %s s would make %s%s; raise LLM_RATE_PER_MINUTE (and LLM_ACCOUNT_RPM, "+
+			"the provider account's, when set) to go faster.", l.ModelRatePerMinute, seconds(b.ModelAnswersPerSecond),
+			l.ModelConcurrency, seconds(b.SecondsPerCall), seconds(float64(l.ModelConcurrency)/math.Max(b.SecondsPerCall, 0.001)), assumed)
+	case wire.BoundConcurrency:
+		s = fmt.Sprintf("LLM_MAX_CONCURRENCY=%d bounds the model: calls in flight of %s s each make %s fresh domains a "+
+			"second for one worker process%s; raise LLM_MAX_CONCURRENCY, or run more worker processes, to go faster.",
+			l.ModelConcurrency, seconds(b.SecondsPerCall), seconds(b.ModelAnswersPerSecond), assumed)
+	case wire.BoundRows:
+		how := fmt.Sprintf("at about %s ms of CPU a row on %d cores (no list answered without the model recently to measure)",
+			seconds(rowCPUSeconds*1000), l.cores())
+		if b.RowsMeasured {
+			how = "as the lists of the last day answered without the model did"
+		}
+		s = fmt.Sprintf("The rows bound it, not the model: %s rows a second, %s.", seconds(b.RowsPerSecond), how)
+	}
+	switch {
+	case b.ListsSharing == 1:
+		s += " Shared evenly with 1 other list not yet ended."
+	case b.ListsSharing > 1:
+		s += fmt.Sprintf(" Shared evenly with %d other lists not yet ended.", b.ListsSharing)
+	}
+	return s
+}
+
+// seconds is v with at most two decimals, as people write it: 1, 0.25, 4.8.
+func seconds(v float64) string {
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+}
+
+// roughly is a window as people say it: 15 minutes.
+func roughly(d time.Duration) string {
+	return fmt.Sprintf("%d minutes", int(d.Minutes()))
 }

@@ -94,20 +94,68 @@ func TestListEstimateTime(t *testing.T) {
 		require.Equal(t, 2, est.Basis.ListsSharing)
 	})
 
+	cached := func(t *testing.T, b *testBundle, n int) {
+		t.Helper()
+		_, err := b.db.Pool.Exec(ctx, `
+			INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, classified_at)
+			SELECT 'cached' || lpad(i::text, 5, '0') || '.com', 'cpg', 'COMPLETED', true, 5, 'x', now()
+			FROM generate_series(0, $1 - 1) i`, n)
+		require.NoError(t, err)
+	}
+
 	t.Run("NeverFasterThanTheRowsCPU", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, config)
 		// 4,000 rows answered from the cache: no model, but each row costs
-		// the service and Postgres about 8 ms of CPU; 2 cores do 250 a second.
-		_, err := b.db.Pool.Exec(ctx, `
-			INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, classified_at)
-			SELECT 'cached' || lpad(i::text, 5, '0') || '.com', 'cpg', 'COMPLETED', true, 5, 'x', now()
-			FROM generate_series(0, 3999) i`)
-		require.NoError(t, err)
+		// the service and Postgres about 4 ms of CPU; 2 cores do 500 a second.
+		cached(t, b, 4000)
 		est := dryRun(t, b, domains("cached", 4000))
 		require.Equal(t, 4000, est.Cached)
-		within(t, 16, est.EstimatedSeconds, "4,000 rows at 250 a second")
-		require.InDelta(t, 250, est.Basis.RowsPerSecond, 1)
+		within(t, 8, est.EstimatedSeconds, "4,000 rows at 500 a second")
+		require.InDelta(t, 500, est.Basis.RowsPerSecond, 1)
+		require.False(t, est.Basis.RowsMeasured)
+		require.Equal(t, "rows", est.Basis.Bound)
+	})
+
+	// Issue 36: cached rows were priced at a fixed 250 a second, 4× slower
+	// than a new user's deployment answered them. A list of recent hours
+	// answered without the model says what the deployment does.
+	t.Run("CachedRowsAtTheMeasuredRate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, config)
+		r, a := b.upload(t, "text/plain", "seed.com\n")
+		require.Equal(t, http.StatusAccepted, r.status)
+		_, err := b.db.Pool.Exec(ctx, `UPDATE list SET status = 'COMPLETED', rows = 6000, domains = 6000, done = 6000,
+			completed = 6000, cache = 6000, llm = 0, started_at = now() - interval '70 seconds', completed_at = now() - interval '60 seconds'
+			WHERE id = $1`, a.ListID)
+		require.NoError(t, err)
+		cached(t, b, 4000)
+		est := dryRun(t, b, domains("cached", 4000))
+		within(t, 4000/600.0, est.EstimatedSeconds, "4,000 rows at the 600 a second measured")
+		require.True(t, est.Basis.RowsMeasured)
+		require.InDelta(t, 600, est.Basis.RowsPerSecond, 1)
+	})
+
+	// Issue 36: a list that stalled (the model down, no call in flight) for
+	// half the window made the measured rate half what the model answers.
+	t.Run("StallsAreNotMeasured", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, config)
+		r, a := b.upload(t, "text/plain", "seed.com\n")
+		require.Equal(t, http.StatusAccepted, r.status)
+		_, err := b.db.Pool.Exec(ctx, `UPDATE list SET status = 'COMPLETED', started_at = now() - interval '10 minutes',
+			completed_at = now() WHERE id = $1`, a.ListID)
+		require.NoError(t, err)
+		// 2 answers a second in the first 5 minutes, then none for 5.
+		_, err = b.db.Pool.Exec(ctx, `
+			INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, classified_at, latency_ms, prompt_tokens, completion_tokens)
+			SELECT 'answered' || i || '.com', 'cpg', 'COMPLETED', true, 4, 'x', now() - interval '5 minutes' - make_interval(secs => 300.0 * i / 600), 2000, 800, 60
+			FROM generate_series(1, 600) i`)
+		require.NoError(t, err)
+		est := dryRun(t, b, domains("fresh", 200))
+		require.True(t, est.Basis.Measured)
+		require.InDelta(t, 2, est.Basis.ModelAnswersPerSecond, 0.2, "the answers over the time they were answered in")
+		within(t, 100, est.EstimatedSeconds, "200 fresh domains at the measured 2 a second")
 	})
 
 	t.Run("WithoutMeasurementsFromTheConfiguredBounds", func(t *testing.T) {
@@ -116,5 +164,30 @@ func TestListEstimateTime(t *testing.T) {
 		est := dryRun(t, b, domains("fresh", 200))
 		within(t, 50, est.EstimatedSeconds, "8 calls of 2 s at once, 4 a second")
 		require.False(t, est.Basis.Measured)
+	})
+
+	// Issue 36: with no call measured the estimate assumed 2.5 s a call,
+	// ten times a new user's, and did not say it assumed anything; nor
+	// which setting bounded the time.
+	t.Run("NoCallMeasuredYetSaysWhatItAssumes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{estimate: httpapi.Estimator{ModelConcurrency: 8, ModelRatePerMinute: 60_000, Cores: 2}})
+		est := dryRun(t, b, domains("fresh", 200))
+		within(t, 25, est.EstimatedSeconds, "8 calls of the 1 s prior at once, 8 a second")
+		require.Zero(t, est.Basis.CallsSampled)
+		require.Equal(t, 1.0, est.Basis.SecondsPerCall)
+		require.Equal(t, "concurrency", est.Basis.Bound)
+		require.Contains(t, est.Basis.Summary, "no model call measured yet; assuming 1 s a call")
+		require.Contains(t, est.Basis.Summary, "LLM_MAX_CONCURRENCY=8")
+	})
+
+	t.Run("SaysWhichSettingBoundsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{estimate: httpapi.Estimator{ModelConcurrency: 32, ModelRatePerMinute: 300, Cores: 2}})
+		est := dryRun(t, b, domains("fresh", 600))
+		within(t, 120, est.EstimatedSeconds, "LLM_RATE_PER_MINUTE=300: 5 calls a second, not the 32 in flight")
+		require.Equal(t, "rate", est.Basis.Bound)
+		require.Contains(t, est.Basis.Summary, "LLM_RATE_PER_MINUTE=300")
+		require.Contains(t, est.Basis.Summary, "raise")
 	})
 }

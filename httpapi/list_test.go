@@ -331,12 +331,14 @@ func TestListCreate(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &est))
 		cost, economyCost := 0.008, 0.004
 		standard := wire.TierEstimate{EstimatedCostUSD: &cost, EstimatedSeconds: 2}
+		require.Contains(t, est.Basis.Summary, "LLM_MAX_CONCURRENCY=8 bounds the model", "the basis in words (list_estimate_test.go)")
 		require.Equal(t, wire.ListEstimate{Rows: 12, Domains: 10, Duplicates: 1, Rejected: 1, Override: 1, Cache: 1, LLM: 8,
 			Overridden: 1, Known: 1, Cached: 1, Fresh: 8,
 			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
 			Tiers: map[string]wire.TierEstimate{"standard": standard,
 				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}},
-			Basis: wire.EstimateBasis{ModelAnswersPerSecond: 4, RowsPerSecond: 250}}, est,
+			Basis: wire.EstimateBasis{ModelAnswersPerSecond: 4, SecondsPerCall: 2, RowsPerSecond: 500, Bound: "concurrency",
+				Summary: est.Basis.Summary}}, est,
 			"8 fresh domains at 2 s each, 8 at a time: 2 s; or half the price within the batch window")
 		require.Equal(t, before, b.listCounts(t), "a dry run writes nothing")
 		var raw map[string]any

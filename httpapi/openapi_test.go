@@ -518,6 +518,8 @@ func TestOpenAPI(t *testing.T) {
 	require.Equal(t, 405, notAllowed.StatusCode)
 	require.Equal(t, "DELETE, GET", notAllowed.Header.Get("Allow"))
 	require.Equal(t, "POST", call(b.url, "GET", "/domains/classify", "", "Authorization", auth).Header.Get("Allow"))
+	call(b.url, "HEAD", "/healthz", "")
+	call(b.url, "HEAD", "/readyz", "")
 	// The caller: without a budget, with one (and a list over it), and
 	// without a key.
 	call(b.url, "GET", "/callers/me", "", "Authorization", auth)
@@ -569,6 +571,7 @@ func TestOpenAPI(t *testing.T) {
 		{"POST", "/domains/classify", `{"domains": ["a.com"]}`},
 		{"GET", "/domains/classify/" + uuid.NewString(), ""},
 		{"GET", "/readyz", ""},
+		{"HEAD", "/readyz", ""},
 		{"GET", "/callers/me", ""},
 	} {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, "Authorization", "Bearer "+unavailable.keyA).StatusCode)

@@ -146,6 +146,10 @@ func New(cfg Config) *Server {
 func (s *Server) routes(r *gin.Engine) {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
+	// HEAD answers as GET without the body (net/http drops it), as load
+	// balancers and `curl -I` ask.
+	r.HEAD("/healthz", s.healthz)
+	r.HEAD("/readyz", s.readyz)
 	r.GET("/problems/:slug", problemDoc)
 	r.GET("/openapi.yaml", openapiDoc)
 	r.GET("/docs", docs)
@@ -174,12 +178,12 @@ func (s *Server) pool() db.Bounded { return db.Bounded{Pool: s.cfg.DB.Pool, Wait
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
 
-// healthz handles GET /healthz: the process is up.
+// healthz handles GET and HEAD /healthz: the process is up.
 func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz handles GET /readyz: Postgres answers.
+// readyz handles GET and HEAD /readyz: Postgres answers.
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()

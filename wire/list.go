@@ -79,14 +79,40 @@ type ListEstimate struct {
 // EstimateBasis is what an estimate's time comes from: the model answers a
 // second the deployment gives (Measured: from its answers while lists ran
 // in the last minutes; else from the configured bounds of one worker
-// process), the rows a second its CPU allows, and the other lists not yet
-// ended that the capacity is shared with.
+// process, with calls of SecondsPerCall: the median of the last
+// CallsSampled model calls and the search, or a prior when none was
+// measured), the rows a second it answers without the model
+// (RowsMeasured: from the recent lists answered so; else from the CPU a
+// row costs), the other lists not yet ended that the capacity is shared
+// with, which of these bounds the time (Bound: measured, concurrency, rate
+// or rows) and, in Summary, all that in a sentence that names the setting
+// to raise.
 type EstimateBasis struct {
 	ModelAnswersPerSecond float64 `json:"model_answers_per_second"`
 	Measured              bool    `json:"measured"`
+	SecondsPerCall        float64 `json:"seconds_per_call"`
+	CallsSampled          int     `json:"calls_sampled"`
 	RowsPerSecond         float64 `json:"rows_per_second"`
+	RowsMeasured          bool    `json:"rows_measured"`
 	ListsSharing          int     `json:"lists_sharing"`
+	Bound                 string  `json:"bound"`
+	Summary               string  `json:"summary"`
 }
+
+// What bounds an estimate's time (EstimateBasis.Bound).
+const (
+	// BoundMeasured: the model answers a second this deployment measurably
+	// gave.
+	BoundMeasured = "measured"
+	// BoundConcurrency: a worker process's calls in flight
+	// (LLM_MAX_CONCURRENCY) of SecondsPerCall each.
+	BoundConcurrency = "concurrency"
+	// BoundRate: a worker process's model calls a minute
+	// (LLM_RATE_PER_MINUTE).
+	BoundRate = "rate"
+	// BoundRows: the rows answered a second, model or not.
+	BoundRows = "rows"
+)
 
 // TierEstimate is a list's estimate in one tier.
 type TierEstimate struct {

@@ -98,6 +98,8 @@ type Main struct {
 	// limited bounds the worker's model calls; Close stops it first.
 	limited     *llm.Limited
 	stopTracing func(context.Context) error
+	// outage collapses a database outage's lines (logging.go).
+	outage *outageLog
 }
 
 // NewMain returns a Main for role with cfg.
@@ -120,6 +122,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
+	// An outage of the database reads as a few lines (logging.go), from
+	// River's and ours alike: the logger every part of the process gets.
+	m.outage = newOutageLog(m.Logger.Handler())
+	m.Logger = slog.New(m.outage.handler())
 	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
 		return err
 	}
@@ -135,6 +141,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openPools(ctx, pgTracer); err != nil {
 		return err
 	}
+	m.outage.watch(m.DB.Ping)
 
 	m.Metrics = prometheus.NewRegistry()
 	m.Metrics.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -224,7 +231,7 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	m.process = holderName()
 	working.ID = m.process
 	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval))
-	if working.Workers, err = m.buildWorkers(); err != nil {
+	if working.Workers, err = m.buildWorkers(ctx); err != nil {
 		return err
 	}
 	if m.WorkerRiver, err = jobs.NewClient(m.WorkerDB.Pool, working); err != nil {
@@ -264,7 +271,7 @@ func (m *Main) runProcessLease(ctx context.Context) (stop func(clean bool)) {
 	return func(c bool) { clean.Store(c); cancel(); <-done }
 }
 
-func (m *Main) buildWorkers() (*river.Workers, error) {
+func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	cfg := m.Config
 	var (
 		completer classifier.Completer
@@ -284,6 +291,7 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		}
 		limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
 		m.budget.Govern(limited)
+		m.logModelLimits(ctx, id, name)
 		completer, m.limited = limited, limited
 		batcher = c // a batch's requests are the provider's to pace, not our model slots
 	} else {
@@ -340,6 +348,29 @@ func (m *Main) buildWorkers() (*river.Workers, error) {
 		return nil, err
 	}
 	return workers, nil
+}
+
+// logModelLimits says once, at a worker's start, what bounds its model
+// calls and where each bound came from (issue 36: nothing said that
+// LLM_RATE_PER_MINUTE's default held 32 slots to 5 calls a second): the
+// process's own caps (the default, or the variable that set them), the
+// account's limits that every worker process leases a share of (0: none),
+// and the limits the provider's x-ratelimit headers last stated, which
+// lower the account's (0: none stated yet).
+func (m *Main) logModelLimits(ctx context.Context, account, host string) {
+	cfg := m.Config
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	statedRPM, statedTPM, err := db.LLMAccountStatedGet(ctx, m.WorkerDB.Pool, account)
+	stated := "provider headers"
+	if err != nil {
+		stated = "provider headers (unread: " + err.Error() + ")"
+	}
+	m.Logger.Info("model limits", "concurrency", cfg.LLMMaxConcurrency, "concurrency_from", cfg.LLMConcurrencyFrom,
+		"rate_per_minute", cfg.LLMRatePerMinute, "rate_from", cfg.LLMRateFrom,
+		"account", host, "account_rpm", cfg.LLMAccountRPM, "account_tpm", cfg.LLMAccountTPM,
+		"account_concurrency", cfg.LLMAccountConcurrency, "account_from", "LLM_ACCOUNT_*, leased among the worker processes",
+		"stated_rpm", statedRPM, "stated_tpm", statedTPM, "stated_from", stated)
 }
 
 func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error) {
@@ -490,6 +521,9 @@ func (m *Main) Close(ctx context.Context) error {
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()
+	}
+	if m.outage != nil {
+		m.outage.Close() // before the pools: no probe of a closed pool
 	}
 	if m.ListDB != nil {
 		m.ListDB.Close()

@@ -120,16 +120,39 @@ func TestSubmit(t *testing.T) {
 		require.Contains(t, errOut, "--json, --ndjson and --csv print results, so they need --wait")
 	})
 
-	t.Run("ExitsNonZeroWhenAJobFailed", func(t *testing.T) {
+	// Issue 36 (a new user): a script tells "every row answered" (0) from
+	// "the work ended, some rows FAILED" (3) and from an error (1).
+	t.Run("ExitsThreeWhenAJobFailed", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusInternalServerError, nil) },
 			map[string]string{"JOB_MAX_ATTEMPTS": "1"})
 		e.start(RoleAll)
 		code, out, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 			"submit", "--wait", "--poll", "100ms", "acme.com")
-		require.Equal(t, 1, code)
+		require.Equal(t, 3, code, errOut)
 		require.Regexp(t, `domainclass: job \S+ failed: gave up after 1 attempts`, errOut)
 		require.Contains(t, out, "acme.com", "the results are still printed")
+	})
+
+	t.Run("ExitsThreeWhenRowsFailed", func(t *testing.T) {
+		t.Parallel()
+		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
+			if r.Domain == "garbled.com" {
+				return llmtest.Reply{Content: "Sure! It is a great company."} // unreadable: the domain FAILS
+			}
+			return llmtest.Answer(true, 4, "Snacks.")
+		}, nil)
+		e.start(RoleAll)
+		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
+		code, out, errOut := e.cli(context.Background(), "", client, "submit", "--wait", "--csv", "--poll", "100ms", "acme.com", "garbled.com")
+		require.Equal(t, 3, code, errOut)
+		require.Contains(t, errOut, "domainclass: 1 of 2 domains FAILED (the reason of each is in its error column)")
+		records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+		require.NoError(t, err)
+		require.Len(t, records, 3, "the results are still printed")
+
+		code, _, errOut = e.cli(context.Background(), "", client, "submit", "--wait", "--poll", "100ms", "acme.com")
+		require.Equal(t, 0, code, "every row answered: %s", errOut)
 	})
 
 	t.Run("WrongKeyIsOneClearLine", func(t *testing.T) {

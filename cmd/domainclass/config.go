@@ -49,6 +49,11 @@ type Config struct {
 	LLMResponseFormat string
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
+	// LLMConcurrencyFrom and LLMRateFrom say where the two came from (a
+	// worker logs them at start-up): "default", or the variable that set
+	// them (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE, the account's they
+	// default to, or LLM_MAX_CONCURRENCY that the rate follows).
+	LLMConcurrencyFrom, LLMRateFrom string
 	// The provider account's limits for the whole deployment (every worker
 	// process); 0 is none. With them set, LLM_MAX_CONCURRENCY and
 	// LLM_RATE_PER_MINUTE are one process's caps, and default to them.
@@ -105,6 +110,8 @@ func DefaultConfig() Config {
 		OpenAIModel:            "gpt-5.4-mini",
 		LLMMaxConcurrency:      llm.DefaultMaxConcurrency,
 		LLMRatePerMinute:       llm.DefaultRatePerMinute,
+		LLMConcurrencyFrom:     "default",
+		LLMRateFrom:            "default",
 		LLMTimeout:             llm.DefaultTimeout,
 		LLMMaxCompletionTokens: llm.DefaultMaxCompletionTokens,
 		EvidenceMaxChars:       classifier.DefaultEvidenceMaxChars,
@@ -270,16 +277,41 @@ func LoadConfig(environ []string) (Config, error) {
 	if len(errs) > 0 {
 		return cfg, errors.New(strings.Join(errs, "; "))
 	}
-	// With the account's limits set, a process's own bounds default to
-	// them: one process alone may use the whole account.
-	if _, set := env["LLM_RATE_PER_MINUTE"]; !set && cfg.LLMAccountRPM > 0 {
-		cfg.LLMRatePerMinute = cfg.LLMAccountRPM
-	}
-	if _, set := env["LLM_MAX_CONCURRENCY"]; !set && cfg.LLMAccountConcurrency > 0 {
-		cfg.LLMMaxConcurrency = cfg.LLMAccountConcurrency
-	}
+	cfg.modelBounds(env)
 	return cfg, cfg.Validate()
 }
+
+// modelBounds settles a process's model bounds that env does not set, and
+// says where each came from. With the account's limits set, a process's
+// own bounds default to them: one process alone may use the whole
+// account. Without them, a rate not set follows a concurrency that is: a
+// call a second per slot at least (perSlotPerMinute), so that the default
+// 300 a minute never holds 32 slots to 5 calls a second (issue 36); the
+// default pair (8, 300) stays as reviewed (classifier/llm/limit.go).
+func (cfg *Config) modelBounds(env map[string]string) {
+	_, concurrencySet := env["LLM_MAX_CONCURRENCY"]
+	_, rateSet := env["LLM_RATE_PER_MINUTE"]
+	switch {
+	case concurrencySet:
+		cfg.LLMConcurrencyFrom = "LLM_MAX_CONCURRENCY"
+	case cfg.LLMAccountConcurrency > 0:
+		cfg.LLMMaxConcurrency, cfg.LLMConcurrencyFrom = cfg.LLMAccountConcurrency, "LLM_ACCOUNT_CONCURRENCY"
+	}
+	switch {
+	case rateSet:
+		cfg.LLMRateFrom = "LLM_RATE_PER_MINUTE"
+	case cfg.LLMAccountRPM > 0:
+		cfg.LLMRatePerMinute, cfg.LLMRateFrom = cfg.LLMAccountRPM, "LLM_ACCOUNT_RPM"
+	case cfg.LLMConcurrencyFrom != "default" && cfg.LLMMaxConcurrency*perSlotPerMinute > cfg.LLMRatePerMinute:
+		cfg.LLMRatePerMinute = cfg.LLMMaxConcurrency * perSlotPerMinute
+		cfg.LLMRateFrom = cfg.LLMConcurrencyFrom + " × 60"
+	}
+}
+
+// perSlotPerMinute is the rate a model slot is given when the rate is not
+// set: a call a second, so that calls of a second or more are bound by the
+// slots, not the rate.
+const perSlotPerMinute = 60
 
 // setFromEnv parses s into the setting p points at.
 func setFromEnv(p any, s string) error {

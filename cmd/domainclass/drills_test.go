@@ -65,6 +65,7 @@ var drills = []struct {
 	{"ScaleTokens", drillScaleTokens},
 	{"BudgetWorkerKilled", drillBudgetWorkerKilled},
 	{"CallerAtBudget", drillCallerAtBudget},
+	{"DatabaseOutageLog", drillDatabaseOutageLog},
 }
 
 func TestDrills(t *testing.T) {

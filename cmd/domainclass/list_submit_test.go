@@ -33,10 +33,20 @@ func TestSubmitList_ColumnMapping(t *testing.T) {
 	require.Equal(t, []string{"1", "https://www.acme.com/about", "A-1", "acme.com", "COMPLETED"}, records[1][:5])
 	require.Equal(t, []string{"2", "beta.io", "A-2", "beta.io", "COMPLETED"}, records[2][:5])
 
+	// The CLI names its flags, not the API's query parameters (issue 36).
 	code, _, errOut = e.cli(context.Background(), "", env, "submit", "--file", file, "--domain-column", "url")
 	require.Equal(t, 1, code)
-	require.Equal(t, "domainclass: 400 Bad Request: The CSV header has no column \"url\" (domain_column); "+
+	require.Equal(t, "domainclass: 400 Bad Request: The CSV header has no column \"url\" (--domain-column); "+
 		"its columns are \"Account Name\",\"Website\",\"Account ID\",\"Domain\".\n", errOut)
+	noDomain := filepath.Join(dir, "accounts.csv")
+	require.NoError(t, os.WriteFile(noDomain, []byte("Account Name,Website\nAcme,acme.com\n"), 0o600))
+	code, _, errOut = e.cli(context.Background(), "", env, "submit", "--list", "--file", noDomain)
+	require.Equal(t, 1, code)
+	require.Equal(t, "domainclass: 400 Bad Request: The CSV header has no column \"domain\"; its columns are "+
+		"\"Account Name\",\"Website\". Name the column of the domains with --domain-column.\n", errOut)
+	code, _, errOut = e.cli(context.Background(), "", env, "submit", "--dry-run", "--file", file, "--ref-column", "id")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `The CSV header has no column "id" (--ref-column)`)
 
 	plain := filepath.Join(dir, "domains.txt")
 	require.NoError(t, os.WriteFile(plain, []byte("acme.com\nbeta.io\n"), 0o600))

@@ -123,7 +123,9 @@ func TestSubmitList(t *testing.T) {
 		want := []string{`rows\s+15`, `domains\s+13`, `duplicates\s+1`, `rejected\s+1`, `overridden\s+1`, `cached\s+0`, `fresh\s+12`,
 			`model calls\s+12`, `model\s+test-model`,
 			`standard\s+unknown \(no price for model test-model\), (about \S+|under a second)  \(this list\)`,
-			`economy\s+unknown \(no price for model test-model\), within 24 hours \(Batch API\)`}
+			`economy\s+unknown \(no price for model test-model\), within 24 hours \(Batch API\)`,
+			// What bounds the time, in words, not only in the JSON's basis (issue 36).
+			`time basis\s+LLM_MAX_CONCURRENCY=8 bounds the model: .* \(no model call measured yet; assuming 1 s a call\); raise LLM_MAX_CONCURRENCY.*`}
 		require.Len(t, lines, len(want), out)
 		for i, re := range want {
 			require.Regexp(t, "^"+re+"$", lines[i])
@@ -290,6 +292,8 @@ func TestLists(t *testing.T) {
 			`(?m)^ended\s+\d{4}-`, `(?m)^rows\s+3 \(1 distinct domains\)$`,
 			`(?m)^done\s+3/3: 2 completed, 0 failed, 1 rejected, 0 cancelled$`,
 			`(?m)^answered by\s+override 0, cache 0, model 2$`,
+			// test-model has no price: unknown, as the dry run says, not $0.00 (issue 36)
+			`(?m)^model cost\s+unknown \(no price for the model\)$`,
 			`(?m)^results\s+` + regexp.QuoteMeta(e.api.APIURL()+"/lists/"+id+"/results") + `$`} {
 			require.Regexp(t, re, out)
 		}
@@ -334,7 +338,7 @@ func TestLists(t *testing.T) {
 		ctx := context.Background()
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		code, out, errOut := e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "--ndjson", "flaky.com", "steady.com")
-		require.Equal(t, 0, code, errOut)
+		require.Equal(t, 3, code, "the list ended with a row FAILED (issue 36): %s", errOut)
 		id := listIDOf(t, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		require.Len(t, lines, 2, "NDJSON: a row a line")

@@ -15,7 +15,7 @@ import (
 // Run runs one command line (package cli) with this binary's wiring and
 // returns its exit code.
 func Run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return cli.Run(ctx, args, cli.Streams{Environ: environ, Stdin: stdin, Stdout: stdout, Stderr: stderr}, wiring)
+	return cli.Run(ctx, args, cli.Streams{Environ: environ, Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: Version}, wiring)
 }
 
 // wiring reads the configuration (config.go's table) for the commands that

@@ -53,6 +53,30 @@ func (e BudgetMode) Valid() bool {
 	}
 }
 
+// Defines values for EstimateBound.
+const (
+	Concurrency EstimateBound = "concurrency"
+	Measured    EstimateBound = "measured"
+	Rate        EstimateBound = "rate"
+	Rows        EstimateBound = "rows"
+)
+
+// Valid indicates whether the value is a known member of the EstimateBound enum.
+func (e EstimateBound) Valid() bool {
+	switch e {
+	case Concurrency:
+		return true
+	case Measured:
+		return true
+	case Rate:
+		return true
+	case Rows:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -447,18 +471,42 @@ type DomainInput struct {
 
 // EstimateBasis What the standard tier's `estimated_seconds` was computed from.
 type EstimateBasis struct {
+	// Bound What bounds an estimate's time: `measured`, the model answers a
+	// second measured; `concurrency`, a worker process's
+	// `LLM_MAX_CONCURRENCY` calls in flight of `seconds_per_call`;
+	// `rate`, its `LLM_RATE_PER_MINUTE`; `rows`, the rows a second.
+	Bound EstimateBound `json:"bound"`
+
+	// CallsSampled Recent model calls `seconds_per_call` comes from; 0 when no model call was measured yet.
+	CallsSampled int `json:"calls_sampled"`
+
 	// ListsSharing Lists not yet ended, with rows left, that the capacity is shared with.
 	ListsSharing int `json:"lists_sharing"`
 
-	// Measured true: measured from its answers while lists ran in the last 15 minutes; false: from the configured model concurrency, rate and recent latency of one worker process.
+	// Measured true: measured from its answers while lists ran, and the model answered, in the last 15 minutes; false: from the configured model concurrency and rate of one worker process, with calls of `seconds_per_call`.
 	Measured bool `json:"measured"`
 
 	// ModelAnswersPerSecond Fresh domains the deployment answers a second.
 	ModelAnswersPerSecond float32 `json:"model_answers_per_second"`
 
-	// RowsPerSecond Rows a second the CPU allows (the API host's cores at about 8 ms a row).
+	// RowsMeasured true: as the lists of the last day answered without the model; false: at about 4 ms of CPU a row on the API host's cores.
+	RowsMeasured bool `json:"rows_measured"`
+
+	// RowsPerSecond Rows a second the deployment answers, model or not.
 	RowsPerSecond float32 `json:"rows_per_second"`
+
+	// SecondsPerCall A fresh domain's time (the model call and the search) that the configured bounds are applied to; the median of the last `calls_sampled` model calls, or, with none measured yet, an assumed 1 s a call.
+	SecondsPerCall float32 `json:"seconds_per_call"`
+
+	// Summary The basis in a sentence, for people, naming the setting that would make the list faster.
+	Summary string `json:"summary"`
 }
+
+// EstimateBound What bounds an estimate's time: `measured`, the model answers a
+// second measured; `concurrency`, a worker process's
+// `LLM_MAX_CONCURRENCY` calls in flight of `seconds_per_call`;
+// `rate`, its `LLM_RATE_PER_MINUTE`; `rows`, the rows a second.
+type EstimateBound string
 
 // EvidenceItem One page the model was shown.
 type EvidenceItem struct {
@@ -589,9 +637,10 @@ type ListEstimate struct {
 	// EstimatedSeconds The slower of the model's time (fresh domains at the model
 	// answers a second this deployment gave while lists ran in the
 	// last 15 minutes, or else at what the configured bounds of one
-	// worker process allow) and the CPU's (every row at about 8 ms of
-	// service and Postgres CPU), each counting the work of the lists
-	// not yet ended that the capacity is shared with; see `basis`.
+	// worker process allow) and the rows' (every row at the rate
+	// recent lists answered rows without the model, or at about 4 ms of
+	// CPU), each counting the work of the lists not yet ended that the
+	// capacity is shared with; see `basis`.
 	EstimatedSeconds float64 `json:"estimated_seconds"`
 
 	// Fresh Deprecated: `llm` under its first name, the same value. Read `llm` Removed in the next release.
@@ -2326,6 +2375,13 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// HealthzHead The process is up, without a body
+	//
+	// As GET, without the body (what load balancers and `curl -I` send).
+	//
+	// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+	HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListLists The caller's lists, newest first
 	//
 	// Every list the caller (the API key's) sent, newest first, a page at
@@ -2481,6 +2537,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReadyzHead Postgres answers, without a body
+	//
+	// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+	//
+	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+	ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetCallerMe The caller, its limits and its daily model budget
@@ -2600,6 +2663,23 @@ func (c *Client) GetClassifyJob(ctx context.Context, jobId JobIdParam, reqEditor
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HealthzHead The process is up, without a body
+//
+// As GET, without the body (what load balancers and `curl -I` send).
+//
+// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+func (c *Client) HealthzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHealthzHeadRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2876,6 +2956,23 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// ReadyzHead Postgres answers, without a body
+//
+// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+//
+// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+func (c *Client) ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadyzHeadRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewGetCallerMeRequest constructs an http.Request for the GetCallerMe method
 func NewGetCallerMeRequest(server string) (*http.Request, error) {
 	var err error
@@ -3050,6 +3147,33 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewHealthzHeadRequest constructs an http.Request for the HealthzHead method
+func NewHealthzHeadRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/healthz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3613,6 +3737,33 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewReadyzHeadRequest constructs an http.Request for the ReadyzHead method
+func NewReadyzHeadRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3731,6 +3882,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
+
+	// HealthzHeadWithResponse The process is up, without a body
+	//
+	// As GET, without the body (what load balancers and `curl -I` send).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+	HealthzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error)
 
 	// ListListsWithResponse The caller's lists, newest first
 	//
@@ -3905,6 +4065,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+
+	// ReadyzHeadWithResponse Postgres answers, without a body
+	//
+	// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+	ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error)
 }
 
 // GetCallerMeResponse401Headers the declared response headers of an HTTP 401 response for GetCallerMe
@@ -4275,6 +4444,40 @@ func (r HealthzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HealthzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type HealthzHeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r HealthzHeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HealthzHeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HealthzHeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HealthzHeadResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5063,6 +5266,47 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ReadyzHeadResponse503Headers the declared response headers of an HTTP 503 response for ReadyzHead
+type ReadyzHeadResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReadyzHeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzHeadResponse503Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ReadyzHeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReadyzHeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReadyzHeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReadyzHeadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetCallerMeWithResponse The caller, its limits and its daily model budget
 //
 // Who the API key is, its request limits, and its daily model budget
@@ -5172,6 +5416,21 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseHealthzResponse(rsp)
+}
+
+// HealthzHeadWithResponse The process is up, without a body
+//
+// As GET, without the body (what load balancers and `curl -I` send).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /healthz (the `HealthzHead` operationId).
+func (c *ClientWithResponses) HealthzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzHeadResponse, error) {
+	rsp, err := c.HealthzHead(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHealthzHeadResponse(rsp)
 }
 
 // ListListsWithResponse The caller's lists, newest first
@@ -5412,6 +5671,21 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ReadyzHeadWithResponse Postgres answers, without a body
+//
+// As GET, without the body; 503 with `Retry-After` while Postgres does not answer.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
+func (c *ClientWithResponses) ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error) {
+	rsp, err := c.ReadyzHead(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReadyzHeadResponse(rsp)
 }
 
 // ParseGetCallerMeResponse parses an HTTP response from a GetCallerMeWithResponse call
@@ -5744,6 +6018,22 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseHealthzHeadResponse parses an HTTP response from a HealthzHeadWithResponse call
+func ParseHealthzHeadResponse(rsp *http.Response) (*HealthzHeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HealthzHeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
 	}
 
 	return response, nil
@@ -6440,6 +6730,35 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReadyzHeadResponse parses an HTTP response from a ReadyzHeadWithResponse call
+func ParseReadyzHeadResponse(rsp *http.Response) (*ReadyzHeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReadyzHeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReadyzHeadResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
