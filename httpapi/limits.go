@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
@@ -157,12 +159,26 @@ func (l ListLimits) Validate() error {
 	if l.UploadRateWindow < time.Second {
 		return errors.New("UploadRateWindow must be at least 1s")
 	}
-	if l.SpoolDir != "" {
-		if fi, err := os.Stat(l.SpoolDir); err != nil || !fi.IsDir() {
-			return errors.New("SpoolDir must be an existing directory")
-		}
-	}
 	return nil
+}
+
+// CheckSpoolDir returns an error, naming SpoolDir and what to set, when an
+// upload's spool file cannot be made in SpoolDir ("" is os.TempDir()). The
+// processes that read uploads check it as they start, not the others (a
+// migration or a worker spools nothing), so an API whose directory is
+// missing or read-only says so at once instead of failing every upload.
+func (l ListLimits) CheckSpoolDir() error {
+	dir := l.withDefaults().SpoolDir
+	sp, err := newSpool(dir, 0)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("SpoolDir %s: %v; set SpoolDir (default: TMPDIR, else /tmp) to an existing directory, "+
+			"on a disk, that this process may write: list uploads are spooled there", dir, err)
+	}
+	return sp.Close()
 }
 
 // ListCounters count, for metrics, the rows made final here (rejected at

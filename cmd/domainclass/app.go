@@ -114,6 +114,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
+	if m.runsAPI() {
+		if err := cfg.checkSpoolDir(); err != nil {
+			return err
+		}
+	}
 	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
 		return err
 	}
