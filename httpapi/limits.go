@@ -102,8 +102,10 @@ const (
 	DefaultListUploadsPerProcess = 8
 	// DefaultCallerMaxUploads: one caller's uploads read at once by one
 	// process, dry runs included: a list and its estimate, or two lists. A
-	// caller has at most CALLER_MAX_ACTIVE_LISTS (3) lists anyway, and two
-	// of eight leaves the other six to three more callers.
+	// caller has at most CALLER_MAX_ACTIVE_LISTS (3) lists anyway. A
+	// caller's second upload takes a place only while a quarter of
+	// LIST_UPLOADS_PER_PROCESS stays free (uploadGate), so slow callers with
+	// two each hold six of eight at most, and two more callers get in.
 	DefaultCallerMaxUploads = 2
 	// DefaultListUploadMinRate: the bytes a second (as sent, compressed or
 	// not) an upload must keep up over each LIST_UPLOAD_RATE_WINDOW, or it

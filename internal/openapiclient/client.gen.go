@@ -2265,8 +2265,9 @@ type ClientInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2296,8 +2297,9 @@ type ClientInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2553,8 +2555,9 @@ func (c *Client) ListLists(ctx context.Context, params *ListListsParams, reqEdit
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -2594,8 +2597,9 @@ func (c *Client) CreateListWithBody(ctx context.Context, params *CreateListParam
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -3661,8 +3665,9 @@ type ClientWithResponsesInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -3692,8 +3697,9 @@ type ClientWithResponsesInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -5104,8 +5110,9 @@ func (c *ClientWithResponses) ListListsWithResponse(ctx context.Context, params 
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -5141,8 +5148,9 @@ func (c *ClientWithResponses) CreateListWithBodyWithResponse(ctx context.Context
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
