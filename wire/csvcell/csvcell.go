@@ -85,8 +85,13 @@ func skipped(r rune) bool {
 // cut returns the first segment of s, and what follows its separator when
 // there is one.
 func cut(s string) (seg, rest string, more bool) {
-	i := strings.IndexAny(s, separators) // ASCII: one byte each
-	if i < 0 {
+	i := len(s)
+	for k := range len(separators) { // one byte each: IndexByte is the fast scan
+		if j := strings.IndexByte(s[:i], separators[k]); j >= 0 {
+			i = j
+		}
+	}
+	if i == len(s) {
 		return s, "", false
 	}
 	return s[:i], s[i+1:], true
