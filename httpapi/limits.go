@@ -31,10 +31,14 @@ const (
 	// running or ended and not yet purged (LIST_RETENTION). Five
 	// full-size lists (LIST_MAX_DOMAINS): the three a caller may run at
 	// once (CALLER_MAX_ACTIVE_LISTS) and two ended ones, or a hundred
-	// 50k-account exports a month. An answered row takes about 420 bytes
-	// with its indexes (measured), so that is about 2 GB of one caller's
-	// rows at most, where before nothing bounded it (a 1 MB gzip of junk
-	// rows stored 394 MB, again and again).
+	// 50k-account exports a month. An answered row takes about 480 bytes
+	// of list_row with its indexes and TOAST (one evidence address) to 750
+	// (five), and a fresh model answer about 1 KB more of result and
+	// provenance (measured on 100,000 rows: go test -tags bench -run
+	// TestListRowStorage ./db/), so that is about 2.4–3.8 GB of one
+	// caller's list rows at most, up to about 9 GB with their answers,
+	// where before nothing bounded it (a 1 MB gzip of junk rows stored 394
+	// MB, again and again). Lower it for a small disk.
 	DefaultCallerMaxStoredRows = 5_000_000
 	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
 	// process does one key query per caller per 5 s under load, and a revoked
