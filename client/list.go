@@ -174,8 +174,8 @@ type ResultsOptions struct {
 	// NDJSON asks for one JSON object per row instead of CSV (with a
 	// header row, the columns of wire.ListRowColumns for the list's
 	// classifier's answer field). A CSV cell that a
-	// spreadsheet would run as a formula comes escaped with a leading
-	// apostrophe (csvcell.Unescape takes it off) unless KeepFormulas.
+	// spreadsheet would run as a formula comes escaped with an apostrophe
+	// where it starts (csvcell.Unescape takes it off) unless KeepFormulas.
 	NDJSON bool
 	// KeepFormulas asks for the CSV's cells as stored, formulas unescaped
 	// (?escape_formulas=false), for a program that reads them itself.

@@ -66,9 +66,10 @@ type ListRetried struct {
 }
 
 // ListRetryRows makes list id's FAILED rows PENDING again, with nothing of
-// their failed answer left, and the list RUNNING again as a new pass whose
-// chunks are fed from the first: its done and failed counters go down by
-// the rows made PENDING. It runs in tx, on a list locked by ListLock that
+// their failed answer left (the trigger list_row_requeued clears it, so
+// that the api's role may change a row's status and nothing else of it),
+// and the list RUNNING again as a new pass whose chunks are fed from the
+// first: its done and failed counters go down by the rows made PENDING. It runs in tx, on a list locked by ListLock that
 // has ended COMPLETED or FAILED; PENDING rows of a list that was given up
 // (FAILED) count as queued again too. Rows 0 means there was nothing to
 // queue, and nothing was changed.
@@ -80,9 +81,7 @@ func ListRetryRows(ctx context.Context, tx DBTX, l *classifier.List) (ListRetrie
 		WITH old AS (
 			SELECT row, provenance_id FROM list_row WHERE list_id = $1 AND status = 'FAILED' FOR UPDATE
 		), failed AS (
-			UPDATE list_row r SET status = 'PENDING', error = NULL, classified_at = NULL, answer = NULL, confidence = NULL,
-			       reasoning = NULL, source = NULL, provenance_id = NULL, model = NULL, prompt_version = NULL,
-			       evidence_urls = NULL
+			UPDATE list_row r SET status = 'PENDING'
 			FROM old WHERE r.list_id = $1 AND r.row = old.row
 			RETURNING 1
 		), released AS (

@@ -68,6 +68,10 @@ func TestListRetryRows(t *testing.T) {
 	require.Nil(t, provenance)
 	require.Nil(t, errText)
 	require.Nil(t, model)
+	var left int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT sum(10 - num_nulls(answer, confidence, reasoning, source, error, classified_at,
+		provenance_id, model, prompt_version, evidence_urls))::int FROM list_row WHERE list_id = $1 AND row IN (5, 10)`, l.ID).Scan(&left))
+	require.Zero(t, left, "nothing of the failed attempt is left (the trigger list_row_requeued clears it)")
 	var candidate bool
 	require.NoError(t, tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM provenance_candidate WHERE id = $1)`, released).Scan(&candidate))
 	require.True(t, candidate, "the failed answer's provenance is named for the purge")

@@ -15,12 +15,18 @@ import (
 var (
 	apiGrants = map[string]string{
 		// Accepting jobs and lists, answering their status and results.
+		// UPDATE only of the columns the api's statements set (issue 36):
+		// an expired Idempotency-Key replaced, a caller's queued domains
+		// counted, a list cancelled or retried (its state, its counters
+		// and the chunk to feed next; not its caller, callback, retention
+		// or rows), a row's status made PENDING again by a retry (the table
+		// clears its failed answer: the api never writes an answer).
 		"classify_job":        "SELECT, INSERT",
 		"classify_job_domain": "SELECT",
-		"idempotency_key":     "SELECT, INSERT, UPDATE",
-		"caller_queue":        "SELECT, INSERT, UPDATE",
-		"list":                "SELECT, INSERT, UPDATE",
-		"list_row":            "SELECT, INSERT, UPDATE", // UPDATE: a retry makes FAILED rows PENDING
+		"idempotency_key":     "SELECT, INSERT, UPDATE (fingerprint, job_id, list_id, response, created_at)",
+		"caller_queue":        "SELECT, INSERT, UPDATE (domains)",
+		"list":                "SELECT, INSERT, UPDATE (status, error, completed_at, next_chunk, retries, done, failed)",
+		"list_row":            "SELECT, INSERT, UPDATE (status)",
 		// Reading answers (a list's estimate, overrides), never writing
 		// them: answers are the workers', overrides the operators' (CLI).
 		"result":     "SELECT",
@@ -40,9 +46,12 @@ var (
 		"worker_process": "SELECT",
 		// River: inserting jobs; River UI reads them and cancels or retries
 		// them, and pauses queues. Not DELETE: a job is never deleted from
-		// the web.
-		"river_job":          "SELECT, INSERT, UPDATE",
-		"river_queue":        "SELECT, INSERT, UPDATE",
+		// the web. UPDATE only of what River's statements for those set
+		// (riverpgxv5: JobInsertFastMany's ON CONFLICT sets kind, JobCancel
+		// and JobRetry a job's state, schedule, attempts and metadata;
+		// QueuePause, QueueResume and QueueUpdate): never a job's args.
+		"river_job":          "SELECT, INSERT, UPDATE (kind, state, finalized_at, metadata, max_attempts, scheduled_at)",
+		"river_queue":        "SELECT, INSERT, UPDATE (paused_at, updated_at, metadata)",
 		"river_leader":       "SELECT",
 		"river_migration":    "SELECT",
 		"river_notification": "SELECT, INSERT", // River's insert announces jobs through it

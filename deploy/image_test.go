@@ -26,7 +26,8 @@ import (
 // It checks what the Containerfile promises: the binary as entrypoint with
 // the api as default command, a non-root user, the two ports, the version
 // label, a static binary, and no other file than it and the CA
-// certificates (no shell).
+// certificates (no shell). Then it runs every role in the image's own
+// filesystem, as the image would (StartsEveryRole).
 func TestImage(t *testing.T) {
 	t.Parallel()
 	podman, err := exec.LookPath("podman")
@@ -43,14 +44,7 @@ func TestImage(t *testing.T) {
 	out, err = dbtest.RunTool(exec.Command(podman, "image", "inspect", name), dbtest.BudgetTool)
 	require.NoError(t, err, "%s", out)
 	var images []struct {
-		Config struct {
-			User         string              `json:"User"`
-			Entrypoint   []string            `json:"Entrypoint"`
-			Cmd          []string            `json:"Cmd"`
-			ExposedPorts map[string]struct{} `json:"ExposedPorts"`
-			Env          []string            `json:"Env"`
-			Labels       map[string]string   `json:"Labels"`
-		} `json:"Config"`
+		Config imageConfig `json:"Config"`
 	}
 	require.NoError(t, json.Unmarshal(out, &images))
 	require.Len(t, images, 1)
@@ -77,14 +71,30 @@ func TestImage(t *testing.T) {
 	dir := t.TempDir()
 	out, err = dbtest.RunTool(exec.Command(podman, "save", "--format", "oci-dir", "-o", filepath.Join(dir, "oci"), name), dbtest.BudgetTool)
 	require.NoError(t, err, "%s", out)
-	files := layerFiles(t, filepath.Join(dir, "oci"))
+	files, dirs := layerFiles(t, filepath.Join(dir, "oci"))
 	slices.Sort(files)
 	require.Equal(t, []string{"etc/ssl/certs/ca-certificates.crt", "usr/local/bin/domainclass"}, files,
 		"nothing but the binary and the certificates: no shell")
+	require.Contains(t, dirs, "tmp", "a /tmp for the upload spool (LIST_SPOOL_DIR)")
+	require.Equal(t, int64(0o1777), dirs["tmp"], "/tmp open to every user, sticky, as on any Linux: %o", dirs["tmp"])
+
+	t.Run("StartsEveryRole", func(t *testing.T) { startsEveryRole(t, podman, name, c) })
 }
 
-// layerFiles lists the regular files in an OCI image layout's layers.
-func layerFiles(t *testing.T, layout string) []string {
+// imageConfig is what `podman image inspect` says the image runs.
+type imageConfig struct {
+	User         string              `json:"User"`
+	Entrypoint   []string            `json:"Entrypoint"`
+	Cmd          []string            `json:"Cmd"`
+	WorkingDir   string              `json:"WorkingDir"`
+	ExposedPorts map[string]struct{} `json:"ExposedPorts"`
+	Env          []string            `json:"Env"`
+	Labels       map[string]string   `json:"Labels"`
+}
+
+// layerFiles lists the regular files in an OCI image layout's layers, and
+// the directories with their permission bits.
+func layerFiles(t *testing.T, layout string) (files []string, dirs map[string]int64) {
 	t.Helper()
 	var index struct {
 		Manifests []struct {
@@ -99,7 +109,7 @@ func layerFiles(t *testing.T, layout string) []string {
 		} `json:"layers"`
 	}
 	readJSON(t, blob(layout, index.Manifests[0].Digest), &manifest)
-	var files []string
+	dirs = map[string]int64{}
 	for _, l := range manifest.Layers {
 		f, err := os.Open(blob(layout, l.Digest))
 		require.NoError(t, err)
@@ -117,13 +127,16 @@ func layerFiles(t *testing.T, layout string) []string {
 				break
 			}
 			require.NoError(t, err)
-			if h.Typeflag != tar.TypeDir {
-				files = append(files, strings.TrimPrefix(h.Name, "./"))
+			name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
+			if h.Typeflag == tar.TypeDir {
+				dirs[name] = h.Mode & 0o7777
+			} else {
+				files = append(files, name)
 			}
 		}
 		f.Close()
 	}
-	return files
+	return files, dirs
 }
 
 func blob(layout, digest string) string {

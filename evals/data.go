@@ -58,8 +58,8 @@ func LoadCases(path, answerField string) ([]Case, error) {
 // columns domain, the classifier's answer field (is_cpg), rationale, and
 // optionally doubtful and kind, in any order. Answers and doubtful are
 // yes/no (true/false, 1/0; doubtful also "doubtful" or empty). Domains are
-// normalized like the API does. A cell escaped against formulas (a
-// leading apostrophe, csvcell) reads as the value it escapes. It returns
+// normalized like the API does. A cell escaped against formulas (an
+// apostrophe where one starts, csvcell) reads as the value it escapes. It returns
 // an error naming the line for a bad value, an empty rationale or a
 // duplicate domain.
 func ReadCases(r io.Reader, answerField string) ([]Case, error) {

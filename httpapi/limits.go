@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
@@ -29,10 +31,14 @@ const (
 	// running or ended and not yet purged (LIST_RETENTION). Five
 	// full-size lists (LIST_MAX_DOMAINS): the three a caller may run at
 	// once (CALLER_MAX_ACTIVE_LISTS) and two ended ones, or a hundred
-	// 50k-account exports a month. An answered row takes about 420 bytes
-	// with its indexes (measured), so that is about 2 GB of one caller's
-	// rows at most, where before nothing bounded it (a 1 MB gzip of junk
-	// rows stored 394 MB, again and again).
+	// 50k-account exports a month. An answered row takes about 480 bytes
+	// of list_row with its indexes and TOAST (one evidence address) to 750
+	// (five), and a fresh model answer about 1 KB more of result and
+	// provenance (measured on 100,000 rows: go test -tags bench -run
+	// TestListRowStorage ./db/), so that is about 2.4–3.8 GB of one
+	// caller's list rows at most, up to about 9 GB with their answers,
+	// where before nothing bounded it (a 1 MB gzip of junk rows stored 394
+	// MB, again and again). Lower it for a small disk.
 	DefaultCallerMaxStoredRows = 5_000_000
 	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
 	// process does one key query per caller per 5 s under load, and a revoked
@@ -100,8 +106,10 @@ const (
 	DefaultListUploadsPerProcess = 8
 	// DefaultCallerMaxUploads: one caller's uploads read at once by one
 	// process, dry runs included: a list and its estimate, or two lists. A
-	// caller has at most CALLER_MAX_ACTIVE_LISTS (3) lists anyway, and two
-	// of eight leaves the other six to three more callers.
+	// caller has at most CALLER_MAX_ACTIVE_LISTS (3) lists anyway. A
+	// caller's second upload takes a place only while a quarter of
+	// LIST_UPLOADS_PER_PROCESS stays free (uploadGate), so slow callers with
+	// two each hold six of eight at most, and two more callers get in.
 	DefaultCallerMaxUploads = 2
 	// DefaultListUploadMinRate: the bytes a second (as sent, compressed or
 	// not) an upload must keep up over each LIST_UPLOAD_RATE_WINDOW, or it
@@ -157,12 +165,26 @@ func (l ListLimits) Validate() error {
 	if l.UploadRateWindow < time.Second {
 		return errors.New("UploadRateWindow must be at least 1s")
 	}
-	if l.SpoolDir != "" {
-		if fi, err := os.Stat(l.SpoolDir); err != nil || !fi.IsDir() {
-			return errors.New("SpoolDir must be an existing directory")
-		}
-	}
 	return nil
+}
+
+// CheckSpoolDir returns an error, naming SpoolDir and what to set, when an
+// upload's spool file cannot be made in SpoolDir ("" is os.TempDir()). The
+// processes that read uploads check it as they start, not the others (a
+// migration or a worker spools nothing), so an API whose directory is
+// missing or read-only says so at once instead of failing every upload.
+func (l ListLimits) CheckSpoolDir() error {
+	dir := l.withDefaults().SpoolDir
+	sp, err := newSpool(dir, 0)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("SpoolDir %s: %v; set SpoolDir (default: TMPDIR, else /tmp) to an existing directory, "+
+			"on a disk, that this process may write: list uploads are spooled there", dir, err)
+	}
+	return sp.Close()
 }
 
 // ListCounters count, for metrics, the rows made final here (rejected at

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/jobs"
@@ -139,10 +140,12 @@ func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil
 // length: the tests of the other bounds do not meet the minimum rate.
 var lenientRate = httpapi.ListLimits{UploadMinRate: 1, UploadRateWindow: 10 * time.Minute}
 
-// uploadBounds is lenientRate with room for n uploads at once.
+// uploadBounds is lenientRate with room for n uploads of one caller at
+// once: a caller's second and later uploads leave a quarter of the
+// process's places free, so the process has twice n.
 func uploadBounds(n int) httpapi.ListLimits {
 	l := lenientRate
-	l.MaxUploads, l.CallerMaxUploads, l.MaxActive = n, n, 100
+	l.MaxUploads, l.CallerMaxUploads, l.MaxActive = 2*n, n, 100
 	return l
 }
 
@@ -238,13 +241,77 @@ func TestHostileUploads(t *testing.T) {
 		require.NotNil(t, r, "the process's fourth upload is answered at once")
 		requireProblem(t, *r, http.StatusTooManyRequests, "too-many-uploads")
 
-		// One ends (its caller hangs up): its place is free again.
+		// A's end (its caller hangs up): their places are free again, and
+		// B may have a second (not while only the last place was free: it
+		// is kept for callers with none in progress).
 		a1.close()
+		a2.close()
 		require.Eventually(t, func() bool {
 			r, _ := b.upload(t, "text/plain", "acme.com\n", "Authorization", "Bearer "+b.keyB)
 			return r.status == http.StatusAccepted
 		}, dbtest.Patience(), 50*time.Millisecond)
 		require.Equal(t, 1, b.listCounts(t)["list"])
+	})
+
+	// Four callers each trickling two uploads, just above the minimum rate,
+	// held all eight places for up to 30 minutes, and a fifth caller's
+	// one-row list got 429 (issue 36). A caller's second upload at once
+	// now takes a place only while a quarter of them stays free for
+	// callers with none in progress.
+	t.Run("AFewCallersCannotHoldEveryPlace", func(t *testing.T) {
+		t.Parallel()
+		bounds := lenientRate
+		bounds.MaxUploads, bounds.CallerMaxUploads = 8, 2
+		b := setup(t, setupOpts{lists: bounds})
+		outcome := func(tr *trickle) string {
+			select {
+			case <-tr.continued:
+				return "reading"
+			case r := <-tr.answer:
+				if r.status == http.StatusTooManyRequests {
+					var p wire.Problem
+					require.NoError(t, json.Unmarshal(r.body, &p))
+					return p.Detail
+				}
+				return fmt.Sprintf("%d %s", r.status, r.body)
+			case <-time.After(dbtest.Patience()):
+				return "no answer"
+			}
+		}
+		var keys []string
+		for i := range 4 {
+			keys = append(keys, createKey(t, b.db, fmt.Sprintf("trickler-%d", i), db.APIKey{}))
+		}
+		reading := map[string]int{}
+		var refused []string
+		for _, upload := range []string{"first", "second"} {
+			for _, key := range keys {
+				if o := outcome(startTrickle(t, b.url, key, "/lists", "text/plain", time.Second)); o == "reading" {
+					reading[upload]++
+				} else {
+					refused = append(refused, o)
+				}
+			}
+		}
+
+		fifth := createKey(t, b.db, "fifth", db.APIKey{})
+		r, _ := b.upload(t, "text/plain", "acme.com\n", "Authorization", "Bearer "+fifth)
+		require.Equal(t, http.StatusAccepted, r.status, "a fifth caller's one-row list while four callers trickle two uploads each: %s", r.body)
+		require.Equal(t, map[string]int{"first": 4, "second": 2}, reading, "each caller's first upload, and seconds while a quarter stays free")
+		require.Len(t, refused, 2)
+		for _, detail := range refused {
+			require.Equal(t, "You have 1 upload in progress, and the service is reading 6 of the 8 it reads at once: "+
+				"the last 2 are kept for callers with none in progress. Retry when yours has ended, after the seconds in Retry-After.", detail)
+		}
+
+		// The process stays bounded: two more callers take the last two
+		// places, and a third is refused.
+		for _, name := range []string{"sixth", "seventh"} {
+			require.Equal(t, "reading", outcome(startTrickle(t, b.url, createKey(t, b.db, name, db.APIKey{}), "/lists", "text/plain", time.Second)), name)
+		}
+		r, _ = b.upload(t, "text/plain", "acme.com\n", "Authorization", "Bearer "+createKey(t, b.db, "eighth", db.APIKey{}))
+		p := requireProblem(t, r, http.StatusTooManyRequests, "too-many-uploads")
+		require.Contains(t, p.Detail, "The service is reading 8 uploads, as many as it reads at once")
 	})
 
 	t.Run("ATrickleIsEndedByTheMinimumReadRate", func(t *testing.T) {

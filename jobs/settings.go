@@ -154,9 +154,9 @@ const (
 	// webhook arrives or `submit --wait` ends, within hours; 30 days (as
 	// JOB_RETENTION) leaves a month to download them again or reconcile,
 	// and is past River's own 7 days, so a list outlives its River jobs.
-	// Lists are where the bytes are (about 420 bytes an answered row, up to
-	// a million rows a list): this bounds, with CALLER_MAX_STORED_ROWS, what
-	// a caller can keep stored. A list keeps the retention it was uploaded
+	// Lists are where the bytes are (about 480–750 bytes an answered row,
+	// up to a million rows a list; see CALLER_MAX_STORED_ROWS): this
+	// bounds, with CALLER_MAX_STORED_ROWS, what a caller can keep stored. A list keeps the retention it was uploaded
 	// under.
 	DefaultListRetention = 30 * 24 * time.Hour
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.

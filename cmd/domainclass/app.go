@@ -126,6 +126,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// River's and ours alike: the logger every part of the process gets.
 	m.outage = newOutageLog(m.Logger.Handler())
 	m.Logger = slog.New(m.outage.handler())
+	if m.runsAPI() {
+		if err := cfg.checkSpoolDir(); err != nil {
+			return err
+		}
+	}
 	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
 		return err
 	}

@@ -411,6 +411,16 @@ func envNames(msg string, vars []envVar) string {
 	return msg
 }
 
+// checkSpoolDir is ListLimits.CheckSpoolDir in the environment's names:
+// the processes that read uploads (api, all) check their spool directory
+// as they start.
+func (c Config) checkSpoolDir() error {
+	if err := c.Lists.CheckSpoolDir(); err != nil {
+		return errors.New(envNames(err.Error(), c.environment()))
+	}
+	return nil
+}
+
 // NewLogger returns the process logger: JSON (or text) on w.
 func (c Config) NewLogger(w io.Writer) *slog.Logger {
 	level, _ := parseLevel(c.LogLevel)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -544,6 +545,31 @@ func TestRun_CommandLine(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Equal(t, 1, strings.Count(errOut, "\n"), "one clear line: %q", errOut)
 	require.NotContains(t, errOut, "hunter2")
+}
+
+// TestRun_SpoolDirIsCheckedWhereUploadsAre: the processes that read list
+// uploads (api, all) check their spool directory as they start, and say
+// what to set; migrate and a worker spool nothing and start without one
+// (issue 36: the image had no /tmp, and every command exited 1).
+func TestRun_SpoolDirIsCheckedWhereUploadsAre(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "gone")
+	e := newE2E(t, nil, map[string]string{"LIST_SPOOL_DIR": missing})
+	run := func(args ...string) (int, string) {
+		var out, errOut strings.Builder
+		code := Run(context.Background(), args, e.environ(), strings.NewReader(""), &out, &errOut)
+		return code, errOut.String()
+	}
+	code, errOut := run("migrate")
+	require.Equal(t, 0, code, "migrate spools nothing: %s", errOut)
+	e.start(RoleWorker) // a worker neither
+
+	for _, role := range []string{RoleAPI, RoleAll} {
+		code, errOut = run(role)
+		require.Equal(t, 1, code, role)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), "one clear line: %q", errOut)
+		require.Contains(t, errOut, "LIST_SPOOL_DIR "+missing+": no such file or directory; set LIST_SPOOL_DIR")
+	}
 }
 
 func TestKnownImport(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
@@ -100,6 +102,26 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// And changes what River UI changes, through the api's own River
+	// client and pool (rolled back): a job cancelled and retried, a queue
+	// paused, resumed and its settings changed.
+	riverTx, err := api.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer riverTx.Rollback(ctx)
+	inserted, err := api.River.InsertTx(ctx, riverTx, jobs.ClassifyArgs{JobID: uuid.NewString()},
+		&river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	riverJob, err := api.River.JobCancelTx(ctx, riverTx, inserted.Job.ID)
+	require.NoError(t, err, "River UI cancels a job as the api role")
+	require.Equal(t, rivertype.JobStateCancelled, riverJob.State)
+	riverJob, err = api.River.JobRetryTx(ctx, riverTx, inserted.Job.ID)
+	require.NoError(t, err, "River UI retries a job as the api role")
+	require.Equal(t, rivertype.JobStateAvailable, riverJob.State)
+	require.NoError(t, api.River.QueuePauseTx(ctx, riverTx, jobs.QueueWebhook, nil))
+	require.NoError(t, api.River.QueueResumeTx(ctx, riverTx, jobs.QueueWebhook, nil))
+	_, err = api.River.QueueUpdateTx(ctx, riverTx, jobs.QueueWebhook, &river.QueueUpdateParams{Metadata: []byte(`{"by":"test"}`)})
+	require.NoError(t, err)
+	require.NoError(t, riverTx.Rollback(ctx))
 
 	// And each role is refused the rest.
 	refused := func(role, sql string) {
@@ -147,6 +169,23 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	refused(apiRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner)
 	refused(workerRole, `DELETE FROM override`)
 	refused(workerRole, `SELECT key_hash FROM api_key`)
+	// The api changes a list's state and counters (a cancel, a retry), a
+	// row's status (a retry queues FAILED rows again; the table clears their
+	// failed answer) and River jobs' state: never whose a list is, where its
+	// webhook goes, how long it is kept or what it holds, an answer, or a
+	// River job's args (issue 36).
+	refused(apiRole, `UPDATE list SET caller = 'forged'`)
+	refused(apiRole, `UPDATE list SET callback_url = 'https://evil.example/hook'`)
+	refused(apiRole, `UPDATE list SET retention = interval '100 years'`)
+	refused(apiRole, `UPDATE list SET rows = 1`)
+	refused(apiRole, `UPDATE list_row SET answer = true`)
+	refused(apiRole, `UPDATE list_row SET reasoning = 'forged'`)
+	refused(apiRole, `UPDATE list_row SET error = 'forged'`)
+	refused(apiRole, `UPDATE list_row SET input = 'forged.com'`)
+	refused(apiRole, `UPDATE river_job SET args = '{}'`)
+	refused(apiRole, `UPDATE river_job SET attempt = 0`)
+	refused(apiRole, `UPDATE caller_queue SET caller = 'forged'`)
+	refused(apiRole, `UPDATE idempotency_key SET caller = 'forged'`)
 	// The api writes one column of api_key, when a key was last used: not
 	// its revocation, its limits or its hash.
 	refused(apiRole, `UPDATE api_key SET revoked_at = NULL`)

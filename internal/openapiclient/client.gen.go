@@ -849,8 +849,8 @@ type ListRow struct {
 // ListRowCSV One record of a list's results as CSV: ListRow's fields, flat, with
 // `evidence_urls` in place of `search` and `evidence`. The header names
 // the columns in this order; a cell is empty where the NDJSON line
-// leaves the field out. A cell that would start a spreadsheet formula
-// has a leading apostrophe unless `escape_formulas=false`.
+// leaves the field out. Where a cell would start a spreadsheet formula
+// it has an apostrophe unless `escape_formulas=false`.
 type ListRowCSV struct {
 	// Answer The answer again, in the last column, under the same name for every classifier (COMPLETED only).
 	Answer       *bool      `json:"answer,omitempty"`
@@ -1303,16 +1303,17 @@ type GetListResultsParams struct {
 	// 400 `invalid-query`.
 	After *int `form:"after,omitempty" json:"after,omitempty"`
 
-	// EscapeFormulas CSV only. By default a cell that a spreadsheet would run as a
-	// formula (after any apostrophes and spaces it starts with `=`,
-	// `+`, `-`, `@`, their fullwidth forms, a tab, a carriage return
-	// or a newline) gets a leading apostrophe, as OWASP advises against
-	// CSV injection: the CSV is what people open, and callers, web pages
-	// and models choose much of what it holds. The rule reverses:
-	// remove the first apostrophe of a cell that, past its apostrophes
-	// and spaces, starts with one of those. `false` sends the values
-	// as stored (for programs that read the CSV themselves; NDJSON is
-	// never escaped).
+	// EscapeFormulas CSV only. By default, as OWASP advises against CSV injection, an
+	// apostrophe goes where a spreadsheet could start a formula: in
+	// front of a cell, and of each part of it after a semicolon, tab,
+	// carriage return or newline (where spreadsheets in some locales
+	// split cells), that starts with `=`, `+`, `-`, `@` or their
+	// fullwidth forms past any apostrophes, quotes, spaces and
+	// invisible characters (`x;=1` is written `x;'=1`): the CSV is what
+	// people open, and callers, web pages and models choose much of
+	// what it holds. The rule reverses: remove the first apostrophe of
+	// each such part. `false` sends the values as stored (for programs
+	// that read the CSV themselves; NDJSON is never escaped).
 	EscapeFormulas *bool `form:"escape_formulas,omitempty" json:"escape_formulas,omitempty"`
 }
 
@@ -2403,8 +2404,9 @@ type ClientInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2434,8 +2436,9 @@ type ClientInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -2721,8 +2724,9 @@ func (c *Client) ListLists(ctx context.Context, params *ListListsParams, reqEdit
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -2762,8 +2766,9 @@ func (c *Client) CreateListWithBody(ctx context.Context, params *CreateListParam
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -3915,8 +3920,9 @@ type ClientWithResponsesInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -3946,8 +3952,9 @@ type ClientWithResponsesInterface interface {
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
-	// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-	// is read.
+	// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+	// upload at once leaves a quarter to callers with none in progress;
+	// beyond, 429 before the body is read.
 	//
 	// Rows are numbered from 1 in upload order (a CSV header is not a
 	// row); `row` in every answer, sample and cursor is that number. Each
@@ -5462,8 +5469,9 @@ func (c *ClientWithResponses) ListListsWithResponse(ctx context.Context, params 
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
@@ -5499,8 +5507,9 @@ func (c *ClientWithResponses) CreateListWithBodyWithResponse(ctx context.Context
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
-// LIST_UPLOADS_PER_PROCESS (default 8); beyond, 429 before the body
-// is read.
+// LIST_UPLOADS_PER_PROCESS (default 8), of which a caller's second
+// upload at once leaves a quarter to callers with none in progress;
+// beyond, 429 before the body is read.
 //
 // Rows are numbered from 1 in upload order (a CSV header is not a
 // row); `row` in every answer, sample and cursor is that number. Each
