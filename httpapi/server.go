@@ -89,7 +89,7 @@ type Server struct {
 	cfg        Config
 	router     *gin.Engine
 	limiter    *callerLimiter
-	uploads    *uploadGate
+	uploads    *gate
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 }
