@@ -47,6 +47,12 @@ func newUploadGate(max, perCaller int) *gate {
 		callerNote: " (dry runs count)", retryAfter: uploadsRetryAfter})
 }
 
+// newDownloadGate counts result downloads.
+func newDownloadGate(max, perCaller int) *gate {
+	return newGate(max, perCaller, gateRefusal{slug: "too-many-downloads", what: "downloads", doing: "sending", does: "sends",
+		retryAfter: downloadsRetryAfter})
+}
+
 // enter admits a request of caller, or returns a 429 problem that says the
 // counts. marked is how many of the caller's other marked requests are in
 // progress here (for uploads: those that would make a list, which count
