@@ -129,9 +129,9 @@ const (
 // are, and for how long.
 const (
 	// DefaultListDownloadsPerProcess: result downloads one API process
-	// sends at once. Each holds a page of encoded rows (about 2 MiB at
-	// most, resultsPageBytes), so 32 hold about 64 MiB at worst; a slow one
-	// costs little else. One download at full speed already takes most of
+	// sends at once. Each holds two pages of encoded rows (the one written,
+	// the one read ahead: about 1 MiB each, resultsPageBytes), so 32 hold
+	// about 70 MiB at worst; a slow one costs little else. One download at full speed already takes most of
 	// two cores (its page queries and its encoding), so more at once only
 	// share them. A 33rd is told to come back (429).
 	DefaultListDownloadsPerProcess = 32

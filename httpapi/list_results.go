@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -57,12 +58,12 @@ func (s *Server) writeListError(c *gin.Context, err error) {
 // ?after= resumes. CSV cells that a spreadsheet would run as formulas are
 // escaped (csvcell), unless ?escape_formulas=false.
 //
-// The rows are read a page at a time (resultsPage): each page's query
-// takes a connection and gives it back, then the page is written, at no
-// less than the minimum rate (rateWriter). So a client that reads slowly
-// holds a socket and one page of encoded rows, never a connection, and one
-// that reads too slowly is cut off. Downloads in progress are bounded per
-// caller and per process (429).
+// The rows are read a page at a time (resultsReader): each page's query
+// takes a connection and gives it back, and the page is written at no less
+// than the minimum rate (rateWriter) while the next one is read. So a
+// client that reads slowly holds a socket and two pages of encoded rows,
+// never a connection, and one that reads too slowly is cut off. Downloads
+// in progress are bounded per caller and per process (429).
 func (s *Server) listResults(c *gin.Context) {
 	id, ok := s.listID(c)
 	if !ok {
@@ -109,27 +110,33 @@ func (s *Server) listResults(c *gin.Context) {
 
 	// The list's status is read once: every page shows the rows not final
 	// as of it (CANCELLED, FAILED), so that the rows agree with one another.
-	d := newResultsPages(format, s.cfg.Registry.AnswerField(l.Classifier), escape, db.ListResultsParams{ListID: id,
+	r := s.newResultsReader(format, s.cfg.Registry.AnswerField(l.Classifier), escape, db.ListResultsParams{ListID: id,
 		After: after, Statuses: statuses, ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, l.Rows)
 	// The first page is read before the header goes out, so that a database
 	// that cannot be had is a 503 still.
-	if err := s.resultsPage(ctx, d); err != nil {
-		s.writeError(c, err)
+	pg := r.next(ctx)
+	if pg.err != nil {
+		s.writeError(c, pg.err)
 		return
 	}
 	c.Header("Content-Type", string(format)+"; charset=utf-8")
 	c.Status(http.StatusOK)
 	w := newRateWriter(c.Writer, http.NewResponseController(c.Writer), s.cfg.Lists.DownloadMinRate, s.cfg.Lists.DownloadRateWindow)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer r.wg.Wait() // after rcancel: the reader has given its connection back before the download ends
+	defer rcancel()
+	pages := r.ahead(rctx)
 	for {
-		if err := w.page(d.buf.Bytes()); err != nil {
+		if err := w.page(pg.buf.Bytes()); err != nil {
 			s.stopResults(ctx, id, w, err)
 		}
-		d.buf.Reset()
-		if d.done() {
+		r.recycle(pg)
+		var more bool
+		if pg, more = <-pages; !more {
 			break
 		}
-		if err := s.resultsPage(ctx, d); err != nil {
-			s.stopResults(ctx, id, w, err)
+		if pg.err != nil {
+			s.stopResults(ctx, id, w, pg.err)
 		}
 	}
 	// A purge takes the list off before its rows: the list still there
@@ -163,97 +170,175 @@ func (s *Server) stopResults(ctx context.Context, id uuid.UUID, w *rateWriter, e
 }
 
 // The pages of a download. A page is a range of row numbers (the primary
-// key), so that a selective ?status= reads no more than the range, and it
-// ends early once its encoded rows fill resultsPageBytes. Its query takes
-// a few milliseconds; the rows per page make that round trip a small part
-// of a page's time (the results bar: a million CSV rows at ≥ 200k rows/s).
+// key), so that a selective ?status= reads no more than the range; its
+// size follows the rows' (nextPageRows), so that a page is about
+// resultsPageBytes of encoded rows, and it ends early should it fill them.
+// Each page is a query's round trip, and the next page is read while one
+// is written, so that Postgres, the encoding and the client work at once
+// as they did with a cursor (the results bar: a million CSV rows at
+// ≥ 200k rows/s).
 const (
-	// resultsPageRows: CSV rows are 50–400 bytes (an answered row keeps
-	// its evidence addresses), so a page is 0.25–2 MB.
-	resultsPageRows = 5_000
-	// resultsPageRowsNDJSON: an NDJSON row carries its evidence (about
-	// 1.7 kB with five pages of it).
+	// resultsPageRows and resultsPageRowsNDJSON are a download's first
+	// page: a CSV row is 40–450 bytes (an answered one keeps its evidence
+	// addresses); an NDJSON row carries its evidence (about 1.7 kB with five
+	// pages of it).
+	resultsPageRows       = 5_000
 	resultsPageRowsNDJSON = 1_000
-	// resultsPageBytes bounds a page's encoded rows, the memory a download
-	// holds (its buffer has resultsRowSlack more, for the row that crosses
-	// it); a page that fills it halves the rows of the next ones (down to
-	// resultsMinPageRows).
-	resultsPageBytes   = 2 << 20
-	resultsRowSlack    = 64 << 10
+	// resultsPageBytes is what a page holds: a download holds two (the one
+	// written, the one read ahead), each in a buffer with resultsRowSlack
+	// more for the row that crosses the bound. A million unanswered CSV
+	// rows are then about 45 pages.
+	resultsPageBytes = 1 << 20
+	resultsRowSlack  = 64 << 10
+	// resultsMinPageRows and resultsMaxPageRows bound a page's rows: a
+	// page filtered down to few rows reads at most 50,000 of them by key
+	// (a few milliseconds of Postgres).
 	resultsMinPageRows = 100
+	resultsMaxPageRows = 50_000
 )
 
-// resultsPages is a download's pages: where the next one starts, and the
-// buffer the current one is encoded into (one buffer, reused).
-type resultsPages struct {
-	p     db.ListResultsParams
-	last  int // the list's last row
-	rows  int // row numbers per page
+// resultsPage is one page of a download: its rows, encoded, or the error
+// that ended the reading. Its buffer and encoder are reused.
+type resultsPage struct {
 	buf   bytes.Buffer
 	flush func()                         // moves what the encoder keeps into buf
 	take  func(*classifier.ListRow) bool // encodes a row; false once buf is full
+	err   error
 }
 
-func newResultsPages(format listFormat, answerField string, escape bool, p db.ListResultsParams, last int) *resultsPages {
-	d := &resultsPages{p: p, last: last, rows: resultsPageRows, flush: func() {}}
-	d.buf.Grow(64 << 10)
-	full := func() bool { return d.buf.Len() >= resultsPageBytes }
-	if format == formatCSV {
-		cw := csv.NewWriter(&d.buf)
-		_ = cw.Write(wire.ListRowColumns(answerField))
-		var fields []string
-		d.take = func(r *classifier.ListRow) bool {
-			row := wire.NewListRow(r, answerField)
-			fields = row.CSV(fields[:0])
-			if escape {
-				csvcell.EscapeAll(fields)
-			}
-			_ = cw.Write(fields) // into a bytes.Buffer: no error
-			return !full()
-		}
-		d.flush = cw.Flush
-	} else {
-		d.rows = resultsPageRowsNDJSON
-		enc := json.NewEncoder(&d.buf)
+func newResultsPage(format listFormat, answerField string, escape, header bool) *resultsPage {
+	pg := &resultsPage{flush: func() {}}
+	full := func() bool { return pg.buf.Len() >= resultsPageBytes }
+	if format == formatNDJSON {
+		enc := json.NewEncoder(&pg.buf)
 		enc.SetEscapeHTML(false)
-		d.take = func(r *classifier.ListRow) bool {
+		pg.take = func(r *classifier.ListRow) bool {
 			_ = enc.Encode(wire.NewListRow(r, answerField)) // a ListRow always encodes
 			return !full()
 		}
+		return pg
 	}
-	return d
+	cw := csv.NewWriter(&pg.buf)
+	if header {
+		_ = cw.Write(wire.ListRowColumns(answerField))
+	}
+	var fields []string
+	pg.take = func(r *classifier.ListRow) bool {
+		row := wire.NewListRow(r, answerField)
+		fields = row.CSV(fields[:0])
+		if escape {
+			csvcell.EscapeAll(fields)
+		}
+		_ = cw.Write(fields) // into a bytes.Buffer: no error
+		return !full()
+	}
+	pg.flush = cw.Flush
+	return pg
+}
+
+// resultsReader reads a download's pages in order, into two buffers that
+// take turns: the one being written, and the one read ahead.
+type resultsReader struct {
+	pool db.Bounded
+	p    db.ListResultsParams // p.After: where the next page starts
+	last int                  // the list's last row
+	rows int                  // row numbers per page
+	free chan *resultsPage
+	wg   sync.WaitGroup
+}
+
+func (s *Server) newResultsReader(format listFormat, answerField string, escape bool, p db.ListResultsParams, last int) *resultsReader {
+	r := &resultsReader{pool: s.pool(), p: p, last: last, rows: resultsPageRows, free: make(chan *resultsPage, 2)}
+	if format == formatNDJSON {
+		r.rows = resultsPageRowsNDJSON
+	}
+	r.free <- newResultsPage(format, answerField, escape, true) // the first page has the CSV's header
+	r.free <- newResultsPage(format, answerField, escape, false)
+	return r
 }
 
 // done reports whether every page has been read.
-func (d *resultsPages) done() bool { return d.p.After >= d.last }
+func (r *resultsReader) done() bool { return r.p.After >= r.last }
 
-// resultsPage reads a download's next page into d.buf, on a connection it
-// takes within DBTimeout and gives back before it returns.
-func (s *Server) resultsPage(ctx context.Context, d *resultsPages) error {
-	defer d.flush()
-	if d.done() {
-		return nil
+// next reads the next page into a free buffer (an empty page once every
+// page has been read), on a connection it takes within DBTimeout and gives
+// back before it returns.
+func (r *resultsReader) next(ctx context.Context) *resultsPage {
+	var pg *resultsPage
+	select {
+	case pg = <-r.free:
+	case <-ctx.Done():
+		return &resultsPage{err: ctx.Err()}
 	}
-	if d.last-d.p.After >= d.rows {
+	defer pg.flush()
+	if r.done() {
+		return pg
+	}
+	if r.last-r.p.After >= r.rows {
 		// A whole page: its buffer at its size once, rather than doubled
 		// past it as it grows.
-		d.buf.Grow(resultsPageBytes + resultsRowSlack)
+		pg.buf.Grow(resultsPageBytes + resultsRowSlack)
 	}
-	conn, err := s.pool().Acquire(ctx)
+	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		pg.err = err
+		return pg
 	}
 	defer conn.Release()
-	d.p.Through = min(d.p.After+d.rows, d.last)
-	next, err := db.ListResultsPage(ctx, conn, d.p, d.take)
+	r.p.Through = min(r.p.After+r.rows, r.last)
+	pg.flush()
+	start := pg.buf.Len()
+	next, err := db.ListResultsPage(ctx, conn, r.p, pg.take)
 	if err != nil {
-		return err
+		pg.err = err
+		return pg
 	}
-	if next < d.p.Through { // the page filled its buffer
-		d.rows = max(d.rows/2, resultsMinPageRows)
+	pg.flush()
+	r.rows = nextPageRows(next-r.p.After, pg.buf.Len()-start)
+	r.p.After = next
+	return pg
+}
+
+// nextPageRows is the rows of the next page, after a page that read the
+// given rows (by number) into the given bytes: as many as fill
+// resultsPageBytes at that size (nine tenths of it, so that the next page
+// seldom ends early), at least resultsMinPageRows, at most
+// resultsMaxPageRows (a page that ?status= filters down to nothing reads
+// no more than that).
+func nextPageRows(rows, bytes int) int {
+	if bytes == 0 {
+		return resultsMaxPageRows
 	}
-	d.p.After = next
-	return nil
+	n := int(int64(rows) * resultsPageBytes * 9 / 10 / int64(bytes))
+	return min(max(n, resultsMinPageRows), resultsMaxPageRows)
+}
+
+// ahead reads the pages after the first on a goroutine of its own, one
+// page ahead of the writer, until the last page, an error (the page that
+// carries it is the last) or ctx's end. Wait for r.wg after ending ctx.
+func (r *resultsReader) ahead(ctx context.Context) <-chan *resultsPage {
+	pages := make(chan *resultsPage)
+	r.wg.Go(func() {
+		defer close(pages)
+		for !r.done() {
+			pg := r.next(ctx)
+			select {
+			case pages <- pg:
+			case <-ctx.Done():
+				return
+			}
+			if pg.err != nil {
+				return
+			}
+		}
+	})
+	return pages
+}
+
+// recycle gives a written page's buffer back for another page.
+func (r *resultsReader) recycle(pg *resultsPage) {
+	pg.buf.Reset()
+	r.free <- pg
 }
 
 // negotiateResults picks CSV or NDJSON from Accept: CSV when both or
