@@ -23,7 +23,7 @@ import (
 
 // newList writes a list of caller with one row per domain, kept for
 // retention once it ends.
-func newList(t *testing.T, exec db.DBTX, caller string, retention time.Duration, domains ...string) *classifier.List {
+func newList(t testing.TB, exec db.DBTX, caller string, retention time.Duration, domains ...string) *classifier.List {
 	t.Helper()
 	ctx := context.Background()
 	src := &rowSlice{}
