@@ -225,6 +225,35 @@ func TestHostileDownloads(t *testing.T) {
 	})
 }
 
+// The server's own read and write timeouts are for short requests (15 s
+// and 30 s in cmd/domainclass): a download read at a good pace for longer
+// than both comes whole, however long it takes.
+func TestListResultsOutlastTheServerTimeouts(t *testing.T) {
+	t.Parallel()
+	const timeouts = 500 * time.Millisecond
+	b := setup(t, setupOpts{serverTimeouts: timeouts, lists: httpapi.ListLimits{DownloadMinRate: 16 << 10, DownloadRateWindow: time.Second}})
+	id, _ := bigList(t, b, b.keyA, 20_000) // 8.6 MB: more than the sockets' buffers hold
+	d, refused := startDownload(t, b.url, b.keyA, "/lists/"+id+"/results")
+	require.Nil(t, refused)
+	start := time.Now()
+	// 64 KiB every 20 ms (3.2 MB/s), about 2.7 s in all.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	buf := make([]byte, 64<<10)
+	lines := 0
+	for range tick.C {
+		n, err := io.ReadFull(d.resp.Body, buf)
+		lines += bytes.Count(buf[:n], []byte("\n"))
+		if err != nil {
+			require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the last read is short")
+			break
+		}
+	}
+	require.Greater(t, time.Since(start), 2*timeouts, "the download outlasted the server's timeouts")
+	require.Equal(t, 20_001, lines, "the header's end and every row came (the 64 bytes read first are the header's start)")
+	require.NoError(t, d.rest(t), "and the download ended whole")
+}
+
 // TestListResultsPages holds a list's results read a page at a time: pages
 // end at a number of rows, or early at a number of bytes (each row here is
 // about 500 bytes, so a CSV page fills up); the rows come whole and in
