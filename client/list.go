@@ -191,9 +191,11 @@ type ResultsOptions struct {
 // streams them (nothing is buffered whole) and returns how many bytes it
 // wrote. Rows not yet final come as PENDING.
 //
-// It retries while the API is unavailable (503) or unreachable, until the
-// answer starts; error answers come back as *ProblemError (400 bad id or
-// query, 404 unknown list, 406). Once the rows flow it does not retry: an
+// It retries while the API is unavailable (503) or unreachable, or the
+// caller has as many downloads in progress as it may (429
+// too-many-downloads, after its Retry-After), until the answer starts;
+// error answers come back as *ProblemError (400 bad id or query, 404
+// unknown list, 406). Once the rows flow it does not retry: an
 // answer cut off before its end, or silent for two minutes, is an error
 // (never a short download that looks whole), as is an error writing to w;
 // what was written stays written (resume with After).
@@ -213,7 +215,7 @@ func (c *Client) ListResults(ctx context.Context, id string, w io.Writer, opts R
 	err := c.send(ctx, &exchange{method: http.MethodGet,
 		path:   wire.ListResultsURL(url.PathEscape(id)) + query("status", strings.Join(opts.Status, ","), "after", after, "escape_formulas", keep),
 		header: http.Header{"Accept": {accept}}, want: http.StatusOK, stream: true,
-		retryOn: []int{http.StatusServiceUnavailable},
+		retryOn: []int{http.StatusServiceUnavailable, http.StatusTooManyRequests},
 		read: func(resp *http.Response) (string, error) {
 			_, err := io.Copy(cw, resp.Body)
 			switch {

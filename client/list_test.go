@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -155,4 +156,35 @@ func TestListResults_StreamsAndACutOffIsAnError(t *testing.T) {
 	require.ErrorAs(t, err, &perr)
 	require.Equal(t, http.StatusNotFound, perr.StatusCode)
 	require.Equal(t, wire.Problem{Type: "/problems/not-found", Title: "Not found", Status: 404, Detail: "No list with this id."}, perr.Problem)
+}
+
+// A caller with as many downloads in progress as it may have gets 429
+// too-many-downloads: the download waits its Retry-After and starts then.
+func TestListResults_WaitsForAFreeDownload(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"type": "/problems/too-many-downloads", "title": "Too many downloads in progress", "status": 429,
+				"detail": "You have 4 downloads in progress; the limit is 4 at once."}`))
+			return
+		}
+		_, _ = w.Write([]byte("row,input\n1,a.com\n"))
+	}))
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL, "")
+	var retries []string
+	c.OnRetry = func(reason string, wait time.Duration) {
+		retries = append(retries, fmt.Sprintf("%s (%s)", reason, wait))
+	}
+	var out bytes.Buffer
+	_, err := c.ListResults(context.Background(), "l", &out, client.ResultsOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "row,input\n1,a.com\n", out.String())
+	require.Equal(t, int64(2), calls.Load())
+	require.Equal(t, []string{"429 Too Many Requests: You have 4 downloads in progress; the limit is 4 at once. (1s)"}, retries,
+		"the wait is the answer's Retry-After, and says why")
 }

@@ -413,16 +413,21 @@ func ListGate(ctx context.Context, tx DBTX, id uuid.UUID) error {
 	return nil
 }
 
-// ListResultsParams selects the rows of a list to stream.
+// ListResultsParams selects the rows of a list to read for a download.
 type ListResultsParams struct {
 	ListID uuid.UUID
-	// After resumes after this row (0: from the start).
-	After int
+	// After and Through bound the rows read: those numbered in (After,
+	// Through]. Rows are numbered 1..rows without gaps, so a range of n
+	// numbers holds at most n rows, found by the primary key, whatever
+	// Statuses keeps of them.
+	After, Through int
 	// Statuses keeps only rows in these statuses, as callers see them
 	// (CANCELLED included); none keeps every row.
 	Statuses []classifier.Status
 	// List is the list's own status and error: rows not final in a
-	// CANCELLED list are reported CANCELLED, in a FAILED one FAILED.
+	// CANCELLED list are reported CANCELLED, in a FAILED one FAILED. A
+	// download reads them once and passes the same to every page, so that
+	// its rows agree with one another.
 	ListStatus classifier.Status
 	ListError  string
 	// URLsOnly reads what a CSV shows: each answer's model, prompt version
@@ -431,9 +436,16 @@ type ListResultsParams struct {
 	URLsOnly bool
 }
 
-// ListResults streams a list's rows in row order to fn, reading them from a
-// cursor as fn consumes them: memory stays flat however long the list.
-func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*classifier.ListRow) error) error {
+// ListResultsPage reads one page of a list's rows for a download, in row
+// order, in one short query on exec: the rows of p's range that p keeps go
+// to fn as they are read. fn does not keep the row (the same one is reused)
+// and returns false to end the page after it (its buffer is full). A
+// download takes a connection for each page and gives it back before it
+// writes the page to its client, so that no connection waits on a client.
+//
+// It returns the row the next page starts after: p.Through, or the row fn
+// ended the page at. It returns an error when the query fails.
+func ListResultsPage(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*classifier.ListRow) bool) (next int, err error) {
 	statuses := make([]string, len(p.Statuses))
 	for i, s := range p.Statuses {
 		statuses[i] = string(s)
@@ -451,13 +463,13 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 		       classified_at, `+columns+`
 		FROM (
 			SELECT *, CASE WHEN status = 'PENDING' AND $3 IN ('CANCELLED', 'FAILED') THEN $3 ELSE status END AS shown
-			FROM list_row WHERE list_id = $1 AND row > $2
+			FROM list_row WHERE list_id = $1 AND row > $2 AND row <= $6
 		) r
 		`+join+`
 		WHERE cardinality($4::text[]) = 0 OR shown = ANY($4)
-		ORDER BY row`, p.ListID, p.After, string(p.ListStatus), statuses, p.ListError)
+		ORDER BY row`, p.ListID, p.After, string(p.ListStatus), statuses, p.ListError, p.Through)
 	if err != nil {
-		return translate(err)
+		return p.After, translate(err)
 	}
 	defer rows.Close()
 	var (
@@ -479,7 +491,7 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 			dest = append(dest, provenanceDest(&r.Result, &provenance)...)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return translate(err)
+			return p.After, translate(err)
 		}
 		if p.URLsOnly {
 			// fn does not keep the row, so one slice serves every row.
@@ -491,9 +503,22 @@ func ListResults(ctx context.Context, exec DBTX, p ListResultsParams, fn func(*c
 		}
 		r.Result.ProvenanceID = provenance.Bytes
 		r.Result.Answer, r.Result.Confidence, r.Result.ClassifiedAt = deref(answer), int(deref(confidence)), deref(classifiedAt)
-		if err := fn(&r); err != nil {
-			return err
+		if !fn(&r) {
+			rows.Close()
+			return r.Row, translate(rows.Err())
 		}
 	}
-	return translate(rows.Err())
+	if err := rows.Err(); err != nil {
+		return p.After, translate(err)
+	}
+	return p.Through, nil
+}
+
+// ListExists reports whether list id is still there. A purge takes the
+// list off before any of its rows (ListPurge, then ListRowsPurge), so a
+// download that finds its list there after its last page read every row.
+func ListExists(ctx context.Context, exec DBTX, id uuid.UUID) (bool, error) {
+	var ok bool
+	err := exec.QueryRow(ctx, `SELECT EXISTS (SELECT FROM list WHERE id = $1)`, id).Scan(&ok)
+	return ok, translate(err)
 }

@@ -23,7 +23,7 @@ import (
 
 // newList writes a list of caller with one row per domain, kept for
 // retention once it ends.
-func newList(t *testing.T, exec db.DBTX, caller string, retention time.Duration, domains ...string) *classifier.List {
+func newList(t testing.TB, exec db.DBTX, caller string, retention time.Duration, domains ...string) *classifier.List {
 	t.Helper()
 	ctx := context.Background()
 	src := &rowSlice{}
@@ -210,8 +210,9 @@ func TestProvenancePurge_RacesACacheHit(t *testing.T) {
 		require.NoError(t, got.err, "the purge that comes second keeps what the row now refers to")
 		require.Zero(t, got.deleted)
 		rows := map[int]classifier.ListRow{}
-		require.NoError(t, db.ListResults(ctx, d.Pool, db.ListResultsParams{ListID: next.ID},
-			func(r *classifier.ListRow) error { rows[r.Row] = *r; return nil }))
+		_, err = db.ListResultsPage(ctx, d.Pool, db.ListResultsParams{ListID: next.ID, Through: next.Rows},
+			func(r *classifier.ListRow) bool { rows[r.Row] = *r; return true })
+		require.NoError(t, err)
 		require.Equal(t, hit.ProvenanceID, rows[1].Result.ProvenanceID)
 		require.Equal(t, "m", rows[1].Result.Model, "and its provenance is there to read")
 	})

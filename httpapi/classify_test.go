@@ -71,6 +71,9 @@ type setupOpts struct {
 	clock *testClock
 	// trustTrace is Config.TrustIncomingTrace.
 	trustTrace bool
+	// serverTimeouts, when set, are the server's ReadTimeout and
+	// WriteTimeout, as cmd/domainclass sets them for short requests.
+	serverTimeouts time.Duration
 }
 
 // testClock is a clock that moves only when the test moves it, and by
@@ -150,7 +153,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	if opts.clock != nil {
 		clock = opts.clock.Now
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{
+	srv := httptest.NewUnstartedServer(httpapi.New(httpapi.Config{
 		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: registry,
@@ -159,6 +162,8 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
 		Lists: opts.lists, Queue: opts.queue, Estimate: opts.estimate,
 	}).Handler())
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = opts.serverTimeouts, opts.serverTimeouts
+	srv.Start()
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b

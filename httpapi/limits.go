@@ -128,6 +128,42 @@ const (
 	uploadsRetryAfter = 10 * time.Second
 )
 
+// The reviewed download bounds (LIST_DOWNLOADS_PER_PROCESS,
+// CALLER_MAX_DOWNLOADS, LIST_DOWNLOAD_MIN_RATE, LIST_DOWNLOAD_RATE_WINDOW).
+// A results download reads its rows a page at a time, each page on a
+// connection taken for its query and given back before the page is
+// written, so a slow reader holds a socket, a goroutine and one page of
+// encoded rows, never a connection. These bound how many of those there
+// are, and for how long.
+const (
+	// DefaultListDownloadsPerProcess: result downloads one API process
+	// sends at once. Each holds two pages of encoded rows (the one written,
+	// the one read ahead: about 1 MiB each, resultsPageBytes), so 32 hold
+	// about 70 MiB at worst; a slow one costs little else. One download at full speed already takes most of
+	// two cores (its page queries and its encoding), so more at once only
+	// share them. A 33rd is told to come back (429).
+	DefaultListDownloadsPerProcess = 32
+	// DefaultCallerMaxDownloads: one caller's downloads sent at once by one
+	// process. A caller has at most CALLER_MAX_ACTIVE_LISTS (3) lists
+	// running and reads each once, or resumes one with ?after=; four lets a
+	// script fetch its lists side by side, and eight callers share the 32.
+	DefaultCallerMaxDownloads = 4
+	// DefaultListDownloadMinRate: the bytes a second a download's client
+	// must take, measured over each LIST_DOWNLOAD_RATE_WINDOW's worth of
+	// bytes (8 KiB/s × 20 s = 160 KiB, to be taken within 20 s), or the
+	// download is cut off (the client sees it break, and may resume with
+	// ?after=). The same modem's pace as an upload's: a reader that stops,
+	// or takes a few bytes now and then, is let go within a window once the
+	// socket's buffers are full.
+	DefaultListDownloadMinRate = 8 << 10
+	// DefaultListDownloadRateWindow: the window the rate is measured over;
+	// 20 s rides out a lossy link's retransmissions, as for uploads.
+	DefaultListDownloadRateWindow = 20 * time.Second
+	// downloadsRetryAfter is the Retry-After of a refusal for too many
+	// downloads at once: a million rows stream in seconds on a fast link.
+	downloadsRetryAfter = 10 * time.Second
+)
+
 // ListLimits are the list routes' limits.
 type ListLimits struct {
 	MaxBytes  int64
@@ -142,6 +178,15 @@ type ListLimits struct {
 	// UploadRateWindow, or the upload is ended with 408.
 	UploadMinRate    int64
 	UploadRateWindow time.Duration
+	// MaxDownloads and CallerMaxDownloads bound the result downloads sent
+	// at once by this process, in all and per caller.
+	MaxDownloads       int
+	CallerMaxDownloads int
+	// DownloadMinRate (bytes a second) must be kept up by a download's
+	// client: each DownloadMinRate × DownloadRateWindow bytes written must
+	// be taken within DownloadRateWindow, or the download is cut off.
+	DownloadMinRate    int64
+	DownloadRateWindow time.Duration
 	// SpoolDir holds the uploads' spool files (each deleted as soon as it
 	// is created: it lives while its request does); "" is os.TempDir().
 	SpoolDir string
@@ -151,7 +196,9 @@ type ListLimits struct {
 func DefaultListLimits() ListLimits {
 	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
 		MaxUploads: DefaultListUploadsPerProcess, CallerMaxUploads: DefaultCallerMaxUploads,
-		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow, SpoolDir: os.TempDir()}
+		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow,
+		MaxDownloads: DefaultListDownloadsPerProcess, CallerMaxDownloads: DefaultCallerMaxDownloads,
+		DownloadMinRate: DefaultListDownloadMinRate, DownloadRateWindow: DefaultListDownloadRateWindow, SpoolDir: os.TempDir()}
 }
 
 // Validate returns an error for a limit below 1.
@@ -164,6 +211,12 @@ func (l ListLimits) Validate() error {
 	}
 	if l.UploadRateWindow < time.Second {
 		return errors.New("UploadRateWindow must be at least 1s")
+	}
+	if l.MaxDownloads < 1 || l.CallerMaxDownloads < 1 || l.DownloadMinRate < 1 {
+		return errors.New("MaxDownloads, CallerMaxDownloads and DownloadMinRate must be at least 1")
+	}
+	if l.DownloadRateWindow < time.Second {
+		return errors.New("DownloadRateWindow must be at least 1s")
 	}
 	return nil
 }
@@ -245,6 +298,11 @@ func (l ListLimits) withDefaults() ListLimits {
 	l.CallerMaxUploads = cmpOr(l.CallerMaxUploads, def.CallerMaxUploads)
 	if l.UploadMinRate <= 0 || l.UploadRateWindow <= 0 {
 		l.UploadMinRate, l.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
+	}
+	l.MaxDownloads = cmpOr(l.MaxDownloads, def.MaxDownloads)
+	l.CallerMaxDownloads = cmpOr(l.CallerMaxDownloads, def.CallerMaxDownloads)
+	if l.DownloadMinRate <= 0 || l.DownloadRateWindow <= 0 {
+		l.DownloadMinRate, l.DownloadRateWindow = def.DownloadMinRate, def.DownloadRateWindow
 	}
 	if l.SpoolDir == "" {
 		l.SpoolDir = def.SpoolDir

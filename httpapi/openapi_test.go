@@ -779,6 +779,13 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	requireProblem(t, send(l.url, "GET", path+"/results", "", "Authorization", auth, "Accept", "application/pdf"), 406, "not-acceptable")
 	requireProblem(t, send(l.url, "GET", path+"/results?status=DONE", "", "Authorization", auth), 400, "invalid-query")
 	requireProblem(t, send(l.url, "GET", path+"/results?after=-1", "", "Authorization", auth), 400, "invalid-query")
+	// A caller with a download in progress, at its limit of one.
+	reading := setup(t, setupOpts{lists: httpapi.ListLimits{CallerMaxDownloads: 1, DownloadMinRate: 1024, DownloadRateWindow: 10 * time.Minute}})
+	big, _ := bigList(t, reading, reading.keyA, 20_000)
+	d, refused := startDownload(t, reading.url, reading.keyA, "/lists/"+big+"/results")
+	require.Nil(t, refused)
+	requireProblem(t, send(reading.url, "GET", "/lists/"+big+"/results", "", "Authorization", "Bearer "+reading.keyA), 429, "too-many-downloads")
+	d.close()
 	for _, r := range everyListRoute("nope")[1:] {
 		requireProblem(t, send(l.url, r.method, r.path, r.body, append(r.header, "Authorization", auth)...), 400, "invalid-list-id")
 	}

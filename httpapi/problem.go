@@ -47,6 +47,7 @@ var problemTypes = map[string]string{
 	"csv-record-too-large":      "CSV row too large",
 	"too-many-uploads":          "Too many uploads in progress",
 	"upload-too-slow":           "Upload too slow",
+	"too-many-downloads":        "Too many downloads in progress",
 	"invalid-query":             "Invalid query parameter",
 	"no-valid-rows":             "No valid rows",
 	"too-many-lists":            "Too many active lists",

@@ -89,7 +89,8 @@ type Server struct {
 	cfg        Config
 	router     *gin.Engine
 	limiter    *callerLimiter
-	uploads    *uploadGate
+	uploads    *gate
+	downloads  *gate
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 }
@@ -106,7 +107,9 @@ const MaxBodyBytes = 64 << 10
 // New returns a server with its routes.
 func New(cfg Config) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock), uploads: newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads)}
+	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock),
+		uploads:   newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads),
+		downloads: newDownloadGate(cfg.Lists.MaxDownloads, cfg.Lists.CallerMaxDownloads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()

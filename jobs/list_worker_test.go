@@ -78,8 +78,9 @@ func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, l *c
 func listRows(t *testing.T, exec db.DBTX, l *classifier.List) map[int]classifier.ListRow {
 	t.Helper()
 	out := map[int]classifier.ListRow{}
-	require.NoError(t, db.ListResults(context.Background(), exec, db.ListResultsParams{ListID: l.ID, ListStatus: l.Status, ListError: l.Error},
-		func(r *classifier.ListRow) error { out[r.Row] = *r; return nil }))
+	_, err := db.ListResultsPage(context.Background(), exec, db.ListResultsParams{ListID: l.ID, Through: l.Rows,
+		ListStatus: l.Status, ListError: l.Error}, func(r *classifier.ListRow) bool { out[r.Row] = *r; return true })
+	require.NoError(t, err)
 	return out
 }
 

@@ -47,4 +47,6 @@ type CallerLimits struct {
 	MaxStoredRows    int `json:"max_stored_rows"`
 	// MaxUploads is per API process: uploads read at once.
 	MaxUploads int `json:"max_uploads"`
+	// MaxDownloads is per API process: result downloads sent at once.
+	MaxDownloads int `json:"max_downloads"`
 }

@@ -157,6 +157,7 @@ func TestCallerBudget(t *testing.T) {
 		require.Nil(t, me.Budget.CostUSD)
 		require.Equal(t, httpapi.DefaultCallerMaxStoredRows, me.Limits.MaxStoredRows, "the caller's limits are all shown")
 		require.Equal(t, httpapi.DefaultCallerMaxUploads, me.Limits.MaxUploads)
+		require.Equal(t, httpapi.DefaultCallerMaxDownloads, me.Limits.MaxDownloads)
 
 		r := b.job(`{"domains": ["other1.com", "other2.com"]}`)
 		require.Equal(t, "COMPLETED", string(r.Results[0].Status), "team-b has no budget: its calls go on")

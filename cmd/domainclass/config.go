@@ -212,6 +212,10 @@ func (c *Config) limitsEnv() []envVar {
 		{"CALLER_MAX_UPLOADS", &c.Lists.CallerMaxUploads, "CallerMaxUploads"},
 		{"LIST_UPLOAD_MIN_RATE", &c.Lists.UploadMinRate, "UploadMinRate"},
 		{"LIST_UPLOAD_RATE_WINDOW", &c.Lists.UploadRateWindow, "UploadRateWindow"},
+		{"LIST_DOWNLOADS_PER_PROCESS", &c.Lists.MaxDownloads, "MaxDownloads"},
+		{"CALLER_MAX_DOWNLOADS", &c.Lists.CallerMaxDownloads, "CallerMaxDownloads"},
+		{"LIST_DOWNLOAD_MIN_RATE", &c.Lists.DownloadMinRate, "DownloadMinRate"},
+		{"LIST_DOWNLOAD_RATE_WINDOW", &c.Lists.DownloadRateWindow, "DownloadRateWindow"},
 		{"LIST_SPOOL_DIR", &c.Lists.SpoolDir, "SpoolDir"},
 
 		{"CACHE_TTL_HIGH", &c.Freshness.High, "High"},

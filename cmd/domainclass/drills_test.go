@@ -61,6 +61,7 @@ var drills = []struct {
 	{"EconomyWorkerKilled", drillEconomyWorkerKilled},
 	{"ListBadHour", drillListBadHour},
 	{"TrickledUploads", drillTrickledUploads},
+	{"SlowDownloads", drillSlowDownloads},
 	{"ScaleRequests", drillScaleRequests},
 	{"ScaleTokens", drillScaleTokens},
 	{"BudgetWorkerKilled", drillBudgetWorkerKilled},

@@ -399,6 +399,9 @@ type CallerLimits struct {
 	// MaxActiveLists Lists not yet ended.
 	MaxActiveLists int `json:"max_active_lists"`
 
+	// MaxDownloads Result downloads one API process sends at once for the caller.
+	MaxDownloads int `json:"max_downloads"`
+
 	// MaxQueuedDomains Domains of jobs accepted and not yet ended.
 	MaxQueuedDomains int `json:"max_queued_domains"`
 
@@ -2477,8 +2480,9 @@ type ClientInterface interface {
 
 	// GetListResults Every row of a list and its answer, streamed
 	//
-	// Every row in upload order, final or not, streamed from a cursor in
-	// constant memory however long the list. The format follows
+	// Every row in upload order, final or not, streamed in constant memory
+	// however long the list (read a page at a time, which a client does
+	// not see). The format follows
 	// `Accept`, q-values included: `text/csv` (the default: no `Accept`,
 	// `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
 	// another name for it; the answer is `application/x-ndjson`). Each
@@ -2488,7 +2492,10 @@ type ClientInterface interface {
 	// acceptable, and the higher quality wins: `text/csv;q=0,
 	// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 	// last chunk, never as a short body that looks whole: resume with
-	// `after` set to the last row received.
+	// `after` set to the last row received. The client must take the body
+	// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
+	// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+	// breaks), and within 30 minutes in all.
 	//
 	// Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
 	GetListResults(ctx context.Context, listId ListIdParam, params *GetListResultsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2837,8 +2844,9 @@ func (c *Client) GetList(ctx context.Context, listId ListIdParam, reqEditors ...
 
 // GetListResults Every row of a list and its answer, streamed
 //
-// Every row in upload order, final or not, streamed from a cursor in
-// constant memory however long the list. The format follows
+// Every row in upload order, final or not, streamed in constant memory
+// however long the list (read a page at a time, which a client does
+// not see). The format follows
 // `Accept`, q-values included: `text/csv` (the default: no `Accept`,
 // `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
 // another name for it; the answer is `application/x-ndjson`). Each
@@ -2848,7 +2856,10 @@ func (c *Client) GetList(ctx context.Context, listId ListIdParam, reqEditors ...
 // acceptable, and the higher quality wins: `text/csv;q=0,
 // application/x-ndjson` is NDJSON. A download that breaks off ends without its
 // last chunk, never as a short body that looks whole: resume with
-// `after` set to the last row received.
+// `after` set to the last row received. The client must take the body
+// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
+// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+// breaks), and within 30 minutes in all.
 //
 // Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
 func (c *Client) GetListResults(ctx context.Context, listId ListIdParam, params *GetListResultsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3997,8 +4008,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetListResultsWithResponse Every row of a list and its answer, streamed
 	//
-	// Every row in upload order, final or not, streamed from a cursor in
-	// constant memory however long the list. The format follows
+	// Every row in upload order, final or not, streamed in constant memory
+	// however long the list (read a page at a time, which a client does
+	// not see). The format follows
 	// `Accept`, q-values included: `text/csv` (the default: no `Accept`,
 	// `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
 	// another name for it; the answer is `application/x-ndjson`). Each
@@ -4008,7 +4020,10 @@ type ClientWithResponsesInterface interface {
 	// acceptable, and the higher quality wins: `text/csv;q=0,
 	// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 	// last chunk, never as a short body that looks whole: resume with
-	// `after` set to the last row received.
+	// `after` set to the last row received. The client must take the body
+	// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
+	// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+	// breaks), and within 30 minutes in all.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4906,6 +4921,11 @@ type GetListResultsResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// GetListResultsResponse429Headers the declared response headers of an HTTP 429 response for GetListResults
+type GetListResultsResponse429Headers struct {
+	RetryAfter string
+}
+
 // GetListResultsResponse503Headers the declared response headers of an HTTP 503 response for GetListResults
 type GetListResultsResponse503Headers struct {
 	RetryAfter string
@@ -4922,12 +4942,16 @@ type GetListResultsResponse struct {
 	ApplicationproblemJSON404 *ListNotFound
 	// ApplicationproblemJSON406 the response for an HTTP 406 `application/problem+json` response
 	ApplicationproblemJSON406 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetListResultsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetListResultsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetListResultsResponse503Headers
 }
@@ -4950,6 +4974,11 @@ func (r GetListResultsResponse) GetApplicationproblemJSON404() *ListNotFound {
 // GetApplicationproblemJSON406 returns the response for an HTTP 406 `application/problem+json` response
 func (r GetListResultsResponse) GetApplicationproblemJSON406() *Problem {
 	return r.ApplicationproblemJSON406
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetListResultsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -5570,8 +5599,9 @@ func (c *ClientWithResponses) GetListWithResponse(ctx context.Context, listId Li
 
 // GetListResultsWithResponse Every row of a list and its answer, streamed
 //
-// Every row in upload order, final or not, streamed from a cursor in
-// constant memory however long the list. The format follows
+// Every row in upload order, final or not, streamed in constant memory
+// however long the list (read a page at a time, which a client does
+// not see). The format follows
 // `Accept`, q-values included: `text/csv` (the default: no `Accept`,
 // `*/*`, or a tie) or `application/x-ndjson` (`application/jsonl` is
 // another name for it; the answer is `application/x-ndjson`). Each
@@ -5581,7 +5611,10 @@ func (c *ClientWithResponses) GetListWithResponse(ctx context.Context, listId Li
 // acceptable, and the higher quality wins: `text/csv;q=0,
 // application/x-ndjson` is NDJSON. A download that breaks off ends without its
 // last chunk, never as a short body that looks whole: resume with
-// `after` set to the last row received.
+// `after` set to the last row received. The client must take the body
+// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
+// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+// breaks), and within 30 minutes in all.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6488,6 +6521,13 @@ func ParseGetListResultsResponse(rsp *http.Response) (*GetListResultsResponse, e
 		}
 		response.ApplicationproblemJSON406 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6515,6 +6555,16 @@ func ParseGetListResultsResponse(rsp *http.Response) (*GetListResultsResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetListResultsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetListResultsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
