@@ -3,15 +3,14 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
 
 // gate counts the requests of one kind this process is serving (uploads,
 // downloads), in all and per caller, so that one more is refused (429)
-// before any work once a bound is reached. A caller's second and later
-// requests at once may not take the last quarter of the places: those are
-// kept for callers with none in progress. Such a request holds no
+// before any work once a bound is reached. Such a request holds no
 // database connection while it waits on its client, but it holds a
 // goroutine, a socket and some memory (a spool file and a set of domains
 // for an upload, a page of rows for a download) for as long as its caller
@@ -32,6 +31,10 @@ type gate struct {
 type gateRefusal struct {
 	slug, what, doing, does, callerNote string
 	retryAfter                          time.Duration
+	// reserve keeps the last quarter of the places for callers with none
+	// in progress: a caller's second and later requests at once may not
+	// take them.
+	reserve bool
 }
 
 // callerCount are one caller's requests in progress: all, and those marked
@@ -46,7 +49,7 @@ func newGate(max, perCaller int, refusal gateRefusal) *gate {
 // make a list are marked.
 func newUploadGate(max, perCaller int) *gate {
 	return newGate(max, perCaller, gateRefusal{slug: "too-many-uploads", what: "uploads", doing: "reading", does: "reads",
-		callerNote: " (dry runs count)", retryAfter: uploadsRetryAfter})
+		callerNote: " (dry runs count)", retryAfter: uploadsRetryAfter, reserve: true})
 }
 
 // newDownloadGate counts result downloads.
@@ -68,7 +71,10 @@ func (g *gate) enter(caller string, mark bool) (leave func(), marked int, err er
 		c = &callerCount{}
 	}
 	r := g.refusal
-	reserve := (g.max + 3) / 4 // a quarter of the places, rounded up
+	reserve := 0
+	if r.reserve {
+		reserve = (g.max + 3) / 4 // a quarter of the places, rounded up
+	}
 	switch {
 	case c.all >= g.perCaller:
 		return nil, 0, &problem{status: http.StatusTooManyRequests, slug: r.slug, retryAfter: r.retryAfter,
@@ -78,15 +84,19 @@ func (g *gate) enter(caller string, mark bool) (leave func(), marked int, err er
 		return nil, 0, &problem{status: http.StatusTooManyRequests, slug: r.slug, retryAfter: r.retryAfter,
 			detail: fmt.Sprintf("The service is %s %d %s, as many as it %s at once; retry after the seconds in Retry-After.",
 				r.doing, g.n, r.what, r.does)}
-	case c.all > 0 && g.n >= g.max-reserve:
+	case reserve > 0 && c.all > 0 && g.n >= g.max-reserve:
 		// A caller's second and later requests at once leave the last
 		// quarter of the places to callers with none in progress: four
 		// callers trickling two uploads each held all eight for up to 30
 		// minutes, and a fifth caller's one-row list got 429 (issue 36).
+		what := r.what
+		if c.all == 1 {
+			what = strings.TrimSuffix(what, "s")
+		}
 		return nil, 0, &problem{status: http.StatusTooManyRequests, slug: r.slug, retryAfter: r.retryAfter,
 			detail: fmt.Sprintf("You have %d %s in progress, and the service is %s %d of the %d it %s at once: "+
-				"the last %d are kept for callers with none in progress. Retry when one of yours has ended, after the seconds in Retry-After.",
-				c.all, r.what, r.doing, g.n, g.max, r.does, reserve)}
+				"the last %d are kept for callers with none in progress. Retry when yours has ended, after the seconds in Retry-After.",
+				c.all, what, r.doing, g.n, g.max, r.does, reserve)}
 	}
 	marked = c.marked
 	g.n++
