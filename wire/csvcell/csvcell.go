@@ -101,6 +101,12 @@ func cut(s string) (seg, rest string, more bool) {
 // front of each segment that starts a formula (Risky); s as it is when
 // none does.
 func Escape(s string) string {
+	if !hasSeparator(s) { // most cells: one part, one scan
+		if risky(s) {
+			return "'" + s
+		}
+		return s
+	}
 	return eachSegment(s, func(seg string) string {
 		if risky(seg) {
 			return "'" + seg
@@ -156,4 +162,17 @@ func EscapeAll(record []string) []string {
 		record[i] = Escape(f)
 	}
 	return record
+}
+
+// hasSeparator reports whether s holds one of separators: a byte loop,
+// several times faster than strings.ContainsAny on the short cells of a
+// results CSV (it runs on every cell of a million-row download).
+func hasSeparator(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ';', '\t', '\r', '\n':
+			return true
+		}
+	}
+	return false
 }
