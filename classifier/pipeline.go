@@ -170,6 +170,11 @@ func (p *Pipeline) WithStore(store ResultStore) *Pipeline {
 	return &Pipeline{cfg: cfg, unsaved: p.unsaved}
 }
 
+// CacheRules are the rules a cached answer is served again under, and the
+// pipeline's now: what a set-based look-up of many domains (a list's
+// answered rows) applies as cheap does one domain at a time.
+func (p *Pipeline) CacheRules() (Freshness, time.Time) { return p.cfg.Freshness, p.cfg.Now() }
+
 // HasLLM reports whether a model is configured.
 func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 

@@ -153,12 +153,7 @@ func ListModelCalls(ctx context.Context, tx DBTX, listID uuid.UUID, classifierNa
 		LEFT JOIN override o ON o.classifier = $2 AND o.domain = d.domain
 		LEFT JOIN result r ON r.classifier = $2 AND r.domain = d.domain
 		WHERE d.list_id = $1 AND d.status = 'PENDING' AND d.first_row IS NULL AND o.domain IS NULL
-		  AND NOT coalesce(r.status = 'COMPLETED' AND (
-		           (r.confidence >= 4 AND $4::float8 > 0 AND r.classified_at > $3::timestamptz - make_interval(secs => $4)) OR
-		           (r.confidence BETWEEN 2 AND 3 AND $5::float8 > 0 AND r.classified_at > $3::timestamptz - make_interval(secs => $5)) OR
-		           (r.confidence = 1 AND $6::float8 > 0 AND r.classified_at > $3::timestamptz - make_interval(secs => $6)))
-		           AND ($7::float8 = 0 OR r.classified_at > $3::timestamptz - make_interval(secs => $7))
-		           AND ($8::timestamptz IS NULL OR r.classified_at >= $8), false)`,
-		listID, classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&n)
+		  AND NOT coalesce(`+freshResult("r", 3)+`, false)`,
+		append([]any{listID, classifierName}, freshArgs(f, w, now)...)...).Scan(&n)
 	return n, translate(err)
 }

@@ -36,16 +36,11 @@ func DomainsAnswered(ctx context.Context, tx DBTX, classifierName string, src Do
 	}
 	err = tx.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE o.domain IS NOT NULL),
-		       count(*) FILTER (WHERE o.domain IS NULL AND r.status = 'COMPLETED' AND (
-		           (r.confidence >= 4 AND $3::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $3)) OR
-		           (r.confidence BETWEEN 2 AND 3 AND $4::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $4)) OR
-		           (r.confidence = 1 AND $5::float8 > 0 AND r.classified_at > $2::timestamptz - make_interval(secs => $5)))
-		           AND ($6::float8 = 0 OR r.classified_at > $2::timestamptz - make_interval(secs => $6))
-		           AND ($7::timestamptz IS NULL OR r.classified_at >= $7))
+		       count(*) FILTER (WHERE o.domain IS NULL AND `+freshResult("r", 2)+`)
 		FROM estimate_domain d
 		LEFT JOIN override o ON o.classifier = $1 AND o.domain = d.domain
 		LEFT JOIN result r ON r.classifier = $1 AND r.domain = d.domain`,
-		classifierName, now, f.High.Seconds(), f.Medium.Seconds(), f.Low.Seconds(), w.MaxAge.Seconds(), sinceOrNil(w)).Scan(&overridden, &cached)
+		append([]any{classifierName}, freshArgs(f, w, now)...)...).Scan(&overridden, &cached)
 	return overridden, cached, translate(err)
 }
 

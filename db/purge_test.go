@@ -218,6 +218,60 @@ func TestProvenancePurge_RacesACacheHit(t *testing.T) {
 	})
 }
 
+// A list's answered rows written as a set (ListAnswerKnown) are not locked
+// row by row: the set holds the purge off instead. The result moves on
+// while the set's transaction is open, so that the purge finds the
+// provenance the set just wrote referred to by nothing it can see: it waits
+// for the set, then keeps it.
+func TestProvenancePurge_RacesASetOfCacheHits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	_, err := db.ListRowFinish(ctx, d.Pool, uuid.New(), 1, modelAnswer("acme.com"), "o")
+	require.NoError(t, err)
+	cached, err := db.ResultGet(ctx, d.Pool, "cpg", "acme.com")
+	require.NoError(t, err)
+	next := newList(t, d.Pool, "a", time.Hour, "acme.com")
+
+	writer, err := d.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(ctx) }()
+	k, err := db.ListAnswerKnown(ctx, writer, next.ID, "cpg", 1, 1, classifier.DefaultFreshness(), classifier.Want{}, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, db.Known{Cache: 1, Rows: 1}, k)
+	// Meanwhile the model answers acme.com again: the provenance the set
+	// wrote is a candidate, and nothing the purge can see refers to it.
+	_, err = db.ListRowFinish(ctx, d.Pool, uuid.New(), 1, modelAnswer("acme.com"), "o")
+	require.NoError(t, err)
+
+	purger, err := d.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer purger.Release()
+	type outcome struct {
+		deleted int64
+		err     error
+	}
+	done := make(chan outcome, 1)
+	var finished atomic.Bool
+	go func() {
+		deleted, _, err := db.ProvenancePurge(ctx, purger, 100)
+		finished.Store(true)
+		done <- outcome{deleted, err}
+	}()
+	waitForLock(t, d, purger.Conn().PgConn().PID(), &finished)
+	require.NoError(t, writer.Commit(ctx))
+	got := <-done
+	require.NoError(t, got.err)
+	require.Zero(t, dangling(t, d.Pool), "the row's provenance is still there")
+	require.Zero(t, got.deleted, "the purge that comes second keeps what the row now refers to")
+	rows := map[int]classifier.ListRow{}
+	_, err = db.ListResultsPage(ctx, d.Pool, db.ListResultsParams{ListID: next.ID, Through: next.Rows},
+		func(r *classifier.ListRow) bool { rows[r.Row] = *r; return true })
+	require.NoError(t, err)
+	require.Equal(t, cached.ProvenanceID, rows[1].Result.ProvenanceID)
+	require.Equal(t, "m", rows[1].Result.Model, "and its provenance is there to read")
+}
+
 // A caller's stored rows are its lists' rows, ended or not, until they are
 // purged; the soonest a stored list expires is what a refused upload is
 // told.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -142,10 +143,17 @@ const provenancePurgeAttempts = 3
 // it, then fails the batch (the row was not yet visible when the batch
 // looked), and the batch is looked at again, now keeping that row; a write
 // that comes second waits for the batch and fails, and its job is retried.
+// A set-based write (a list's answered rows: ListAnswerKnown) holds the
+// schema's provenance lock instead, which the purge takes exclusively: one
+// waits for the other.
 // exec is the pool: each attempt is a transaction of its own.
 func ProvenancePurge(ctx context.Context, exec DBTX, batch int) (deleted, checked int64, err error) {
 	for attempt := 1; ; attempt++ {
-		err = exec.QueryRow(ctx, `
+		b := &pgx.Batch{}
+		// One transaction: the lock, held until the deletes commit, keeps
+		// the set-based writers (migration 00020) off meanwhile.
+		b.Queue(`SELECT pg_advisory_xact_lock(` + provenanceLockKey + `)`)
+		b.Queue(`
 			WITH c AS (
 				SELECT id FROM provenance_candidate ORDER BY id LIMIT $1
 			), gone AS (
@@ -155,7 +163,10 @@ func ProvenancePurge(ctx context.Context, exec DBTX, batch int) (deleted, checke
 				DELETE FROM provenance_candidate pc USING c WHERE pc.id = c.id
 				RETURNING 1
 			)
-			SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM seen)`, batch).Scan(&deleted, &checked)
+			SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM seen)`, batch).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&deleted, &checked)
+		})
+		err = exec.SendBatch(ctx, b).Close()
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" && attempt < provenancePurgeAttempts {
 			continue // a writer referred to one of them meanwhile: look again

@@ -119,19 +119,28 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
 		return river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
 	}
+	c, err := w.Registry.Get(l.Classifier)
+	if err != nil {
+		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
+	}
+	// Rows an override or a cached answer answers, as sets, before any
+	// domain's own work: the whole list by the upload's first chunk, so
+	// that only chunks with fresh domains are queued after it (a list
+	// answered already ends here), and each chunk's own rows again (an
+	// override set since).
+	from, to := l.ChunkRange(job.Args.Chunk)
+	known, err := w.answerKnown(ctx, log, l, job.Args, from, to)
+	if err != nil {
+		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error answering rows from overrides and the cache: %w", err), nil)
+	}
 	// Keep ListChunksInFlight chunks queued or running: this one and the
 	// ones after it (a first chunk queues the second, and so on). A chunk
 	// that cannot queue the next goes on: finish tries again, and the
 	// list sweep refills a list left with nothing queued.
 	w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1, w.Settings.ListChunksInFlight)
-	c, err := w.Registry.Get(l.Classifier)
-	if err != nil {
-		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
-	}
 	a := w.answerer(ctx, log, job, l)
-	from, to := l.ChunkRange(job.Args.Chunk)
 	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
-		return w.stage(ctx, log, job, l, c, a, from, to)
+		return w.stage(ctx, log, job, l, c, a, from, to, known)
 	}
 	rows, err := db.ListPending(ctx, w.DB, id, from, to)
 	if err != nil {
@@ -140,6 +149,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 
 	// 2. Answer each domain the cheapest way.
 	o, pending := w.answerRows(ctx, log, job, l, c, a, rows)
+	o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 	o.summary(ctx, log, "list chunk run", pending)
 	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
 	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
@@ -182,6 +192,38 @@ func (w *ClassifyListWorker) answerer(ctx context.Context, log *slog.Logger, job
 		allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
 }
 
+// knownRangeRows is how many rows one statement of answerKnown looks at:
+// a fraction of a second's work, so that the list's progress moves as a
+// large list is answered, and no statement holds many rows' locks long.
+const knownRangeRows = 50_000
+
+// answerKnown answers the rows an override or a fresh cached answer
+// answers (db.ListAnswerKnown), from..to, or the whole list for the
+// upload's first chunk, a range of rows per statement, and counts them.
+func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, l *classifier.List, args ClassifyListArgs, from, to int) (db.Known, error) {
+	if args.Chunk == 0 && args.Pass == 0 {
+		from, to = 1, l.Rows
+	}
+	f, now := w.Pipeline.CacheRules()
+	start := time.Now()
+	var all db.Known
+	for lo := from; lo <= to; lo += knownRangeRows {
+		k, err := db.ListAnswerKnown(ctx, w.DB, l.ID, l.Classifier, lo, min(lo+knownRangeRows-1, to), f, l.Want, now)
+		if err != nil {
+			return all, err
+		}
+		all.Override, all.Cache, all.Rows = all.Override+k.Override, all.Cache+k.Cache, all.Rows+k.Rows
+		w.Lists.ListRows(classifier.StatusCompleted, k.Rows)
+		w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceOverride, k.Override)
+		w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceCache, k.Cache)
+	}
+	if all.Rows > 0 {
+		log.InfoContext(ctx, "rows answered by overrides and the cache", "rows", all.Rows, "override", all.Override,
+			"cache", all.Cache, "looked_at", to-from+1, "took", time.Since(start).Round(time.Millisecond).String())
+	}
+	return all, nil
+}
+
 // storeRow stores an answer of list l's row (and its duplicates), and
 // counts the rows it made final.
 func (w *ClassifyListWorker) storeRow(l *classifier.List) func(context.Context, pendingDomain, classifier.Result, string) error {
@@ -217,7 +259,7 @@ func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, j
 // answered or staged, the batch goes to its own job (BatchWorker), in the
 // transaction that completes this one.
 func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
-	l *classifier.List, c *classifier.Classifier, a answerer, from, to int) error {
+	l *classifier.List, c *classifier.Classifier, a answerer, from, to int, known db.Known) error {
 	b, err := db.BatchOfChunk(ctx, w.DB, l.ID, job.Args.Chunk)
 	if err != nil {
 		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error making the chunk's batch: %w", err), nil)
@@ -235,6 +277,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		call.Spender = w.Spend.ForBatch(l.Caller)
 		a.classify = w.stageInto(b, l, call)
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, w.storeRow(l))
+		o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 		o.summary(ctx, log, "list chunk staged", len(pending))
 		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
 		if o.busy {

@@ -148,6 +148,14 @@ func (m *Metrics) DomainResult(r classifier.Result) {
 	m.domainResults.WithLabelValues(r.Classifier, source, outcome).Inc()
 }
 
+// DomainsAnswered counts n final answers of classifierName from source
+// at once (a list's answered rows, written as a set).
+func (m *Metrics) DomainsAnswered(classifierName string, source classifier.Source, n int) {
+	if m != nil && n > 0 {
+		m.domainResults.WithLabelValues(classifierName, string(source), "completed").Add(float64(n))
+	}
+}
+
 // EvidenceDropped counts a search result left out of the evidence for
 // its address (classifier.PipelineConfig.OnEvidenceDropped).
 func (m *Metrics) EvidenceDropped(reason string) {
