@@ -39,7 +39,7 @@ type Known struct {
 	Rows            int
 }
 
-// ListAnswerKnown answers, in one statement, every PENDING row from..to of
+// ListAnswerKnown answers, in one transaction, every PENDING row from..to of
 // list listID whose domain an override answers or a cached answer fresh
 // under f and w at now does, and counts them in the list's progress: what
 // the chunk would otherwise look up and store a domain at a time (the
@@ -49,17 +49,19 @@ type Known struct {
 // already final is left as it is. A duplicate is answered by its own
 // domain, which is its first row's: in one statement, the same answer.
 //
-// Each source is an UPDATE joined to its table, never to list_row again:
+// Each source is one UPDATE joined to its table, never to list_row again:
 // whatever list_row's statistics say (a list just uploaded has none), the
 // planner reads the range's rows once and looks each domain up, or reads
 // the source's table once; no plan reads the whole list per range.
 func ListAnswerKnown(ctx context.Context, exec DBTX, listID uuid.UUID, classifierName string, from, to int,
 	f classifier.Freshness, w classifier.Want, now time.Time) (Known, error) {
-	var k Known
+	var overridden, cached [2]int
 	batch := &pgx.Batch{}
 	queueProvenanceHold(batch)
+	// The overrides first: the cache's statement, which sees what the
+	// first wrote (one transaction), then finds those rows final.
 	batch.Queue(`
-		WITH overridden AS (
+		WITH answered AS (
 			UPDATE list_row t SET status = 'COMPLETED', answer = o.answer, confidence = o.confidence,
 			       reasoning = 'Set by ' || o.set_by || ': ' || o.note, source = 'override', error = NULL,
 			       classified_at = o.set_at, provenance_id = o.provenance_id, model = NULL, prompt_version = NULL, evidence_urls = ''
@@ -67,7 +69,11 @@ func ListAnswerKnown(ctx context.Context, exec DBTX, listID uuid.UUID, classifie
 			WHERE t.list_id = $1 AND t.row BETWEEN $3 AND $4 AND t.status = 'PENDING'
 			  AND o.classifier = $2 AND o.domain = t.domain
 			RETURNING t.first_row IS NULL AS first
-		), cached AS (
+		)`+countKnown("override"), listID, classifierName, from, to).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&overridden[0], &overridden[1])
+	})
+	batch.Queue(`
+		WITH answered AS (
 			UPDATE list_row t SET status = 'COMPLETED', answer = r.answer, confidence = r.confidence, reasoning = r.reasoning,
 			       source = 'cache', error = NULL, classified_at = r.classified_at, provenance_id = r.provenance_id,
 			       model = NULLIF(p.model, ''), prompt_version = NULLIF(p.prompt_version, ''),
@@ -77,25 +83,27 @@ func ListAnswerKnown(ctx context.Context, exec DBTX, listID uuid.UUID, classifie
 			FROM result r LEFT JOIN provenance p ON p.id = r.provenance_id
 			WHERE t.list_id = $1 AND t.row BETWEEN $3 AND $4 AND t.status = 'PENDING'
 			  AND r.classifier = $2 AND r.domain = t.domain AND `+freshResult("r", 5)+`
-			  AND NOT EXISTS (SELECT FROM override o WHERE o.classifier = $2 AND o.domain = t.domain)
 			RETURNING t.first_row IS NULL AS first
-		), n AS (
-			SELECT (SELECT count(*) FILTER (WHERE first) FROM overridden)::int AS override_domains,
-			       (SELECT count(*) FILTER (WHERE first) FROM cached)::int AS cache_domains,
-			       (SELECT count(*) FROM overridden)::int AS override_rows,
-			       (SELECT count(*) FROM cached)::int AS cache_rows
-		), counted AS (
-			UPDATE list SET done = done + n.override_rows + n.cache_rows,
-			       completed = completed + n.override_rows + n.cache_rows,
-			       override = override + n.override_rows, cache = cache + n.cache_rows
-			FROM n WHERE list.id = $1 AND n.override_rows + n.cache_rows > 0
-		)
-		SELECT override_domains, cache_domains, override_rows + cache_rows FROM n`,
+		)`+countKnown("cache"),
 		append([]any{listID, classifierName, from, to}, freshArgs(f, w, now)...)...).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&k.Override, &k.Cache, &k.Rows)
+		return row.Scan(&cached[0], &cached[1])
 	})
 	queueProvenanceRelease(batch)
-	return k, translate(exec.SendBatch(ctx, batch).Close())
+	err := exec.SendBatch(ctx, batch).Close()
+	return Known{Override: overridden[0], Cache: cached[0], Rows: overridden[1] + cached[1]}, translate(err)
+}
+
+// countKnown ends a statement whose CTE answered has answered rows from
+// source: it counts them in list $1's progress and returns how many
+// domains (first rows) and rows it answered.
+func countKnown(source string) string {
+	return fmt.Sprintf(`, n AS (
+			SELECT count(*) FILTER (WHERE first)::int AS domains, count(*)::int AS rows FROM answered
+		), counted AS (
+			UPDATE list SET done = done + n.rows, completed = completed + n.rows, %[1]s = %[1]s + n.rows
+			FROM n WHERE list.id = $1 AND n.rows > 0
+		)
+		SELECT domains, rows FROM n`, source)
 }
 
 // provenanceLockKey is the schema's provenance lock: the purge holds it

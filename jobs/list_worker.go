@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
@@ -192,36 +194,52 @@ func (w *ClassifyListWorker) answerer(ctx context.Context, log *slog.Logger, job
 		allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
 }
 
-// knownRangeRows is how many rows one statement of answerKnown looks at:
-// a fraction of a second's work, so that the list's progress moves as a
-// large list is answered, and no statement holds many rows' locks long.
+// knownRangeRows is how many rows one transaction of answerKnown looks
+// at: a fraction of a second's work, so that the list's progress moves as a
+// large list is answered, and no transaction holds many rows' locks long.
 const knownRangeRows = 50_000
+
+// knownParallel is how many of those transactions answerKnown runs at once
+// (at most ListDomainConcurrency): Postgres does the work, and one
+// statement uses one of its cores.
+const knownParallel = 2
 
 // answerKnown answers the rows an override or a fresh cached answer
 // answers (db.ListAnswerKnown), from..to, or the whole list for the
-// upload's first chunk, a range of rows per statement, and counts them.
+// upload's first chunk, a range of rows per transaction, and counts them.
 func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, l *classifier.List, args ClassifyListArgs, from, to int) (db.Known, error) {
 	if args.Chunk == 0 && args.Pass == 0 {
 		from, to = 1, l.Rows
 	}
 	f, now := w.Pipeline.CacheRules()
 	start := time.Now()
-	var all db.Known
+	var (
+		mu  sync.Mutex
+		all db.Known
+		g   errgroup.Group
+	)
+	g.SetLimit(min(knownParallel, w.Settings.ListDomainConcurrency))
 	for lo := from; lo <= to; lo += knownRangeRows {
-		k, err := db.ListAnswerKnown(ctx, w.DB, l.ID, l.Classifier, lo, min(lo+knownRangeRows-1, to), f, l.Want, now)
-		if err != nil {
-			return all, err
-		}
-		all.Override, all.Cache, all.Rows = all.Override+k.Override, all.Cache+k.Cache, all.Rows+k.Rows
-		w.Lists.ListRows(classifier.StatusCompleted, k.Rows)
-		w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceOverride, k.Override)
-		w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceCache, k.Cache)
+		g.Go(func() error {
+			k, err := db.ListAnswerKnown(ctx, w.DB, l.ID, l.Classifier, lo, min(lo+knownRangeRows-1, to), f, l.Want, now)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			all.Override, all.Cache, all.Rows = all.Override+k.Override, all.Cache+k.Cache, all.Rows+k.Rows
+			mu.Unlock()
+			w.Lists.ListRows(classifier.StatusCompleted, k.Rows)
+			w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceOverride, k.Override)
+			w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceCache, k.Cache)
+			return nil
+		})
 	}
+	err := g.Wait()
 	if all.Rows > 0 {
 		log.InfoContext(ctx, "rows answered by overrides and the cache", "rows", all.Rows, "override", all.Override,
 			"cache", all.Cache, "looked_at", to-from+1, "took", time.Since(start).Round(time.Millisecond).String())
 	}
-	return all, nil
+	return all, err
 }
 
 // storeRow stores an answer of list l's row (and its duplicates), and
