@@ -75,3 +75,98 @@ func TestListRowUpdates_ReadTheirRowsNotTheList(t *testing.T) {
 	require.Equal(t, 200-2, failed, "rows 1-200 and their duplicates but 5 and 10, answered")
 	require.Less(t, tuplesRead(t, tx)-before, int64(1000), "tuples of list_row read to fail a chunk")
 }
+
+// Many answers stored as a set (a provider batch's) read exactly as the
+// same answers stored one at a time: the rows and their duplicates, the
+// list's counters and cost, the shared results, and the claims released.
+func TestListRowsFinish_StoresAsListRowFinishDoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	upload := func() *classifier.List {
+		l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: 20, Domains: 18, Duplicates: 2, ChunkRows: 200, Chunks: 1, Retention: time.Hour}
+		require.NoError(t, db.ListInsert(ctx, tx, l, 0))
+		_, err := db.ListRowsCopy(ctx, tx, l.ID, &rows{n: 20})
+		require.NoError(t, err)
+		return l
+	}
+	one, set := upload(), upload()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	answer := func(i int) classifier.Result {
+		d := fmt.Sprintf("d%d.com", i)
+		r := classifier.Result{Domain: d, Classifier: "cpg", Status: classifier.StatusCompleted, Answer: i%2 == 0, Confidence: 1 + i%5,
+			Reasoning: "Because " + d, Source: classifier.SourceLLM, ClassifiedAt: now, Model: "m", PromptVersion: "v2", Search: "s",
+			ProvenanceID: uuid.Must(uuid.NewV7()), BatchID: "batch_1",
+			Evidence: []classifier.EvidenceItem{{URL: "https://" + d + "/", Title: d}, {URL: "https://" + d + "/about"}},
+			Usage:    &classifier.Usage{PromptTokens: 100 + i, CompletionTokens: 10, Latency: time.Duration(i) * time.Millisecond, CostUSD: 0.001 * float64(i)}}
+		switch i {
+		case 3:
+			r = classifier.Result{Domain: d, Classifier: "cpg", Status: classifier.StatusFailed, Error: "the model's answer was not JSON",
+				Source: classifier.SourceLLM, ClassifiedAt: now, Model: "m", PromptVersion: "v2", ProvenanceID: uuid.Must(uuid.NewV7()),
+				Usage: &classifier.Usage{PromptTokens: 5, CostUSD: 0.0001}}
+		case 7:
+			r.Evidence = nil
+		}
+		return r
+	}
+	var answers []db.RowAnswer
+	for i := 1; i <= 9; i++ { // rows 1-9, and row 10 repeats row 5
+		answers = append(answers, db.RowAnswer{Row: i, Result: answer(i)})
+		held, ok, err := db.ClaimAcquire(ctx, tx, "cpg", answer(i).Domain, "batch:1", time.Hour, true)
+		require.NoError(t, err)
+		require.True(t, ok, "%+v", held)
+	}
+	for _, a := range answers {
+		_, err := db.ListRowFinish(ctx, tx, one.ID, a.Row, a.Result, "batch:1")
+		require.NoError(t, err)
+	}
+	resultsOne := map[string]classifier.Result{}
+	for _, a := range answers {
+		if r, err := db.ResultGet(ctx, tx, "cpg", a.Result.Domain); err == nil {
+			resultsOne[a.Result.Domain] = *r
+		}
+	}
+	for _, a := range answers { // as a batch would claim them again
+		_, ok, err := db.ClaimAcquire(ctx, tx, "cpg", a.Result.Domain, "batch:1", time.Hour, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM result`)
+	require.NoError(t, err)
+	n, err := db.ListRowsFinish(ctx, tx, set.ID, answers, "batch:1")
+	require.NoError(t, err)
+	require.Equal(t, 10, n, "rows 1-9 and row 10, row 5's duplicate")
+	again, err := db.ListRowsFinish(ctx, tx, set.ID, answers, "batch:1")
+	require.NoError(t, err)
+	require.Zero(t, again, "rows already final keep their first answer")
+
+	read := func(l *classifier.List) map[int]classifier.ListRow {
+		out := map[int]classifier.ListRow{}
+		_, err := db.ListResultsPage(ctx, tx, db.ListResultsParams{ListID: l.ID, Through: l.Rows},
+			func(r *classifier.ListRow) bool { out[r.Row] = *r; return true })
+		require.NoError(t, err)
+		return out
+	}
+	oneRows, setRows := read(one), read(set)
+	for row := 1; row <= 20; row++ {
+		require.Equal(t, oneRows[row], setRows[row], "row %d", row)
+	}
+	require.Equal(t, classifier.StatusCompleted, setRows[10].Result.Status)
+	for d, want := range resultsOne {
+		got, err := db.ResultGet(ctx, tx, "cpg", d)
+		require.NoError(t, err)
+		require.Equal(t, want, *got, d)
+	}
+	counters := func(l *classifier.List) []any {
+		var done, completed, failed, llm int
+		var cost float64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT done, completed, failed, llm, cost_usd FROM list WHERE id = $1`, l.ID).
+			Scan(&done, &completed, &failed, &llm, &cost))
+		return []any{done, completed, failed, llm, fmt.Sprintf("%.6f", cost)}
+	}
+	require.Equal(t, counters(one), counters(set))
+	require.Equal(t, []any{10, 9, 1, 9, "0.042100"}, counters(set), "0.001 a row but the failed 3rd, 0.0001")
+	var claims int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM domain_claim`).Scan(&claims))
+	require.Zero(t, claims, "the batch's claims are released")
+}

@@ -31,10 +31,34 @@ func (r *batchRun) storeAndEnd(ctx context.Context, st llm.BatchStatus, reason s
 	return r.end(ctx, reason)
 }
 
-// storeAnswers stores each answer of the provider's batch as a call's would
-// be (source llm, the batch named, at the batch price). A request it did not
+// storeAnswers stores the answers of the provider's batch as a call's would
+// be (source llm, the batch named, at the batch price), storeSetRows at a
+// time, each set in one statement (db.ListRowsFinish). A request it did not
 // answer (failed, unreadable, expired) is left to askUnanswered.
 func (r *batchRun) storeAnswers(ctx context.Context, st llm.BatchStatus) error {
+	var (
+		set   []db.RowAnswer
+		items []*batchItem
+	)
+	flush := func() error {
+		if len(set) == 0 {
+			return nil
+		}
+		n, err := db.ListRowsFinish(ctx, r.w.DB, r.l.ID, set, r.owner)
+		if err != nil {
+			return err
+		}
+		r.w.Lists.ListRows(classifier.StatusCompleted, n)
+		for i, it := range items {
+			r.settle(it, set[i].Result)
+			r.w.Metrics.DomainResult(set[i].Result)
+			r.w.Metrics.LLMCost(classifier.TierEconomy, set[i].Result.Usage.Cost())
+			it.answered = true
+			r.out.Answered++
+		}
+		set, items = set[:0], items[:0]
+		return nil
+	}
 	err := r.w.Batcher.BatchResults(ctx, st, func(res llm.BatchResult) error {
 		it, ok := r.byDomain[res.CustomID]
 		if !ok || it.answered {
@@ -55,15 +79,22 @@ func (r *batchRun) storeAnswers(ctx context.Context, st llm.BatchStatus) error {
 				answer = *a
 			}
 		}
-		if err := r.storeAnswer(ctx, it, answer, classifier.TierEconomy); err != nil {
-			return err
+		set, items = append(set, db.RowAnswer{Row: it.Row, Result: answer}), append(items, it)
+		if len(set) >= storeSetRows {
+			return flush()
 		}
-		it.answered = true
-		r.out.Answered++
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	return r.w.providerErr(err)
 }
+
+// storeSetRows is how many of a batch's answers one statement stores: a
+// thousand, a fraction of a second's work, so that the list's progress
+// moves as a large batch is stored.
+const storeSetRows = 1000
 
 // verdict parses the batch's answer to a request, as a call's is parsed,
 // and prices it at the batch price.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"testing"
@@ -83,3 +84,68 @@ func benchAnswered(t *testing.T) []benchRow {
 		{"sets", "  model calls for it", fmt.Sprint(e.llm.Total()), "-", "0", verdict(e.llm.Total() == 0)},
 	}
 }
+
+// benchBatchStore stores 100,000 answers of a provider batch into a list's
+// rows as the batch worker does (db.ListRowsFinish, 1,000 a statement),
+// against storing them one at a time as it did (db.ListRowFinish, timed
+// on the first 5,000 of another list of the same rows), in the same run.
+func benchBatchStore(t *testing.T) []benchRow {
+	t.Helper()
+	ctx := context.Background()
+	n := envInt("BENCH_BATCH_STORE_ROWS", 100_000)
+	d := dbtest.New(t)
+	list := genList(t, n, 44)
+	upload := func() *classifier.List {
+		l := &classifier.List{ID: uuid.New(), Caller: "bench", Classifier: "cpg", Rows: n, Domains: len(list.domains),
+			ChunkRows: 200, Chunks: (n + 199) / 200, Retention: time.Hour, Tier: classifier.TierEconomy}
+		require.NoError(t, db.ListInsert(ctx, d.Pool, l, 0))
+		_, err := db.ListRowsCopy(ctx, d.Pool, l.ID, &benchRows{rows: list.rows})
+		require.NoError(t, err)
+		return l
+	}
+	answers := make([]db.RowAnswer, 0, len(list.domains))
+	for _, r := range list.rows {
+		if r.Domain == "" || r.FirstRow != 0 {
+			continue
+		}
+		answers = append(answers, db.RowAnswer{Row: r.Row, Result: classifier.Result{Domain: r.Domain, Classifier: "cpg",
+			Status: classifier.StatusCompleted, Answer: r.Row%3 == 0, Confidence: 4, Reasoning: "Sells packaged snacks in supermarkets.",
+			Source: classifier.SourceLLM, ClassifiedAt: time.Now(), Model: "gpt-5.4-mini", PromptVersion: "v3", Search: "bench",
+			BatchID: "batch_bench", Evidence: []classifier.EvidenceItem{{URL: "https://" + r.Domain + "/", Title: r.Domain}},
+			Usage: &classifier.Usage{PromptTokens: 900, CompletionTokens: 60, CostUSD: 0.0002}}})
+	}
+	byRow := upload()
+	start := time.Now()
+	sample := min(5_000, len(answers))
+	for _, a := range answers[:sample] {
+		r := a.Result
+		r.ProvenanceID = uuid.Nil
+		_, err := db.ListRowFinish(ctx, d.Pool, byRow.ID, a.Row, r, "batch:bench")
+		require.NoError(t, err)
+	}
+	oneRate := float64(sample) / time.Since(start).Seconds()
+
+	bySet := upload()
+	start = time.Now()
+	stored := 0
+	for from := 0; from < len(answers); from += 1000 {
+		k, err := db.ListRowsFinish(ctx, d.Pool, bySet.ID, answers[from:min(from+1000, len(answers))], "batch:bench")
+		require.NoError(t, err)
+		stored += k
+	}
+	took := time.Since(start)
+	setRate := float64(len(answers)) / took.Seconds()
+	return []benchRow{{"sets", fmt.Sprintf("economy batch of %s answers stored into its list (%s rows with duplicates)", count(len(answers)), count(stored)),
+		fmt.Sprintf("%.0fk answers/s (%.1f s)", setRate/1000, took.Seconds()),
+		fmt.Sprintf("one at a time %.1fk/s (%.0f×)", oneRate/1000, setRate/oneRate), "≥ 20k/s", verdict(setRate >= 20_000)}}
+}
+
+// benchRows is a db.ListRowSource over generated rows.
+type benchRows struct {
+	rows []db.ListRowIn
+	i    int
+}
+
+func (b *benchRows) Next() bool        { b.i++; return b.i <= len(b.rows) }
+func (b *benchRows) Row() db.ListRowIn { return b.rows[b.i-1] }
+func (b *benchRows) Err() error        { return nil }

@@ -76,7 +76,7 @@ func TestBench(t *testing.T) {
 		run  func(*testing.T) []benchRow
 	}{{"accept", benchAccept}, {"drain", benchDrain}, {"cached", benchCached}, {"memory", benchMemory}, {"lists", benchLists},
 		{"fair", benchFair}, {"economy", benchEconomy}, {"webhooks", benchWebhooks}, {"tracing", benchTracing},
-		{"capacity", benchCapacity}, {"answered", benchAnswered}} {
+		{"capacity", benchCapacity}, {"answered", benchAnswered}, {"batchstore", benchBatchStore}} {
 		if only == "" || only == part.name {
 			// A subtest each, so that a section's processes and their
 			// connections are gone before the next section starts.
