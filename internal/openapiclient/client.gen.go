@@ -53,6 +53,27 @@ func (e BudgetMode) Valid() bool {
 	}
 }
 
+// Defines values for ChangeCause.
+const (
+	ChangeCauseOverride ChangeCause = "override"
+	ChangeCauseRefresh  ChangeCause = "refresh"
+	ChangeCauseReview   ChangeCause = "review"
+)
+
+// Valid indicates whether the value is a known member of the ChangeCause enum.
+func (e ChangeCause) Valid() bool {
+	switch e {
+	case ChangeCauseOverride:
+		return true
+	case ChangeCauseRefresh:
+		return true
+	case ChangeCauseReview:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EstimateBound.
 const (
 	Concurrency EstimateBound = "concurrency"
@@ -283,22 +304,22 @@ func (e SearchProvider) Valid() bool {
 
 // Defines values for Source.
 const (
-	Cache    Source = "cache"
-	Known    Source = "known"
-	Llm      Source = "llm"
-	Override Source = "override"
+	SourceCache    Source = "cache"
+	SourceKnown    Source = "known"
+	SourceLlm      Source = "llm"
+	SourceOverride Source = "override"
 )
 
 // Valid indicates whether the value is a known member of the Source enum.
 func (e Source) Valid() bool {
 	switch e {
-	case Cache:
+	case SourceCache:
 		return true
-	case Known:
+	case SourceKnown:
 		return true
-	case Llm:
+	case SourceLlm:
 		return true
-	case Override:
+	case SourceOverride:
 		return true
 	default:
 		return false
@@ -390,6 +411,47 @@ type Accepted struct {
 // AcceptedStatus defines model for Accepted.Status.
 type AcceptedStatus string
 
+// AnswerChange One answer that changed, from `old` to `new`.
+type AnswerChange struct {
+	// Cause What changed the answer: a model's new answer (`refresh`), an operator's override set, replaced or deleted (`override`), or a reviewer's verdict (`review`).
+	Cause      ChangeCause `json:"cause"`
+	ChangedAt  time.Time   `json:"changed_at"`
+	Classifier string      `json:"classifier"`
+
+	// Domain The registrable domain, as results show it.
+	Domain string `json:"domain"`
+
+	// Id Names the change, the same here and in each `answer.changed` webhook of it.
+	Id int64 `json:"id"`
+
+	// New An answer as it was served.
+	New AnswerState `json:"new"`
+
+	// Old An answer as it was served.
+	Old AnswerState `json:"old"`
+}
+
+// AnswerChanges A page of a classifier's changed answers, oldest first (`GET /domains/changes`).
+type AnswerChanges struct {
+	Changes []AnswerChange `json:"changes"`
+
+	// Next The request for the changes after this page (`/domains/changes?classifier=…&since=…`).
+	Next string `json:"next"`
+
+	// NextCursor Pass as `since` for the changes after this page (the same cursor again when the page is empty).
+	NextCursor string `json:"next_cursor"`
+}
+
+// AnswerState An answer as it was served.
+type AnswerState struct {
+	// Answer The yes/no (`is_cpg` for cpg).
+	Answer     *bool `json:"answer"`
+	Confidence *int  `json:"confidence"`
+
+	// ProvenanceId Names the answer: the record of the model call or override that made it. A later change of the same domain has this answer's id as its `old`.
+	ProvenanceId *openapi_types.UUID `json:"provenance_id"`
+}
+
 // BudgetMode whole: a list over the caller's daily model budget is refused;
 // partial: it runs until the budget is spent.
 type BudgetMode string
@@ -438,6 +500,9 @@ type CallerReport struct {
 	// Usage What the caller's jobs and lists asked of the model today.
 	Usage ModelUsage `json:"usage"`
 }
+
+// ChangeCause What changed the answer: a model's new answer (`refresh`), an operator's override set, replaced or deleted (`override`), or a reviewer's verdict (`review`).
+type ChangeCause string
 
 // ClassifyRequest defines model for ClassifyRequest.
 type ClassifyRequest struct {
@@ -1188,6 +1253,18 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ListAnswerChangesParams defines parameters for ListAnswerChanges.
+type ListAnswerChangesParams struct {
+	// Classifier The classifier whose changes to list.
+	Classifier *string `form:"classifier,omitempty" json:"classifier,omitempty"`
+
+	// Since The `next_cursor` of the page before; none for the first change ever recorded.
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Limit Changes per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
 
 // CreateClassifyJobParams defines parameters for CreateClassifyJob.
 type CreateClassifyJobParams struct {
@@ -2334,6 +2411,29 @@ type ClientInterface interface {
 	// Corresponds with GET /docs (the `Docs` operationId).
 	Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAnswerChanges Answers that changed, oldest first, to follow by polling
+	//
+	// The answers of a classifier that changed since they were given:
+	// their yes/no went the other way by a `refresh` (a model's new
+	// answer replaced the one before), an `override` (an operator set,
+	// replaced or deleted one) or a `review` (a reviewer's verdict). A
+	// new confidence alone, or an override that confirms the answer, is
+	// not a change. Answers are shared by every caller (the cache), so
+	// any caller reads every change of a classifier, not only of the
+	// domains it sent.
+	//
+	// Changes are listed in the order they were published (within
+	// seconds of being made), a page at a time: ask again with `since`
+	// set to the `next_cursor` of the last page (or follow `next`). A
+	// page always has a `next_cursor`, an empty one the same as the
+	// cursor it was asked with, so keep the last and poll with it: no
+	// change is skipped or listed twice. A job or list with a callback
+	// URL that received the old answer is also sent an `answer.changed`
+	// webhook (see the callbacks of `POST /domains/classify`).
+	//
+	// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+	ListAnswerChanges(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateClassifyJobWithBody Submit domains for classification
 	//
 	// Normalizes every input to its registrable domain (scheme, path,
@@ -2588,6 +2688,39 @@ func (c *Client) GetCallerMe(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /docs (the `Docs` operationId).
 func (c *Client) Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAnswerChanges Answers that changed, oldest first, to follow by polling
+//
+// The answers of a classifier that changed since they were given:
+// their yes/no went the other way by a `refresh` (a model's new
+// answer replaced the one before), an `override` (an operator set,
+// replaced or deleted one) or a `review` (a reviewer's verdict). A
+// new confidence alone, or an override that confirms the answer, is
+// not a change. Answers are shared by every caller (the cache), so
+// any caller reads every change of a classifier, not only of the
+// domains it sent.
+//
+// Changes are listed in the order they were published (within
+// seconds of being made), a page at a time: ask again with `since`
+// set to the `next_cursor` of the last page (or follow `next`). A
+// page always has a `next_cursor`, an empty one the same as the
+// cursor it was asked with, so keep the last and poll with it: no
+// change is skipped or listed twice. A job or list with a callback
+// URL that received the old answer is also sent an `answer.changed`
+// webhook (see the callbacks of `POST /domains/classify`).
+//
+// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+func (c *Client) ListAnswerChanges(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnswerChangesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3033,6 +3166,84 @@ func NewDocsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAnswerChangesRequest constructs an http.Request for the ListAnswerChanges method
+func NewListAnswerChangesRequest(server string, params *ListAnswerChangesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/domains/changes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classifier != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "classifier", *params.Classifier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3850,6 +4061,31 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /docs (the `Docs` operationId).
 	DocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsResponse, error)
 
+	// ListAnswerChangesWithResponse Answers that changed, oldest first, to follow by polling
+	//
+	// The answers of a classifier that changed since they were given:
+	// their yes/no went the other way by a `refresh` (a model's new
+	// answer replaced the one before), an `override` (an operator set,
+	// replaced or deleted one) or a `review` (a reviewer's verdict). A
+	// new confidence alone, or an override that confirms the answer, is
+	// not a change. Answers are shared by every caller (the cache), so
+	// any caller reads every change of a classifier, not only of the
+	// domains it sent.
+	//
+	// Changes are listed in the order they were published (within
+	// seconds of being made), a page at a time: ask again with `since`
+	// set to the `next_cursor` of the last page (or follow `next`). A
+	// page always has a `next_cursor`, an empty one the same as the
+	// cursor it was asked with, so keep the last and poll with it: no
+	// change is skipped or listed twice. A job or list with a callback
+	// URL that received the old answer is also sent an `answer.changed`
+	// webhook (see the callbacks of `POST /domains/classify`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+	ListAnswerChangesWithResponse(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*ListAnswerChangesResponse, error)
+
 	// CreateClassifyJobWithBodyWithResponse Submit domains for classification
 	//
 	// Normalizes every input to its registrable domain (scheme, path,
@@ -4202,6 +4438,96 @@ func (r DocsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DocsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAnswerChangesResponse401Headers the declared response headers of an HTTP 401 response for ListAnswerChanges
+type ListAnswerChangesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListAnswerChangesResponse503Headers the declared response headers of an HTTP 503 response for ListAnswerChanges
+type ListAnswerChangesResponse503Headers struct {
+	RetryAfter string
+}
+
+type ListAnswerChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnswerChanges
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAnswerChangesResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAnswerChangesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAnswerChangesResponse) GetJSON200() *AnswerChanges {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAnswerChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAnswerChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAnswerChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAnswerChangesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5381,6 +5707,37 @@ func (c *ClientWithResponses) DocsWithResponse(ctx context.Context, reqEditors .
 	return ParseDocsResponse(rsp)
 }
 
+// ListAnswerChangesWithResponse Answers that changed, oldest first, to follow by polling
+//
+// The answers of a classifier that changed since they were given:
+// their yes/no went the other way by a `refresh` (a model's new
+// answer replaced the one before), an `override` (an operator set,
+// replaced or deleted one) or a `review` (a reviewer's verdict). A
+// new confidence alone, or an override that confirms the answer, is
+// not a change. Answers are shared by every caller (the cache), so
+// any caller reads every change of a classifier, not only of the
+// domains it sent.
+//
+// Changes are listed in the order they were published (within
+// seconds of being made), a page at a time: ask again with `since`
+// set to the `next_cursor` of the last page (or follow `next`). A
+// page always has a `next_cursor`, an empty one the same as the
+// cursor it was asked with, so keep the last and poll with it: no
+// change is skipped or listed twice. A job or list with a callback
+// URL that received the old answer is also sent an `answer.changed`
+// webhook (see the callbacks of `POST /domains/classify`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+func (c *ClientWithResponses) ListAnswerChangesWithResponse(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*ListAnswerChangesResponse, error) {
+	rsp, err := c.ListAnswerChanges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAnswerChangesResponse(rsp)
+}
+
 // CreateClassifyJobWithBodyWithResponse Submit domains for classification
 //
 // Normalizes every input to its registrable domain (scheme, path,
@@ -5811,6 +6168,90 @@ func ParseDocsResponse(rsp *http.Response) (*DocsResponse, error) {
 	response := &DocsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseListAnswerChangesResponse parses an HTTP response from a ListAnswerChangesWithResponse call
+func ParseListAnswerChangesResponse(rsp *http.Response) (*ListAnswerChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAnswerChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnswerChanges
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAnswerChangesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListAnswerChangesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
