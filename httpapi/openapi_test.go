@@ -890,6 +890,19 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 		require.Equal(t, d.status, payload.Status)
 	}
 
+	// answer.changed: the job got acme.com's answer, which a review changed.
+	require.NoError(t, db.AnswerChangeRecord(ctx, l.db.Pool, db.AnswerChange{Classifier: "cpg", Domain: "acme.com",
+		Cause: classifier.CauseReview, Old: classifier.AnswerState{Answer: new(true), Confidence: new(2), ProvenanceID: new(uuid.New())},
+		New: classifier.AnswerState{Answer: new(false), Confidence: new(5), ProvenanceID: new(uuid.New())}}))
+	var changeID int64
+	require.NoError(t, l.db.Pool.QueryRow(ctx, `SELECT max(id) FROM answer_change`).Scan(&changeID))
+	for _, args := range []jobs.WebhookArgs{{ChangeID: changeID, JobID: jobID.String()}, {ChangeID: changeID, ListID: completed.ListID}} {
+		require.NoError(t, worker.Work(ctx, &river.Job[jobs.WebhookArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 1}, Args: args}))
+		got := hooks.take(t)
+		require.NoError(t, c.checkWebhook("answer.changed", got.header, got.body))
+		require.Equal(t, args.WebhookID(), got.header.Get("webhook-id"))
+	}
+
 	// Retries: the FAILED list's rows queued again; the cancelled one
 	// refused; a caller at its limit of active lists refused.
 	var again wire.ListRetried

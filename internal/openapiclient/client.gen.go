@@ -35,6 +35,21 @@ func (e AcceptedStatus) Valid() bool {
 	}
 }
 
+// Defines values for AnswerChangedPayloadType.
+const (
+	AnswerChanged AnswerChangedPayloadType = "answer.changed"
+)
+
+// Valid indicates whether the value is a known member of the AnswerChangedPayloadType enum.
+func (e AnswerChangedPayloadType) Valid() bool {
+	switch e {
+	case AnswerChanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BudgetMode.
 const (
 	Partial BudgetMode = "partial"
@@ -55,19 +70,19 @@ func (e BudgetMode) Valid() bool {
 
 // Defines values for ChangeCause.
 const (
-	ChangeCauseOverride ChangeCause = "override"
-	ChangeCauseRefresh  ChangeCause = "refresh"
-	ChangeCauseReview   ChangeCause = "review"
+	CauseOverride ChangeCause = "override"
+	CauseRefresh  ChangeCause = "refresh"
+	CauseReview   ChangeCause = "review"
 )
 
 // Valid indicates whether the value is a known member of the ChangeCause enum.
 func (e ChangeCause) Valid() bool {
 	switch e {
-	case ChangeCauseOverride:
+	case CauseOverride:
 		return true
-	case ChangeCauseRefresh:
+	case CauseRefresh:
 		return true
-	case ChangeCauseReview:
+	case CauseReview:
 		return true
 	default:
 		return false
@@ -304,22 +319,22 @@ func (e SearchProvider) Valid() bool {
 
 // Defines values for Source.
 const (
-	SourceCache    Source = "cache"
-	SourceKnown    Source = "known"
-	SourceLlm      Source = "llm"
-	SourceOverride Source = "override"
+	Cache    Source = "cache"
+	Known    Source = "known"
+	Llm      Source = "llm"
+	Override Source = "override"
 )
 
 // Valid indicates whether the value is a known member of the Source enum.
 func (e Source) Valid() bool {
 	switch e {
-	case SourceCache:
+	case Cache:
 		return true
-	case SourceKnown:
+	case Known:
 		return true
-	case SourceLlm:
+	case Llm:
 		return true
-	case SourceOverride:
+	case Override:
 		return true
 	default:
 		return false
@@ -430,6 +445,25 @@ type AnswerChange struct {
 	// Old An answer as it was served.
 	Old AnswerState `json:"old"`
 }
+
+// AnswerChangedPayload The body of answer.changed: the change, and the job (`job_id`) or the list (`list_id`) that received the old answer.
+type AnswerChangedPayload struct {
+	// Change One answer that changed, from `old` to `new`.
+	Change AnswerChange `json:"change"`
+
+	// JobId A job's id, from the 202 of `POST /domains/classify`.
+	JobId *JobId `json:"job_id,omitempty"`
+
+	// ListId A list's id, from the 202 of `POST /lists`.
+	ListId *ListId `json:"list_id,omitempty"`
+
+	// Timestamp When the answer changed.
+	Timestamp time.Time                `json:"timestamp"`
+	Type      AnswerChangedPayloadType `json:"type"`
+}
+
+// AnswerChangedPayloadType defines model for AnswerChangedPayload.Type.
+type AnswerChangedPayloadType string
 
 // AnswerChanges A page of a classifier's changed answers, oldest first (`GET /domains/changes`).
 type AnswerChanges struct {
@@ -1397,8 +1431,36 @@ type GetListResultsParams struct {
 	EscapeFormulas *bool `form:"escape_formulas,omitempty" json:"escape_formulas,omitempty"`
 }
 
+// JobAnswerChangedParams defines parameters for JobAnswerChanged.
+type JobAnswerChangedParams struct {
+	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
+	// microseconds. The same for every attempt and replay of one end;
+	// dedupe on it.
+	WebhookId WebhookId `json:"webhook-id"`
+
+	// WebhookTimestamp Unix seconds of this attempt.
+	WebhookTimestamp WebhookTimestamp `json:"webhook-timestamp"`
+
+	// WebhookSignature "v1," and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}".
+	WebhookSignature WebhookSignature `json:"webhook-signature"`
+}
+
 // ClassificationCompletedParams defines parameters for ClassificationCompleted.
 type ClassificationCompletedParams struct {
+	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
+	// microseconds. The same for every attempt and replay of one end;
+	// dedupe on it.
+	WebhookId WebhookId `json:"webhook-id"`
+
+	// WebhookTimestamp Unix seconds of this attempt.
+	WebhookTimestamp WebhookTimestamp `json:"webhook-timestamp"`
+
+	// WebhookSignature "v1," and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}".
+	WebhookSignature WebhookSignature `json:"webhook-signature"`
+}
+
+// ListAnswerChangedParams defines parameters for ListAnswerChanged.
+type ListAnswerChangedParams struct {
 	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
 	// microseconds. The same for every attempt and replay of one end;
 	// dedupe on it.
@@ -1431,8 +1493,14 @@ type CreateClassifyJobJSONRequestBody = ClassifyRequest
 // CreateListTextRequestBody defines body for CreateList for text/plain ContentType.
 type CreateListTextRequestBody = CreateListTextBody
 
+// JobAnswerChangedJSONRequestBody defines body for JobAnswerChanged for application/json ContentType.
+type JobAnswerChangedJSONRequestBody = AnswerChangedPayload
+
 // ClassificationCompletedJSONRequestBody defines body for ClassificationCompleted for application/json ContentType.
 type ClassificationCompletedJSONRequestBody = WebhookPayload
+
+// ListAnswerChangedJSONRequestBody defines body for ListAnswerChanged for application/json ContentType.
+type ListAnswerChangedJSONRequestBody = AnswerChangedPayload
 
 // ListCompletedJSONRequestBody defines body for ListCompleted for application/json ContentType.
 type ListCompletedJSONRequestBody = ListWebhookPayload
@@ -7339,15 +7407,49 @@ func (p *CallbackInitiator) applyCallbackEditors(ctx context.Context, req *http.
 
 // CallbackInitiatorInterface is the interface specification for the callback initiator.
 type CallbackInitiatorInterface interface {
+	// JobAnswerChangedWithBody fires the answer.changed callback with any body
+	JobAnswerChangedWithBody(ctx context.Context, targetURL string, params *JobAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	JobAnswerChanged(ctx context.Context, targetURL string, params *JobAnswerChangedParams, body JobAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ClassificationCompletedWithBody fires the classification.completed callback with any body
 	ClassificationCompletedWithBody(ctx context.Context, targetURL string, params *ClassificationCompletedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	ClassificationCompleted(ctx context.Context, targetURL string, params *ClassificationCompletedParams, body ClassificationCompletedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAnswerChangedWithBody fires the answer.changed callback with any body
+	ListAnswerChangedWithBody(ctx context.Context, targetURL string, params *ListAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	ListAnswerChanged(ctx context.Context, targetURL string, params *ListAnswerChangedParams, body ListAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCompletedWithBody fires the list.completed callback with any body
 	ListCompletedWithBody(ctx context.Context, targetURL string, params *ListCompletedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	ListCompleted(ctx context.Context, targetURL string, params *ListCompletedParams, body ListCompletedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *CallbackInitiator) JobAnswerChangedWithBody(ctx context.Context, targetURL string, params *JobAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobAnswerChangedCallbackRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) JobAnswerChanged(ctx context.Context, targetURL string, params *JobAnswerChangedParams, body JobAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobAnswerChangedCallbackRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
 }
 
 func (p *CallbackInitiator) ClassificationCompletedWithBody(ctx context.Context, targetURL string, params *ClassificationCompletedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7364,6 +7466,30 @@ func (p *CallbackInitiator) ClassificationCompletedWithBody(ctx context.Context,
 
 func (p *CallbackInitiator) ClassificationCompleted(ctx context.Context, targetURL string, params *ClassificationCompletedParams, body ClassificationCompletedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewClassificationCompletedCallbackRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) ListAnswerChangedWithBody(ctx context.Context, targetURL string, params *ListAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnswerChangedCallbackRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) ListAnswerChanged(ctx context.Context, targetURL string, params *ListAnswerChangedParams, body ListAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnswerChangedCallbackRequest(targetURL, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7398,6 +7524,67 @@ func (p *CallbackInitiator) ListCompleted(ctx context.Context, targetURL string,
 	return p.Client.Do(req)
 }
 
+// NewJobAnswerChangedCallbackRequest builds a application/json POST request for the answer.changed callback
+func NewJobAnswerChangedCallbackRequest(targetURL string, params *JobAnswerChangedParams, body JobAnswerChangedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewJobAnswerChangedCallbackRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewJobAnswerChangedCallbackRequestWithBody builds a POST request for the answer.changed callback with any body
+func NewJobAnswerChangedCallbackRequestWithBody(targetURL string, params *JobAnswerChangedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
 // NewClassificationCompletedCallbackRequest builds a application/json POST request for the classification.completed callback
 func NewClassificationCompletedCallbackRequest(targetURL string, params *ClassificationCompletedParams, body ClassificationCompletedJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7411,6 +7598,67 @@ func NewClassificationCompletedCallbackRequest(targetURL string, params *Classif
 
 // NewClassificationCompletedCallbackRequestWithBody builds a POST request for the classification.completed callback with any body
 func NewClassificationCompletedCallbackRequestWithBody(targetURL string, params *ClassificationCompletedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewListAnswerChangedCallbackRequest builds a application/json POST request for the answer.changed callback
+func NewListAnswerChangedCallbackRequest(targetURL string, params *ListAnswerChangedParams, body ListAnswerChangedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewListAnswerChangedCallbackRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewListAnswerChangedCallbackRequestWithBody builds a POST request for the answer.changed callback with any body
+func NewListAnswerChangedCallbackRequestWithBody(targetURL string, params *ListAnswerChangedParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 	_ = err
 
