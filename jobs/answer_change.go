@@ -39,15 +39,23 @@ func (ChangeFanoutArgs) InsertOpts() river.InsertOpts {
 			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
 }
 
-// ChangeFanoutPeriodicJob runs the fan-out every interval, and as the
-// leader starts.
-func ChangeFanoutPeriodicJob(interval time.Duration) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+// changeFanoutBackstop is how often the leader makes sure a fan-out job
+// exists. The job itself runs every Settings.ChangeFanoutInterval by
+// snoozing after each pass, so that it is one River job, not one every two
+// seconds (43,200 a day in river_job and River UI); this insert, unique
+// while that job waits or runs, only brings it back after it was given
+// up or deleted.
+const changeFanoutBackstop = time.Minute
+
+// ChangeFanoutPeriodicJob keeps the fan-out job alive: inserted as the
+// leader starts, and again within changeFanoutBackstop of being lost.
+func ChangeFanoutPeriodicJob() *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(changeFanoutBackstop),
 		func() (river.JobArgs, *river.InsertOpts) { return ChangeFanoutArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})
 }
 
-// ChangeFanoutOutput is recorded on a fan-out's River job.
+// ChangeFanoutOutput counts what one pass of the fan-out did (logged).
 type ChangeFanoutOutput struct {
 	Published  int `json:"published"`
 	Deliveries int `json:"deliveries"`
@@ -68,7 +76,9 @@ type ChangeFanoutWorker struct {
 }
 
 // Work publishes and fans out every change waiting, ChangeFanoutBatch at a
-// time, each batch in a transaction of its own.
+// time, each batch in a transaction of its own, then snoozes for
+// Settings.ChangeFanoutInterval (a snooze uses no attempt) to run again.
+// An error is retried on River's schedule.
 func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[ChangeFanoutArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
@@ -89,10 +99,7 @@ func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[ChangeFanout
 	if out.Published > 0 {
 		w.Logger.InfoContext(ctx, "answer changes published", "changes", out.Published, "deliveries", out.Deliveries)
 	}
-	if err := river.RecordOutput(ctx, out); err != nil {
-		w.Logger.WarnContext(ctx, "error recording fan-out output", "error", err)
-	}
-	return nil
+	return river.JobSnooze(w.Settings.ChangeFanoutInterval)
 }
 
 func (w *ChangeFanoutWorker) fanOut(ctx context.Context, client *river.Client[pgx.Tx]) (published, deliveries int, err error) {

@@ -165,11 +165,12 @@ const (
 	// within it the caller can still fetch what it got and compare; later,
 	// the rows that say who got which answer may be purged anyway.
 	DefaultChangeNotifyWindow = 30 * 24 * time.Hour
-	// DefaultChangeFanoutInterval: how often the leader publishes the
+	// DefaultChangeFanoutInterval: how often the fan-out publishes the
 	// changes recorded since (GET /domains/changes lists them from then)
 	// and queues their answer.changed deliveries. A few seconds keeps a
 	// reviewer's correction close to its callers; each run is one short
-	// transaction, a few statements when there is nothing to do.
+	// transaction, a few statements when there is nothing to do, and a
+	// snooze of the one River job (ChangeFanoutWorker).
 	DefaultChangeFanoutInterval = 2 * time.Second
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.
 	// Snoozing uses no attempt.

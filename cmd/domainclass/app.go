@@ -236,7 +236,7 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	m.process = holderName()
 	working.ID = m.process
 	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval),
-		jobs.ChangeFanoutPeriodicJob(m.Config.Queue.ChangeFanoutInterval))
+		jobs.ChangeFanoutPeriodicJob())
 	if working.Workers, err = m.buildWorkers(ctx); err != nil {
 		return err
 	}

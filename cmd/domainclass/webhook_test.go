@@ -270,6 +270,13 @@ func TestEndToEnd_AnswerChanged(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&listed))
 	require.Len(t, listed.Changes, 1)
 	require.Equal(t, change, listed.Changes[0], "the webhook carries the change as GET /domains/changes lists it")
+
+	// The fan-out is one River job that runs again and again (a snooze),
+	// not a job every CHANGE_FANOUT_INTERVAL.
+	var fanouts, ended int
+	require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE finalized_at IS NOT NULL)
+		FROM river_job WHERE kind = 'answer_change_fanout'`).Scan(&fanouts, &ended))
+	require.Equal(t, []int{1, 0}, []int{fanouts, ended})
 }
 
 func TestRun_WebhookSecretIsValidated(t *testing.T) {
