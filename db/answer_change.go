@@ -95,7 +95,9 @@ func AnswerChangeGet(ctx context.Context, exec DBTX, id int64) (AnswerChange, er
 // transaction-level advisory lock), so a seq is given only after every
 // smaller one has committed, and a reader paging by seq skips none.
 func AnswerChangesPublish(ctx context.Context, tx pgx.Tx, limit int) ([]int64, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('domainclass.answer_change_publish'))`); err != nil {
+	// The key names the schema: deployments (and tests) sharing a
+	// database do not wait for each other.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('domainclass.answer_change_publish.' || current_schema()))`); err != nil {
 		return nil, translate(err)
 	}
 	rows, err := tx.Query(ctx, `
