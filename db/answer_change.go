@@ -121,28 +121,48 @@ type ChangeRecipient struct {
 	ListID   uuid.UUID
 }
 
-// AnswerChangeRecipients returns who is told of the changes ids: each job
-// and each list of the change's classifier with a callback URL that
-// received the old answer (a row pointing at its provenance: answered by
-// that model call or override, cache hits included) and ended within
-// window of the change, or has not ended. One per (change, job or list),
-// found by the provenance indexes of classify_job_domain and list_row.
-func AnswerChangeRecipients(ctx context.Context, exec DBTX, ids []int64, window time.Duration) ([]ChangeRecipient, error) {
+// AnswerChangeNotify finds who is told of the changes ids, records them as
+// told (answer_change_notice), and returns them: each job and each list of
+// the change's classifier with a callback URL that holds the old answer
+// and ended within window of the change, or has not ended. A job or list
+// holds an answer when a row of it got the answer (its provenance: that
+// model call or override, cache hits included), or when it was told of an
+// earlier change to that answer. One per (change, job or list), found by
+// the provenance indexes of classify_job_domain, list_row and
+// answer_change_notice. Run it once per change, in the transaction that
+// publishes them (AnswerChangesPublish).
+func AnswerChangeNotify(ctx context.Context, exec DBTX, ids []int64, window time.Duration) ([]ChangeRecipient, error) {
 	rows, err := exec.Query(ctx, `
 		WITH c AS (
-			SELECT id, classifier, domain, old_provenance_id, changed_at - make_interval(secs => $2) AS since
+			SELECT id, classifier, domain, old_provenance_id, new_provenance_id,
+			       changed_at - make_interval(secs => $2) AS since
 			FROM answer_change WHERE id = ANY($1) AND old_provenance_id IS NOT NULL
+		), held_by_jobs AS (
+			SELECT c.id AS change_id, d.job_id
+			FROM c JOIN classify_job_domain d ON d.provenance_id = c.old_provenance_id AND d.domain = c.domain
+			UNION
+			SELECT c.id, n.job_id FROM c JOIN answer_change_notice n ON n.provenance_id = c.old_provenance_id
+			WHERE n.job_id IS NOT NULL
+		), held_by_lists AS (
+			SELECT c.id AS change_id, r.list_id
+			FROM c JOIN list_row r ON r.provenance_id = c.old_provenance_id AND r.domain = c.domain
+			UNION
+			SELECT c.id, n.list_id FROM c JOIN answer_change_notice n ON n.provenance_id = c.old_provenance_id
+			WHERE n.list_id IS NOT NULL
+		), told AS (
+			SELECT c.id AS change_id, c.new_provenance_id, j.id AS job_id, NULL::uuid AS list_id
+			FROM held_by_jobs h JOIN c ON c.id = h.change_id
+			     JOIN classify_job j ON j.id = h.job_id AND j.classifier = c.classifier
+			WHERE coalesce(j.callback_url, '') <> '' AND coalesce(j.completed_at, 'infinity') >= c.since
+			UNION ALL
+			SELECT c.id, c.new_provenance_id, NULL::uuid, l.id
+			FROM held_by_lists h JOIN c ON c.id = h.change_id
+			     JOIN list l ON l.id = h.list_id AND l.classifier = c.classifier
+			WHERE coalesce(l.callback_url, '') <> '' AND coalesce(l.completed_at, 'infinity') >= c.since
 		)
-		SELECT DISTINCT c.id, j.id, NULL::uuid
-		FROM c JOIN classify_job_domain d ON d.provenance_id = c.old_provenance_id AND d.domain = c.domain
-		       JOIN classify_job j ON j.id = d.job_id AND j.classifier = c.classifier
-		WHERE coalesce(j.callback_url, '') <> '' AND coalesce(j.completed_at, 'infinity') >= c.since
-		UNION ALL
-		SELECT DISTINCT c.id, NULL::uuid, l.id
-		FROM c JOIN list_row r ON r.provenance_id = c.old_provenance_id AND r.domain = c.domain
-		       JOIN list l ON l.id = r.list_id AND l.classifier = c.classifier
-		WHERE coalesce(l.callback_url, '') <> '' AND coalesce(l.completed_at, 'infinity') >= c.since
-		ORDER BY 1`, ids, window.Seconds())
+		INSERT INTO answer_change_notice (change_id, provenance_id, job_id, list_id)
+		SELECT change_id, new_provenance_id, job_id, list_id FROM told
+		RETURNING change_id, job_id, list_id`, ids, window.Seconds())
 	return collect(rows, err, func(row pgx.CollectableRow) (ChangeRecipient, error) {
 		var (
 			r         ChangeRecipient

@@ -224,7 +224,51 @@ func TestAnswerChange_Recipients(t *testing.T) {
 	ids, err := db.AnswerChangesPublish(ctx, tx, 10)
 	require.NoError(t, err)
 	require.Len(t, ids, 1)
-	got, err := db.AnswerChangeRecipients(ctx, tx, ids, window)
+	got, err := db.AnswerChangeNotify(ctx, tx, ids, window)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []db.ChangeRecipient{{ChangeID: ids[0], JobID: told}, {ChangeID: ids[0], ListID: list}}, got)
+}
+
+// A job told that its answer changed holds the new one: it is told again
+// when that one changes (a reviewer's undo), once per change however it
+// came to hold the answer.
+func TestAnswerChange_ToldHoldTheNewAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.TestTx(t)
+	got := modelAnswers(t, tx, "COMPLETED", []string{"a.com"}, []bool{true}, 2)[0]
+	job := uuid.New()
+	_, err := tx.Exec(ctx, `INSERT INTO classify_job (id, caller, classifier, callback_url, inputs, domains, status, completed_at)
+		VALUES ($1, 'c', 'cpg', 'https://hooks.example.com/a', '{a.com}', '{a.com}', 'COMPLETED', now())`, job)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO classify_job_domain (job_id, position, domain, status, answer, confidence, source, provenance_id)
+		VALUES ($1, 0, 'a.com', 'COMPLETED', true, 2, 'llm', $2)`, job, got)
+	require.NoError(t, err)
+	notify := func() []db.ChangeRecipient {
+		t.Helper()
+		ids, err := db.AnswerChangesPublish(ctx, tx, 10)
+		require.NoError(t, err)
+		require.Len(t, ids, 1)
+		to, err := db.AnswerChangeNotify(ctx, tx, ids, time.Hour)
+		require.NoError(t, err)
+		for i := range to {
+			to[i].ChangeID = 0
+		}
+		return to
+	}
+	told := []db.ChangeRecipient{{JobID: job}}
+
+	// A verdict turns the yes to no: the job got the yes.
+	_, err = tx.Exec(ctx, db.CauseReviewSQL)
+	require.NoError(t, err)
+	_, _, err = db.OverrideSet(ctx, tx, []classifier.Override{{Classifier: "cpg", Domain: "a.com", Answer: false, Confidence: 5, Note: "no", SetBy: "r"}})
+	require.NoError(t, err)
+	require.Equal(t, told, notify())
+	// Undone: the job never got the verdict's answer, but was told of it.
+	require.NoError(t, db.OverrideDelete(ctx, tx, "cpg", "a.com"))
+	require.Equal(t, told, notify(), "told of the undo")
+	// The model's yes (which the job got, and was told of again) turns to
+	// no: one delivery, not one per way it holds the answer.
+	modelAnswers(t, tx, "COMPLETED", []string{"a.com"}, []bool{false}, 4)
+	require.Equal(t, told, notify())
 }

@@ -80,6 +80,9 @@ var (
 		// The fan-out publishes changes (their seq) and tells their
 		// recipients; the changes themselves are the triggers'.
 		"answer_change": "SELECT, UPDATE (seq)",
+		// Who was told of which change (the fan-out's); the purges of jobs
+		// and lists delete theirs by cascade.
+		"answer_change_notice": "SELECT, INSERT",
 		// The deployment's model budget (leases, the provider's throttles)
 		// and the callers' budgets, which only the operators set (CLI).
 		"llm_account":   "SELECT, INSERT, UPDATE",

@@ -114,7 +114,7 @@ func (w *ChangeFanoutWorker) fanOut(ctx context.Context, client *river.Client[pg
 	}
 	var to []db.ChangeRecipient
 	if w.Settings.ChangeNotifyWindow > 0 {
-		if to, err = db.AnswerChangeRecipients(ctx, tx, ids, w.Settings.ChangeNotifyWindow); err != nil {
+		if to, err = db.AnswerChangeNotify(ctx, tx, ids, w.Settings.ChangeNotifyWindow); err != nil {
 			return 0, 0, err
 		}
 	}

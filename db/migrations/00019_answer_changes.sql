@@ -48,6 +48,23 @@ CREATE INDEX answer_change_unpublished_idx ON answer_change (id) WHERE seq IS NU
 -- GET /domains/changes: a classifier's published changes, after a cursor.
 CREATE INDEX answer_change_classifier_seq_idx ON answer_change (classifier, seq) WHERE seq IS NOT NULL;
 
+-- Who was told of a change (an answer.changed queued by the fan-out), and
+-- the answer it was told of (the change's new provenance): a job or list
+-- told that an answer changed holds the new one from then on, so it is told
+-- when that one changes in turn (a reviewer's undo, an answer that flips
+-- back), as the rows that got an answer are. Kept as long as its job or
+-- list: the purges' deletes take it with them.
+CREATE TABLE answer_change_notice (
+    change_id     bigint NOT NULL REFERENCES answer_change (id),
+    provenance_id uuid,
+    job_id        uuid   REFERENCES classify_job (id) ON DELETE CASCADE,
+    list_id       uuid   REFERENCES list (id) ON DELETE CASCADE,
+    CHECK ((job_id IS NULL) <> (list_id IS NULL))
+);
+CREATE INDEX answer_change_notice_provenance_idx ON answer_change_notice (provenance_id);
+CREATE INDEX answer_change_notice_job_idx ON answer_change_notice (job_id) WHERE job_id IS NOT NULL;
+CREATE INDEX answer_change_notice_list_idx ON answer_change_notice (list_id) WHERE list_id IS NOT NULL;
+
 -- A refresh: a COMPLETED answer replaced by a COMPLETED one with another
 -- yes/no. FOR EACH ROW with a WHEN, not a statement trigger with
 -- transition tables: the WHEN is evaluated without calling the function,
@@ -119,4 +136,5 @@ DROP TRIGGER override_answer_changed ON override;
 DROP FUNCTION answer_change_overridden();
 DROP TRIGGER result_answer_changed ON result;
 DROP FUNCTION answer_change_refreshed();
+DROP TABLE answer_change_notice;
 DROP TABLE answer_change;
