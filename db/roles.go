@@ -34,6 +34,9 @@ var (
 		// A retry names the provenance its FAILED rows let go of.
 		"provenance_candidate": "INSERT",
 		"override":             "SELECT",
+		// GET /domains/changes. Changes are written by the triggers of
+		// result and override, as the owner (00019): no role inserts one.
+		"answer_change": "SELECT",
 		// Authentication, and its last_used_at: that column only, so that
 		// the api cannot lift a revocation, a limit or change a hash (the
 		// CLI does those, as the owner).
@@ -74,6 +77,12 @@ var (
 		"provenance_candidate": "SELECT, INSERT, DELETE", // INSERT: also by the trigger of a result's upsert
 		"domain_claim":         "SELECT, INSERT, UPDATE, DELETE",
 		"override":             "SELECT",
+		// The fan-out publishes changes (their seq) and tells their
+		// recipients; the changes themselves are the triggers'.
+		"answer_change": "SELECT, UPDATE (seq)",
+		// Who was told of which change (the fan-out's); the purges of jobs
+		// and lists delete theirs by cascade.
+		"answer_change_notice": "SELECT, INSERT",
 		// The deployment's model budget (leases, the provider's throttles)
 		// and the callers' budgets, which only the operators set (CLI).
 		"llm_account":   "SELECT, INSERT, UPDATE",

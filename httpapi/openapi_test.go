@@ -506,6 +506,15 @@ func TestOpenAPI(t *testing.T) {
 		gamma.Result(), "o"))
 	call(b.url, "GET", overridden, "", "Authorization", auth)
 	call(b.url, "GET", "/domains/classify/not-a-uuid", "", "Authorization", auth)
+	// Answers that changed: acme.com's yes overridden to no, published.
+	_, _, err = db.OverrideSet(ctx, b.db.Pool, []classifier.Override{{Classifier: "cpg", Domain: "acme.com", Answer: false,
+		Confidence: 5, Note: "A grocer.", SetBy: "alice"}})
+	require.NoError(t, err)
+	require.Equal(t, 1, publishChanges(t, b.db))
+	require.Equal(t, 200, call(b.url, "GET", "/domains/changes?classifier=cpg&limit=10", "", "Authorization", auth).StatusCode)
+	require.Equal(t, 400, call(b.url, "GET", "/domains/changes?since=nope", "", "Authorization", auth).StatusCode)
+	require.Equal(t, 422, call(b.url, "GET", "/domains/changes?classifier=nope", "", "Authorization", auth).StatusCode)
+	require.Equal(t, 401, call(b.url, "GET", "/domains/changes", "").StatusCode)
 	call(b.url, "GET", jobPath, "")
 	call(b.url, "GET", jobPath, "", "Authorization", "Bearer "+b.keyB)
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml", "/docs", "/problems/too-many-domains", "/problems/nope"} {
@@ -564,6 +573,9 @@ func TestOpenAPI(t *testing.T) {
 			"%s %s", r.method, r.path)
 	}
 	require.Equal(t, 500, call(broken.url, "GET", "/lists", "", "Authorization", "Bearer "+broken.keyA).StatusCode)
+	_, err = broken.db.Pool.Exec(ctx, "DROP TABLE answer_change CASCADE")
+	require.NoError(t, err)
+	require.Equal(t, 500, call(broken.url, "GET", "/domains/changes", "", "Authorization", "Bearer "+broken.keyA).StatusCode)
 
 	// Postgres down: 503.
 	unavailable := setup(t, setupOpts{db: downDB(t)})
@@ -573,6 +585,7 @@ func TestOpenAPI(t *testing.T) {
 		{"GET", "/readyz", ""},
 		{"HEAD", "/readyz", ""},
 		{"GET", "/callers/me", ""},
+		{"GET", "/domains/changes", ""},
 	} {
 		require.Equal(t, 503, call(unavailable.url, r.method, r.path, r.body, "Authorization", "Bearer "+unavailable.keyA).StatusCode)
 	}
@@ -875,6 +888,19 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 		require.NoError(t, json.Unmarshal(got.body, &payload))
 		require.Equal(t, d.event, payload.Type)
 		require.Equal(t, d.status, payload.Status)
+	}
+
+	// answer.changed: the job got acme.com's answer, which a review changed.
+	require.NoError(t, db.AnswerChangeRecord(ctx, l.db.Pool, db.AnswerChange{Classifier: "cpg", Domain: "acme.com",
+		Cause: classifier.CauseReview, Old: classifier.AnswerState{Answer: new(true), Confidence: new(2), ProvenanceID: new(uuid.New())},
+		New: classifier.AnswerState{Answer: new(false), Confidence: new(5), ProvenanceID: new(uuid.New())}}))
+	var changeID int64
+	require.NoError(t, l.db.Pool.QueryRow(ctx, `SELECT max(id) FROM answer_change`).Scan(&changeID))
+	for _, args := range []jobs.WebhookArgs{{ChangeID: changeID, JobID: jobID.String()}, {ChangeID: changeID, ListID: completed.ListID}} {
+		require.NoError(t, worker.Work(ctx, &river.Job[jobs.WebhookArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 1}, Args: args}))
+		got := hooks.take(t)
+		require.NoError(t, c.checkWebhook("answer.changed", got.header, got.body))
+		require.Equal(t, args.WebhookID(), got.header.Get("webhook-id"))
 	}
 
 	// Retries: the FAILED list's rows queued again; the cancelled one

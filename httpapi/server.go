@@ -161,6 +161,7 @@ func (s *Server) routes(r *gin.Engine) {
 	domains := r.Group("/domains", s.requireCaller)
 	domains.POST("/classify", s.classifyCreate)
 	domains.GET("/classify/:job_id", s.classifyGet)
+	domains.GET("/changes", s.changesIndex)
 
 	lists := r.Group("/lists", s.requireCaller)
 	lists.POST("", s.listCreate)

@@ -159,6 +159,19 @@ const (
 	// bounds, with CALLER_MAX_STORED_ROWS, what a caller can keep stored. A list keeps the retention it was uploaded
 	// under.
 	DefaultListRetention = 30 * 24 * time.Hour
+	// DefaultChangeNotifyWindow: a job or list that received an answer is
+	// sent answer.changed when the answer changes within this long after
+	// it ended. 30 days is JOB_RETENTION's and LIST_RETENTION's default:
+	// within it the caller can still fetch what it got and compare; later,
+	// the rows that say who got which answer may be purged anyway.
+	DefaultChangeNotifyWindow = 30 * 24 * time.Hour
+	// DefaultChangeFanoutInterval: how often the fan-out publishes the
+	// changes recorded since (GET /domains/changes lists them from then)
+	// and queues their answer.changed deliveries. A few seconds keeps a
+	// reviewer's correction close to its callers; each run is one short
+	// transaction, a few statements when there is nothing to do, and a
+	// snooze of the one River job (ChangeFanoutWorker).
+	DefaultChangeFanoutInterval = 2 * time.Second
 	// DefaultBusySnooze: how long such a job sleeps before it looks again.
 	// Snoozing uses no attempt.
 	DefaultBusySnooze = 5 * time.Second
@@ -279,6 +292,11 @@ type Settings struct {
 	WebhookMaxThrottles  int
 	WebhookPerHost       int
 	WebhookPerCaller     int
+
+	// ChangeNotifyWindow: see DefaultChangeNotifyWindow;
+	// ChangeFanoutInterval: see DefaultChangeFanoutInterval.
+	ChangeNotifyWindow   time.Duration
+	ChangeFanoutInterval time.Duration
 }
 
 // DefaultSettings returns the reviewed defaults.
@@ -316,6 +334,8 @@ func DefaultSettings() Settings {
 		WebhookMaxThrottles:   DefaultWebhookMaxThrottles,
 		WebhookPerHost:        DefaultWebhookPerHost,
 		WebhookPerCaller:      DefaultWebhookPerCaller,
+		ChangeNotifyWindow:    DefaultChangeNotifyWindow,
+		ChangeFanoutInterval:  DefaultChangeFanoutInterval,
 	}
 }
 
@@ -344,6 +364,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("ListDomainConcurrency, ListChunkRows and ListChunksInFlight must be at least 1")
 	case s.ListChunkBudget <= 0:
 		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
+	case s.ChangeNotifyWindow < 0:
+		return fmt.Errorf("ChangeNotifyWindow must not be negative, got %s", s.ChangeNotifyWindow)
+	case s.ChangeFanoutInterval < time.Second:
+		return fmt.Errorf("ChangeFanoutInterval must be at least 1s, got %s", s.ChangeFanoutInterval)
 	case s.ListSweepInterval < time.Second:
 		return fmt.Errorf("ListSweepInterval must be at least 1s, got %s", s.ListSweepInterval)
 	case s.DomainAttempts < 1 || s.DomainAttempts > 10:

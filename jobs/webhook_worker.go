@@ -81,6 +81,10 @@ type WebhookArgs struct {
 	// delivered. A job can end more than once (FAILED, retried by an
 	// operator, COMPLETED), and each end is its own message.
 	EndedAt time.Time `json:"ended_at"`
+	// ChangeID, when set, makes this the answer.changed delivery of that
+	// change (answer_change.id) to the job or list, which received the
+	// answer it replaced; EndedAt is then unused.
+	ChangeID int64 `json:"change_id,omitempty"`
 }
 
 // subject is the id of what ended: the job's, or the list's.
@@ -100,7 +104,13 @@ func (WebhookArgs) InsertOpts() river.InsertOpts {
 // another end of the same job, which carries news (a COMPLETED after a
 // FAILED must not be dropped as a duplicate). It is the job's (or list's)
 // id and the end's time in Unix microseconds: "msg_<id>_<micros>".
+//
+// An answer.changed delivery's is "msg_change_<change id>_<id>": one per
+// change and recipient.
 func (a WebhookArgs) WebhookID() string {
+	if a.ChangeID != 0 {
+		return "msg_change_" + strconv.FormatInt(a.ChangeID, 10) + "_" + a.subject()
+	}
 	return "msg_" + a.subject() + "_" + strconv.FormatInt(a.EndedAt.UnixMicro(), 10)
 }
 
@@ -258,6 +268,9 @@ func skipf(format string, args ...any) error { return &skipError{fmt.Errorf(form
 // *skipError says there is nothing to deliver: the job or list is gone,
 // has no callback URL, or ended again since (that end has its own delivery).
 func (w *WebhookWorker) load(ctx context.Context, a WebhookArgs) (callback, caller string, body []byte, err error) {
+	if a.ChangeID != 0 {
+		return w.loadChange(ctx, a)
+	}
 	kind := "job"
 	if a.ListID != "" {
 		kind = "list"

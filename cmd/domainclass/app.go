@@ -235,7 +235,8 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	m.jobMetrics = jobs.NewMetrics(m.Metrics)
 	m.process = holderName()
 	working.ID = m.process
-	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval))
+	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval),
+		jobs.ChangeFanoutPeriodicJob())
 	if working.Workers, err = m.buildWorkers(ctx); err != nil {
 		return err
 	}
@@ -347,6 +348,9 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.ListSweepWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger,
 		Lists: m.listMetrics}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &jobs.ChangeFanoutWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.WorkerDB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {

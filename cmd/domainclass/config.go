@@ -261,6 +261,8 @@ func (c *Config) queueEnv() []envVar {
 		{"WEBHOOK_TIMEOUT", &q.WebhookTimeout, "WebhookTimeout"},
 		{"WEBHOOK_RETRY_SCHEDULE", &q.WebhookRetrySchedule, "WebhookRetrySchedule"},
 		{"WEBHOOK_MAX_THROTTLES", &q.WebhookMaxThrottles, "WebhookMaxThrottles"},
+		{"CHANGE_NOTIFY_WINDOW", &q.ChangeNotifyWindow, "ChangeNotifyWindow"},
+		{"CHANGE_FANOUT_INTERVAL", &q.ChangeFanoutInterval, "ChangeFanoutInterval"},
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/wire"
 )
 
 // TestLeastPrivilegeRoles runs the api and the worker as the roles that
@@ -156,6 +157,27 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.EqualValues(t, 3, purged.Lists, "the list answered, the one cancelled, the one retried")
 	require.EqualValues(t, 4, purged.ListRows)
 	require.NotZero(t, purged.Provenance, "gamma.com's, which nothing refers to any more")
+
+	// A refresh made as the worker role is recorded (the trigger writes
+	// as the owner), published by the worker's fan-out, and read by the
+	// api's GET /domains/changes; neither role writes a change itself
+	// (issue 39).
+	_, err = workerDB.Pool.Exec(ctx, `UPDATE result SET answer = NOT answer, provenance_id = NULL WHERE domain = 'acme.com'`)
+	require.NoError(t, err, "the worker role refreshes an answer")
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(api.APIURL() + "/domains/changes")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var page wire.AnswerChanges
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+		return len(page.Changes) == 1 && page.Changes[0].Domain == "acme.com" && page.Changes[0].Cause == "refresh"
+	}, dbtest.Patience(), 20*time.Millisecond, "the change published by the worker role and listed by the api role")
+	for _, role := range []string{apiRole, workerRole} {
+		refused(role, `INSERT INTO answer_change (classifier, domain, cause) VALUES ('cpg', 'forged.com', 'review')`)
+		refused(role, `UPDATE answer_change SET new_answer = true`)
+		refused(role, `DELETE FROM answer_change`)
+	}
+	refused(apiRole, `UPDATE answer_change SET seq = NULL`)
 
 	refused(apiRole, `UPDATE result SET reasoning = 'forged'`)
 	refused(apiRole, `DELETE FROM list`)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 )
@@ -179,6 +180,105 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 	})
 }
 
+// A corrected answer reaches who received the old one (issue 39): a job
+// with a callback that got brand.com's yes is sent one answer.changed,
+// verified with the Standard Webhooks library, when an operator overrides
+// it to no; a job without a callback, and one that ended before
+// CHANGE_NOTIFY_WINDOW, are sent none.
+func TestEndToEnd_AnswerChanged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	secret := newWebhookSecret(t)
+	rc := newHookReceiver(t)
+	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Makes snacks.") },
+		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "CHANGE_FANOUT_INTERVAL": "1s",
+			"CHANGE_NOTIFY_WINDOW": "240h"})
+	e.start(RoleAPI)
+	e.start(RoleWorker)
+	wh, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+
+	submit := func(headers ...string) string {
+		t.Helper()
+		status, body := e.post(`{"domains": ["brand.com"]}`, headers...)
+		require.Equal(t, http.StatusAccepted, status, "body: %s", body)
+		var a jobView
+		require.NoError(t, json.Unmarshal(body, &a))
+		e.wait(a.JobID, "COMPLETED", dbtest.Patience())
+		return a.JobID
+	}
+	told := submit("X-Callback-URL", rc.srv.URL+"/hooks/told")
+	silent := submit()
+	old := submit("X-Callback-URL", rc.srv.URL+"/hooks/old")
+	// The last ended before the window (as the owner: nothing else moves
+	// an end).
+	owner, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 1})
+	require.NoError(t, err)
+	defer owner.Close()
+	_, err = owner.Pool.Exec(ctx, `UPDATE classify_job SET completed_at = now() - interval '241 hours' WHERE id = $1`, old)
+	require.NoError(t, err)
+	var received int
+	require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(DISTINCT provenance_id) FROM classify_job_domain WHERE job_id = ANY($1::uuid[])`,
+		[]string{told, silent, old}).Scan(&received))
+	require.Equal(t, 1, received, "all three got the same answer (one model call, then the cache)")
+
+	code, _, errOut := e.cli(ctx, "", nil, "override", "set", "brand.com", "--no", "--note", "A retailer, not a maker.", "--by", "alice")
+	require.Equal(t, 0, code, errOut)
+
+	changed := func(id string) []hookDelivery {
+		var out []hookDelivery
+		for _, d := range rc.forJob(id) {
+			if bytes.Contains(d.body, []byte(`"type":"answer.changed"`)) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(changed(told)) > 0 }, dbtest.Patience(), 10*time.Millisecond,
+		"no answer.changed for job %s", told)
+	// Every delivery of the change has been worked: nothing more can come.
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'webhook'
+			AND args ? 'change_id' AND finalized_at IS NULL`).Scan(&waiting))
+		return waiting == 0
+	}, dbtest.Patience(), 10*time.Millisecond)
+	d := changed(told)
+	require.Len(t, d, 1, "one delivery per change and job")
+	require.Empty(t, changed(old), "the job that ended before the window")
+	require.Empty(t, changed(silent))
+	var deliveries int
+	require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'webhook' AND args ? 'change_id'`).Scan(&deliveries))
+	require.Equal(t, 1, deliveries)
+
+	require.NoError(t, wh.Verify(d[0].body, d[0].header))
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal(d[0].body, &payload))
+	requireDocumentedCallback(t, "/domains/classify", "answer.changed", d[0].header, payload)
+	change := payload["change"].(map[string]any)
+	require.Equal(t, []any{"brand.com", "override", true, false}, []any{change["domain"], change["cause"],
+		change["old"].(map[string]any)["answer"], change["new"].(map[string]any)["answer"]})
+	require.Equal(t, fmt.Sprintf("msg_change_%v_%s", change["id"], told), d[0].header.Get("webhook-id"))
+
+	// The change is listed too.
+	resp, err := http.Get(e.api.APIURL() + "/domains/changes?classifier=cpg")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var listed struct {
+		Changes []map[string]any `json:"changes"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&listed))
+	require.Len(t, listed.Changes, 1)
+	require.Equal(t, change, listed.Changes[0], "the webhook carries the change as GET /domains/changes lists it")
+
+	// The fan-out is one River job that runs again and again (a snooze),
+	// not a job every CHANGE_FANOUT_INTERVAL.
+	var fanouts, ended int
+	require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE finalized_at IS NOT NULL)
+		FROM river_job WHERE kind = 'answer_change_fanout'`).Scan(&fanouts, &ended))
+	require.Equal(t, []int{1, 0}, []int{fanouts, ended})
+}
+
 func TestRun_WebhookSecretIsValidated(t *testing.T) {
 	t.Parallel()
 	var out, errOut strings.Builder
@@ -199,9 +299,16 @@ func TestRun_WebhookSecretIsValidated(t *testing.T) {
 // schema and its required headers.
 func requireDocumentedDelivery(t *testing.T, header http.Header, payload map[string]any) {
 	t.Helper()
+	requireDocumentedCallback(t, "/domains/classify", "classification.completed", header, payload)
+}
+
+// requireDocumentedCallback checks a delivery against the callback name of
+// the POST at path in the OpenAPI document.
+func requireDocumentedCallback(t *testing.T, path, name string, header http.Header, payload map[string]any) {
+	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI)
 	require.NoError(t, err)
-	callback := doc.Paths.Find("/domains/classify").Post.Callbacks["classification.completed"].Value
+	callback := doc.Paths.Find(path).Post.Callbacks[name].Value
 	op := callback.Value("{$request.header.X-Callback-URL}").Post
 	schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
 	require.NoError(t, schema.VisitJSON(payload, openapi3.EnableJSONSchema2020()), "the delivery matches the document")

@@ -35,6 +35,21 @@ func (e AcceptedStatus) Valid() bool {
 	}
 }
 
+// Defines values for AnswerChangedPayloadType.
+const (
+	AnswerChanged AnswerChangedPayloadType = "answer.changed"
+)
+
+// Valid indicates whether the value is a known member of the AnswerChangedPayloadType enum.
+func (e AnswerChangedPayloadType) Valid() bool {
+	switch e {
+	case AnswerChanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BudgetMode.
 const (
 	Partial BudgetMode = "partial"
@@ -47,6 +62,27 @@ func (e BudgetMode) Valid() bool {
 	case Partial:
 		return true
 	case Whole:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ChangeCause.
+const (
+	CauseOverride ChangeCause = "override"
+	CauseRefresh  ChangeCause = "refresh"
+	CauseReview   ChangeCause = "review"
+)
+
+// Valid indicates whether the value is a known member of the ChangeCause enum.
+func (e ChangeCause) Valid() bool {
+	switch e {
+	case CauseOverride:
+		return true
+	case CauseRefresh:
+		return true
+	case CauseReview:
 		return true
 	default:
 		return false
@@ -390,6 +426,66 @@ type Accepted struct {
 // AcceptedStatus defines model for Accepted.Status.
 type AcceptedStatus string
 
+// AnswerChange One answer that changed, from `old` to `new`.
+type AnswerChange struct {
+	// Cause What changed the answer: a model's new answer (`refresh`), an operator's override set, replaced or deleted (`override`), or a reviewer's verdict (`review`).
+	Cause      ChangeCause `json:"cause"`
+	ChangedAt  time.Time   `json:"changed_at"`
+	Classifier string      `json:"classifier"`
+
+	// Domain The registrable domain, as results show it.
+	Domain string `json:"domain"`
+
+	// Id Names the change, the same here and in each `answer.changed` webhook of it.
+	Id int64 `json:"id"`
+
+	// New An answer as it was served.
+	New AnswerState `json:"new"`
+
+	// Old An answer as it was served.
+	Old AnswerState `json:"old"`
+}
+
+// AnswerChangedPayload The body of answer.changed: the change, and the job (`job_id`) or the list (`list_id`) that received the old answer.
+type AnswerChangedPayload struct {
+	// Change One answer that changed, from `old` to `new`.
+	Change AnswerChange `json:"change"`
+
+	// JobId A job's id, from the 202 of `POST /domains/classify`.
+	JobId *JobId `json:"job_id,omitempty"`
+
+	// ListId A list's id, from the 202 of `POST /lists`.
+	ListId *ListId `json:"list_id,omitempty"`
+
+	// Timestamp When the answer changed.
+	Timestamp time.Time                `json:"timestamp"`
+	Type      AnswerChangedPayloadType `json:"type"`
+}
+
+// AnswerChangedPayloadType defines model for AnswerChangedPayload.Type.
+type AnswerChangedPayloadType string
+
+// AnswerChanges A page of a classifier's changed answers, oldest first (`GET /domains/changes`).
+type AnswerChanges struct {
+	Changes []AnswerChange `json:"changes"`
+
+	// Next The request for the changes after this page (`/domains/changes?classifier=…&since=…`).
+	Next string `json:"next"`
+
+	// NextCursor Pass as `since` for the changes after this page (the same cursor again when the page is empty).
+	NextCursor string `json:"next_cursor"`
+}
+
+// AnswerState An answer as it was served.
+type AnswerState struct {
+	// Answer The yes/no (`is_cpg` for cpg).
+	Answer     *bool `json:"answer"`
+	Confidence *int  `json:"confidence"`
+
+	// ProvenanceId Names the answer: the record of the model call or override that made it. A later change of the same domain has this answer's id as its `old`.
+	ProvenanceId *openapi_types.UUID `json:"provenance_id"`
+}
+
 // BudgetMode whole: a list over the caller's daily model budget is refused;
 // partial: it runs until the budget is spent.
 type BudgetMode string
@@ -438,6 +534,9 @@ type CallerReport struct {
 	// Usage What the caller's jobs and lists asked of the model today.
 	Usage ModelUsage `json:"usage"`
 }
+
+// ChangeCause What changed the answer: a model's new answer (`refresh`), an operator's override set, replaced or deleted (`override`), or a reviewer's verdict (`review`).
+type ChangeCause string
 
 // ClassifyRequest defines model for ClassifyRequest.
 type ClassifyRequest struct {
@@ -1189,6 +1288,18 @@ type Unauthorized = Problem
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
+// ListAnswerChangesParams defines parameters for ListAnswerChanges.
+type ListAnswerChangesParams struct {
+	// Classifier The classifier whose changes to list.
+	Classifier *string `form:"classifier,omitempty" json:"classifier,omitempty"`
+
+	// Since The `next_cursor` of the page before; none for the first change ever recorded.
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Limit Changes per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // CreateClassifyJobParams defines parameters for CreateClassifyJob.
 type CreateClassifyJobParams struct {
 	// IdempotencyKey Makes the request safe to retry: the same key from the same caller
@@ -1320,8 +1431,36 @@ type GetListResultsParams struct {
 	EscapeFormulas *bool `form:"escape_formulas,omitempty" json:"escape_formulas,omitempty"`
 }
 
+// JobAnswerChangedParams defines parameters for JobAnswerChanged.
+type JobAnswerChangedParams struct {
+	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
+	// microseconds. The same for every attempt and replay of one end;
+	// dedupe on it.
+	WebhookId WebhookId `json:"webhook-id"`
+
+	// WebhookTimestamp Unix seconds of this attempt.
+	WebhookTimestamp WebhookTimestamp `json:"webhook-timestamp"`
+
+	// WebhookSignature "v1," and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}".
+	WebhookSignature WebhookSignature `json:"webhook-signature"`
+}
+
 // ClassificationCompletedParams defines parameters for ClassificationCompleted.
 type ClassificationCompletedParams struct {
+	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
+	// microseconds. The same for every attempt and replay of one end;
+	// dedupe on it.
+	WebhookId WebhookId `json:"webhook-id"`
+
+	// WebhookTimestamp Unix seconds of this attempt.
+	WebhookTimestamp WebhookTimestamp `json:"webhook-timestamp"`
+
+	// WebhookSignature "v1," and the base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}".
+	WebhookSignature WebhookSignature `json:"webhook-signature"`
+}
+
+// ListAnswerChangedParams defines parameters for ListAnswerChanged.
+type ListAnswerChangedParams struct {
 	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
 	// microseconds. The same for every attempt and replay of one end;
 	// dedupe on it.
@@ -1354,8 +1493,14 @@ type CreateClassifyJobJSONRequestBody = ClassifyRequest
 // CreateListTextRequestBody defines body for CreateList for text/plain ContentType.
 type CreateListTextRequestBody = CreateListTextBody
 
+// JobAnswerChangedJSONRequestBody defines body for JobAnswerChanged for application/json ContentType.
+type JobAnswerChangedJSONRequestBody = AnswerChangedPayload
+
 // ClassificationCompletedJSONRequestBody defines body for ClassificationCompleted for application/json ContentType.
 type ClassificationCompletedJSONRequestBody = WebhookPayload
+
+// ListAnswerChangedJSONRequestBody defines body for ListAnswerChanged for application/json ContentType.
+type ListAnswerChangedJSONRequestBody = AnswerChangedPayload
 
 // ListCompletedJSONRequestBody defines body for ListCompleted for application/json ContentType.
 type ListCompletedJSONRequestBody = ListWebhookPayload
@@ -2334,6 +2479,29 @@ type ClientInterface interface {
 	// Corresponds with GET /docs (the `Docs` operationId).
 	Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAnswerChanges Answers that changed, oldest first, to follow by polling
+	//
+	// The answers of a classifier that changed since they were given:
+	// their yes/no went the other way by a `refresh` (a model's new
+	// answer replaced the one before), an `override` (an operator set,
+	// replaced or deleted one) or a `review` (a reviewer's verdict). A
+	// new confidence alone, or an override that confirms the answer, is
+	// not a change. Answers are shared by every caller (the cache), so
+	// any caller reads every change of a classifier, not only of the
+	// domains it sent.
+	//
+	// Changes are listed in the order they were published (within
+	// seconds of being made), a page at a time: ask again with `since`
+	// set to the `next_cursor` of the last page (or follow `next`). A
+	// page always has a `next_cursor`, an empty one the same as the
+	// cursor it was asked with, so keep the last and poll with it: no
+	// change is skipped or listed twice. A job or list with a callback
+	// URL that received the old answer is also sent an `answer.changed`
+	// webhook (see the callbacks of `POST /domains/classify`).
+	//
+	// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+	ListAnswerChanges(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateClassifyJobWithBody Submit domains for classification
 	//
 	// Normalizes every input to its registrable domain (scheme, path,
@@ -2588,6 +2756,39 @@ func (c *Client) GetCallerMe(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /docs (the `Docs` operationId).
 func (c *Client) Docs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAnswerChanges Answers that changed, oldest first, to follow by polling
+//
+// The answers of a classifier that changed since they were given:
+// their yes/no went the other way by a `refresh` (a model's new
+// answer replaced the one before), an `override` (an operator set,
+// replaced or deleted one) or a `review` (a reviewer's verdict). A
+// new confidence alone, or an override that confirms the answer, is
+// not a change. Answers are shared by every caller (the cache), so
+// any caller reads every change of a classifier, not only of the
+// domains it sent.
+//
+// Changes are listed in the order they were published (within
+// seconds of being made), a page at a time: ask again with `since`
+// set to the `next_cursor` of the last page (or follow `next`). A
+// page always has a `next_cursor`, an empty one the same as the
+// cursor it was asked with, so keep the last and poll with it: no
+// change is skipped or listed twice. A job or list with a callback
+// URL that received the old answer is also sent an `answer.changed`
+// webhook (see the callbacks of `POST /domains/classify`).
+//
+// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+func (c *Client) ListAnswerChanges(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnswerChangesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3033,6 +3234,84 @@ func NewDocsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAnswerChangesRequest constructs an http.Request for the ListAnswerChanges method
+func NewListAnswerChangesRequest(server string, params *ListAnswerChangesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/domains/changes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classifier != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "classifier", *params.Classifier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3850,6 +4129,31 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /docs (the `Docs` operationId).
 	DocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*DocsResponse, error)
 
+	// ListAnswerChangesWithResponse Answers that changed, oldest first, to follow by polling
+	//
+	// The answers of a classifier that changed since they were given:
+	// their yes/no went the other way by a `refresh` (a model's new
+	// answer replaced the one before), an `override` (an operator set,
+	// replaced or deleted one) or a `review` (a reviewer's verdict). A
+	// new confidence alone, or an override that confirms the answer, is
+	// not a change. Answers are shared by every caller (the cache), so
+	// any caller reads every change of a classifier, not only of the
+	// domains it sent.
+	//
+	// Changes are listed in the order they were published (within
+	// seconds of being made), a page at a time: ask again with `since`
+	// set to the `next_cursor` of the last page (or follow `next`). A
+	// page always has a `next_cursor`, an empty one the same as the
+	// cursor it was asked with, so keep the last and poll with it: no
+	// change is skipped or listed twice. A job or list with a callback
+	// URL that received the old answer is also sent an `answer.changed`
+	// webhook (see the callbacks of `POST /domains/classify`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+	ListAnswerChangesWithResponse(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*ListAnswerChangesResponse, error)
+
 	// CreateClassifyJobWithBodyWithResponse Submit domains for classification
 	//
 	// Normalizes every input to its registrable domain (scheme, path,
@@ -4202,6 +4506,96 @@ func (r DocsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DocsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListAnswerChangesResponse401Headers the declared response headers of an HTTP 401 response for ListAnswerChanges
+type ListAnswerChangesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListAnswerChangesResponse503Headers the declared response headers of an HTTP 503 response for ListAnswerChanges
+type ListAnswerChangesResponse503Headers struct {
+	RetryAfter string
+}
+
+type ListAnswerChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnswerChanges
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAnswerChangesResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAnswerChangesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAnswerChangesResponse) GetJSON200() *AnswerChanges {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListAnswerChangesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAnswerChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAnswerChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAnswerChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAnswerChangesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5381,6 +5775,37 @@ func (c *ClientWithResponses) DocsWithResponse(ctx context.Context, reqEditors .
 	return ParseDocsResponse(rsp)
 }
 
+// ListAnswerChangesWithResponse Answers that changed, oldest first, to follow by polling
+//
+// The answers of a classifier that changed since they were given:
+// their yes/no went the other way by a `refresh` (a model's new
+// answer replaced the one before), an `override` (an operator set,
+// replaced or deleted one) or a `review` (a reviewer's verdict). A
+// new confidence alone, or an override that confirms the answer, is
+// not a change. Answers are shared by every caller (the cache), so
+// any caller reads every change of a classifier, not only of the
+// domains it sent.
+//
+// Changes are listed in the order they were published (within
+// seconds of being made), a page at a time: ask again with `since`
+// set to the `next_cursor` of the last page (or follow `next`). A
+// page always has a `next_cursor`, an empty one the same as the
+// cursor it was asked with, so keep the last and poll with it: no
+// change is skipped or listed twice. A job or list with a callback
+// URL that received the old answer is also sent an `answer.changed`
+// webhook (see the callbacks of `POST /domains/classify`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /domains/changes (the `ListAnswerChanges` operationId).
+func (c *ClientWithResponses) ListAnswerChangesWithResponse(ctx context.Context, params *ListAnswerChangesParams, reqEditors ...RequestEditorFn) (*ListAnswerChangesResponse, error) {
+	rsp, err := c.ListAnswerChanges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAnswerChangesResponse(rsp)
+}
+
 // CreateClassifyJobWithBodyWithResponse Submit domains for classification
 //
 // Normalizes every input to its registrable domain (scheme, path,
@@ -5811,6 +6236,90 @@ func ParseDocsResponse(rsp *http.Response) (*DocsResponse, error) {
 	response := &DocsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseListAnswerChangesResponse parses an HTTP response from a ListAnswerChangesWithResponse call
+func ParseListAnswerChangesResponse(rsp *http.Response) (*ListAnswerChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAnswerChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnswerChanges
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAnswerChangesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListAnswerChangesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6898,15 +7407,49 @@ func (p *CallbackInitiator) applyCallbackEditors(ctx context.Context, req *http.
 
 // CallbackInitiatorInterface is the interface specification for the callback initiator.
 type CallbackInitiatorInterface interface {
+	// JobAnswerChangedWithBody fires the answer.changed callback with any body
+	JobAnswerChangedWithBody(ctx context.Context, targetURL string, params *JobAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	JobAnswerChanged(ctx context.Context, targetURL string, params *JobAnswerChangedParams, body JobAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ClassificationCompletedWithBody fires the classification.completed callback with any body
 	ClassificationCompletedWithBody(ctx context.Context, targetURL string, params *ClassificationCompletedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	ClassificationCompleted(ctx context.Context, targetURL string, params *ClassificationCompletedParams, body ClassificationCompletedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAnswerChangedWithBody fires the answer.changed callback with any body
+	ListAnswerChangedWithBody(ctx context.Context, targetURL string, params *ListAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	ListAnswerChanged(ctx context.Context, targetURL string, params *ListAnswerChangedParams, body ListAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCompletedWithBody fires the list.completed callback with any body
 	ListCompletedWithBody(ctx context.Context, targetURL string, params *ListCompletedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	ListCompleted(ctx context.Context, targetURL string, params *ListCompletedParams, body ListCompletedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *CallbackInitiator) JobAnswerChangedWithBody(ctx context.Context, targetURL string, params *JobAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobAnswerChangedCallbackRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) JobAnswerChanged(ctx context.Context, targetURL string, params *JobAnswerChangedParams, body JobAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJobAnswerChangedCallbackRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
 }
 
 func (p *CallbackInitiator) ClassificationCompletedWithBody(ctx context.Context, targetURL string, params *ClassificationCompletedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6923,6 +7466,30 @@ func (p *CallbackInitiator) ClassificationCompletedWithBody(ctx context.Context,
 
 func (p *CallbackInitiator) ClassificationCompleted(ctx context.Context, targetURL string, params *ClassificationCompletedParams, body ClassificationCompletedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewClassificationCompletedCallbackRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) ListAnswerChangedWithBody(ctx context.Context, targetURL string, params *ListAnswerChangedParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnswerChangedCallbackRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) ListAnswerChanged(ctx context.Context, targetURL string, params *ListAnswerChangedParams, body ListAnswerChangedJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAnswerChangedCallbackRequest(targetURL, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6957,6 +7524,67 @@ func (p *CallbackInitiator) ListCompleted(ctx context.Context, targetURL string,
 	return p.Client.Do(req)
 }
 
+// NewJobAnswerChangedCallbackRequest builds a application/json POST request for the answer.changed callback
+func NewJobAnswerChangedCallbackRequest(targetURL string, params *JobAnswerChangedParams, body JobAnswerChangedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewJobAnswerChangedCallbackRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewJobAnswerChangedCallbackRequestWithBody builds a POST request for the answer.changed callback with any body
+func NewJobAnswerChangedCallbackRequestWithBody(targetURL string, params *JobAnswerChangedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
 // NewClassificationCompletedCallbackRequest builds a application/json POST request for the classification.completed callback
 func NewClassificationCompletedCallbackRequest(targetURL string, params *ClassificationCompletedParams, body ClassificationCompletedJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6970,6 +7598,67 @@ func NewClassificationCompletedCallbackRequest(targetURL string, params *Classif
 
 // NewClassificationCompletedCallbackRequestWithBody builds a POST request for the classification.completed callback with any body
 func NewClassificationCompletedCallbackRequestWithBody(targetURL string, params *ClassificationCompletedParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
+}
+
+// NewListAnswerChangedCallbackRequest builds a application/json POST request for the answer.changed callback
+func NewListAnswerChangedCallbackRequest(targetURL string, params *ListAnswerChangedParams, body ListAnswerChangedJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewListAnswerChangedCallbackRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewListAnswerChangedCallbackRequestWithBody builds a POST request for the answer.changed callback with any body
+func NewListAnswerChangedCallbackRequestWithBody(targetURL string, params *ListAnswerChangedParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 	_ = err
 
