@@ -17,7 +17,9 @@ import (
 // deployment measurably does rather than from the model's latency alone
 // (issue 27: "about 11m" for a million rows that took hours on a loaded
 // two-core machine, and 51 s for 10k rows while another list shared the
-// slots). Two resources bound a list, and the slower one decides:
+// slots). A list's rows answered by overrides and the cache come first,
+// as sets (the list's first chunk answers them all, issue 37); then two
+// resources bound its fresh domains, and the slower one decides:
 //
 //   - the model: fresh domains at the model answers a second the
 //     deployment gave while lists ran, and the model answered, in the last
@@ -27,10 +29,12 @@ import (
 //     (LLM_MAX_CONCURRENCY calls of the median recent latency at once, or
 //     of DefaultCallSeconds before any call was measured, capped by
 //     LLM_RATE_PER_MINUTE);
-//   - the rows: every row, fresh or cached, at the rows a second the
-//     deployment's recent lists answered without the model
-//     (rowsWindow), or, without one, at about rowCPUSeconds of CPU each on
-//     Cores CPUs.
+//   - the rows: each fresh domain's rows at about freshRowCPUSeconds of CPU
+//     each on Cores CPUs (a domain's look-ups and store).
+//
+// The rows answered without the model go at the rows a second the
+// deployment's recent lists answered so (rowsWindow), or, without one, at
+// about setRowCPUSeconds of CPU each on Cores CPUs.
 //
 // The basis says which of these bounds the time, and its summary says it
 // in a sentence with the setting that raises it (issue 36: a new user's
@@ -57,13 +61,17 @@ const (
 	measuredMinAnswers = 20
 )
 
-// rowCPUSeconds is what one row of a list costs, however it is answered
-// (looked up, written, its counters updated), when no recent list says:
-// a list of 20,000 cached rows ran at 305 rows a second on two cores
-// shared with other work (issue 36), and a new user's idle two cores
-// answered about 1,000 a second; 4 ms a row, 500 a second on two cores, is
-// within 2× of either (issue 27's 8 ms was 4× too slow).
-const rowCPUSeconds = 0.004
+// setRowCPUSeconds is what one row answered by an override or the cache
+// costs, answered as a set (db.ListAnswerKnown), when no recent list says:
+// a million such rows went from upload to COMPLETED at 57,000 rows a second
+// on two cores shared with other work (docs/BENCHMARKS.md, the sets
+// section), about 35 µs of CPU a row; 50 µs is within 2× of it.
+const setRowCPUSeconds = 0.00005
+
+// freshRowCPUSeconds is what one row of a fresh domain costs the service
+// and Postgres beside its model call (the domain's look-ups, claim and
+// store): the 4 ms a row of before sets (issue 36's measure).
+const freshRowCPUSeconds = 0.004
 
 // A measured rate of rows needs recent lists answered without the model:
 // within a day (the CPU a row costs changes with the code and the
@@ -137,19 +145,27 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
 	}
 	basis = l.basis(stats, load)
-	fresh, rows := float64(est.LLM), float64(est.Domains+est.Duplicates)
-	modelWork, rowWork := fresh, rows
+	// The fresh domains' rows, their duplicates by the fresh share; the
+	// rest are answered as sets first.
+	fresh, domains := float64(est.LLM), float64(est.Domains)
+	freshRows := fresh
+	if domains > 0 {
+		freshRows += float64(est.Duplicates) * fresh / domains
+	}
+	knownRows := float64(est.Domains+est.Duplicates) - freshRows
+	modelWork, rowWork := fresh, freshRows
 	for _, o := range load.Others {
 		modelWork += math.Min(o.ModelRows, fresh)
-		rowWork += math.Min(o.Rows, rows)
+		rowWork += math.Min(o.Rows, freshRows)
 		basis.ListsSharing++
 	}
-	modelSeconds, rowSeconds := modelWork/basis.ModelAnswersPerSecond, rowWork/basis.RowsPerSecond
-	if rowSeconds > modelSeconds {
+	setSeconds := knownRows / basis.RowsPerSecond
+	modelSeconds, rowSeconds := modelWork/basis.ModelAnswersPerSecond, rowWork*freshRowCPUSeconds/float64(l.cores())
+	if setSeconds+rowSeconds > modelSeconds {
 		basis.Bound = wire.BoundRows
 	}
 	basis.Summary = l.summary(basis)
-	seconds := math.Round(math.Max(modelSeconds, rowSeconds)*10) / 10
+	seconds := math.Round((setSeconds+math.Max(modelSeconds, rowSeconds))*10) / 10
 	standard.EstimatedSeconds, economy.EstimatedSeconds = seconds, batchWindowSeconds
 	if est.LLM == 0 {
 		economy.EstimatedSeconds = seconds
@@ -197,7 +213,7 @@ func (l Estimator) basis(stats db.ModelStats, load db.Load) wire.EstimateBasis {
 	if load.RowsAnswered >= rowsMinMeasured && load.RowsSeconds > 0 {
 		b.RowsPerSecond, b.RowsMeasured = float64(load.RowsAnswered)/load.RowsSeconds, true
 	} else {
-		b.RowsPerSecond = float64(l.cores()) / rowCPUSeconds
+		b.RowsPerSecond = float64(l.cores()) / setRowCPUSeconds
 	}
 	return b
 }
@@ -231,12 +247,13 @@ func (l Estimator) summary(b wire.EstimateBasis) string {
 			"second for one worker process%s; raise LLM_MAX_CONCURRENCY, or run more worker processes, to go faster.",
 			l.ModelConcurrency, seconds(b.SecondsPerCall), seconds(b.ModelAnswersPerSecond), assumed)
 	case wire.BoundRows:
-		how := fmt.Sprintf("at about %s ms of CPU a row on %d cores (no list answered without the model recently to measure)",
-			seconds(rowCPUSeconds*1000), l.cores())
+		how := fmt.Sprintf("at about %s µs of CPU a row on %d cores (no list answered without the model recently to measure)",
+			seconds(setRowCPUSeconds*1e6), l.cores())
 		if b.RowsMeasured {
 			how = "as the lists of the last day answered without the model did"
 		}
-		s = fmt.Sprintf("The rows bound it, not the model: %s rows a second, %s.", seconds(b.RowsPerSecond), how)
+		s = fmt.Sprintf("The rows bound it, not the model: rows answered by overrides and the cache go at %s a second, %s, "+
+			"and each fresh domain's rows at about %s ms of CPU a row.", seconds(b.RowsPerSecond), how, seconds(freshRowCPUSeconds*1000))
 	}
 	switch {
 	case b.ListsSharing == 1:

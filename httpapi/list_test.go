@@ -337,7 +337,7 @@ func TestListCreate(t *testing.T) {
 			ModelCalls: 8, EstimatedCostUSD: &cost, EstimatedSeconds: 2, Model: "gpt-5.4-mini", Tier: "standard",
 			Tiers: map[string]wire.TierEstimate{"standard": standard,
 				"economy": {EstimatedCostUSD: &economyCost, EstimatedSeconds: 24 * 3600}},
-			Basis: wire.EstimateBasis{ModelAnswersPerSecond: 4, SecondsPerCall: 2, RowsPerSecond: 500, Bound: "concurrency",
+			Basis: wire.EstimateBasis{ModelAnswersPerSecond: 4, SecondsPerCall: 2, RowsPerSecond: 40_000, Bound: "concurrency",
 				Summary: est.Basis.Summary}}, est,
 			"8 fresh domains at 2 s each, 8 at a time: 2 s; or half the price within the batch window")
 		require.Equal(t, before, b.listCounts(t), "a dry run writes nothing")
