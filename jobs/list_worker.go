@@ -131,7 +131,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	// answered already ends here), and each chunk's own rows again (an
 	// override set since).
 	from, to := l.ChunkRange(job.Args.Chunk)
-	known, err := w.answerKnown(ctx, log, l, job.Args, from, to)
+	known, err := w.answerKnown(ctx, log, l, job, from, to)
 	if err != nil {
 		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error answering rows from overrides and the cache: %w", err), nil)
 	}
@@ -205,10 +205,13 @@ const knownRangeRows = 50_000
 const knownParallel = 2
 
 // answerKnown answers the rows an override or a fresh cached answer
-// answers (db.ListAnswerKnown), from..to, or the whole list for the
-// upload's first chunk, a range of rows per transaction, and counts them.
-func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, l *classifier.List, args ClassifyListArgs, from, to int) (db.Known, error) {
-	if args.Chunk == 0 && args.Pass == 0 {
+// answers (db.ListAnswerKnown), from..to, or the whole list in the first
+// run of the upload's first chunk (a later run, after a snooze or an
+// error, would read the whole list again for its fresh rows: each chunk's
+// own pass answers what it left), a range of rows per transaction, and
+// counts them.
+func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, l *classifier.List, job *river.Job[ClassifyListArgs], from, to int) (db.Known, error) {
+	if job.Args.Chunk == 0 && job.Args.Pass == 0 && job.Attempt == 1 {
 		from, to = 1, l.Rows
 	}
 	f, now := w.Pipeline.CacheRules()
