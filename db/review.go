@@ -335,3 +335,19 @@ func ReviewReviewed(ctx context.Context, exec DBTX, classifierName string) ([]cl
 		ORDER BY i.domain, i.reviewed_at DESC, i.id DESC`, classifierName)
 	return collect(rows, err, scanReviewItem)
 }
+
+// ReviewQueued returns how many items each classifier has queued (only
+// those with any).
+func ReviewQueued(ctx context.Context, exec DBTX) (map[string]int, error) {
+	rows, err := exec.Query(ctx, `SELECT classifier, count(*) FROM review_item WHERE state = 'queued' GROUP BY classifier`)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := map[string]int{}
+	var (
+		cls string
+		n   int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&cls, &n}, func() error { out[cls] = n; return nil })
+	return out, translate(err)
+}

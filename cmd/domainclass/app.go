@@ -155,6 +155,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Metrics.MustRegister(m.QueueCollector)
 	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.Metrics.MustRegister(newPoolCollector(m.pools()))
+	if m.runsAPI() { // the review queues and agreement, once per deployment's api
+		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
+	}
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
 	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),

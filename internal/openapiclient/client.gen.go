@@ -71,24 +71,6 @@ func (e DisputeReview) Valid() bool {
 	}
 }
 
-// Defines values for DisputeSource.
-const (
-	DisputeSourceLlm      DisputeSource = "llm"
-	DisputeSourceOverride DisputeSource = "override"
-)
-
-// Valid indicates whether the value is a known member of the DisputeSource enum.
-func (e DisputeSource) Valid() bool {
-	switch e {
-	case DisputeSourceLlm:
-		return true
-	case DisputeSourceOverride:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for EstimateBound.
 const (
 	Concurrency EstimateBound = "concurrency"
@@ -344,24 +326,6 @@ func (e ReviewItemReasons) Valid() bool {
 	}
 }
 
-// Defines values for ReviewItemSource.
-const (
-	ReviewItemSourceLlm      ReviewItemSource = "llm"
-	ReviewItemSourceOverride ReviewItemSource = "override"
-)
-
-// Valid indicates whether the value is a known member of the ReviewItemSource enum.
-func (e ReviewItemSource) Valid() bool {
-	switch e {
-	case ReviewItemSourceLlm:
-		return true
-	case ReviewItemSourceOverride:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ReviewQueueAgreementQueue.
 const (
 	ReviewQueueAgreementQueueAudit         ReviewQueueAgreementQueue = "audit"
@@ -409,22 +373,22 @@ func (e SearchProvider) Valid() bool {
 
 // Defines values for Source.
 const (
-	SourceCache    Source = "cache"
-	SourceKnown    Source = "known"
-	SourceLlm      Source = "llm"
-	SourceOverride Source = "override"
+	Cache    Source = "cache"
+	Known    Source = "known"
+	Llm      Source = "llm"
+	Override Source = "override"
 )
 
 // Valid indicates whether the value is a known member of the Source enum.
 func (e Source) Valid() bool {
 	switch e {
-	case SourceCache:
+	case Cache:
 		return true
-	case SourceKnown:
+	case Known:
 		return true
-	case SourceLlm:
+	case Llm:
 		return true
-	case SourceOverride:
+	case Override:
 		return true
 	default:
 		return false
@@ -624,15 +588,15 @@ type Dispute struct {
 	// Review queued until a reviewer's verdict.
 	Review DisputeReview `json:"review"`
 
-	// Source The model's answer, or an override's.
-	Source DisputeSource `json:"source"`
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
+	Source Source `json:"source"`
 }
 
 // DisputeReview queued until a reviewer's verdict.
 type DisputeReview string
-
-// DisputeSource The model's answer, or an override's.
-type DisputeSource string
 
 // DisputeRequest defines model for DisputeRequest.
 type DisputeRequest struct {
@@ -1310,7 +1274,12 @@ type ReviewItem struct {
 	// Reasons Why it is queued.
 	Reasons []ReviewItemReasons `json:"reasons"`
 	Search  string              `json:"search"`
-	Source  ReviewItemSource    `json:"source"`
+
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
+	Source Source `json:"source"`
 
 	// Url https:// and the domain: the link the page shows.
 	Url string `json:"url"`
@@ -1318,9 +1287,6 @@ type ReviewItem struct {
 
 // ReviewItemReasons defines model for ReviewItem.Reasons.
 type ReviewItemReasons string
-
-// ReviewItemSource defines model for ReviewItem.Source.
-type ReviewItemSource string
 
 // ReviewQueue A classifier's review queue as a reviewer sees it.
 type ReviewQueue struct {
