@@ -9,6 +9,7 @@
   let current = null; // the item shown
   const pending = new Set(); // ids of items whose verdict is on its way
   let fetching = null; // the promise of the item after the one shown
+  let sending = Promise.resolve(); // the verdicts on their way, in order
 
   function setStatus(text) { $("status").textContent = text; }
 
@@ -116,7 +117,8 @@
     const note = $("note").value;
     pending.add(item.id);
     setStatus(v + ": " + item.domain);
-    call("POST", "review/items/" + item.id + "/verdict", { verdict: v, note })
+    // One at a time, in the order given: an undo takes back the last.
+    sending = sending.then(() => call("POST", "review/items/" + item.id + "/verdict", { verdict: v, note }))
       .then((r) => { counts(r); })
       .catch((e) => setStatus(item.domain + ": " + e.message))
       .finally(() => pending.delete(item.id));
@@ -154,10 +156,13 @@
       case "n": verdict("no"); break;
       case "s": verdict("skip"); break;
       case "u": undo(); break;
-      case "/": note.focus(); break;
+      case "/": break; // the note takes focus as the key comes up, so "/" is not typed in it
       default: return;
     }
     ev.preventDefault();
+  });
+  document.addEventListener("keyup", (ev) => {
+    if (ev.key === "/" && ev.target !== note && current) note.focus();
   });
 
   const first = JSON.parse($("first").textContent);
