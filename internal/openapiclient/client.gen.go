@@ -302,48 +302,24 @@ func (e ReviewActionVerdict) Valid() bool {
 	}
 }
 
-// Defines values for ReviewItemReasons.
+// Defines values for ReviewReason.
 const (
-	ReviewItemReasonsAudit         ReviewItemReasons = "audit"
-	ReviewItemReasonsChanged       ReviewItemReasons = "changed"
-	ReviewItemReasonsDisputed      ReviewItemReasons = "disputed"
-	ReviewItemReasonsLowConfidence ReviewItemReasons = "low_confidence"
+	Audit         ReviewReason = "audit"
+	Changed       ReviewReason = "changed"
+	Disputed      ReviewReason = "disputed"
+	LowConfidence ReviewReason = "low_confidence"
 )
 
-// Valid indicates whether the value is a known member of the ReviewItemReasons enum.
-func (e ReviewItemReasons) Valid() bool {
+// Valid indicates whether the value is a known member of the ReviewReason enum.
+func (e ReviewReason) Valid() bool {
 	switch e {
-	case ReviewItemReasonsAudit:
+	case Audit:
 		return true
-	case ReviewItemReasonsChanged:
+	case Changed:
 		return true
-	case ReviewItemReasonsDisputed:
+	case Disputed:
 		return true
-	case ReviewItemReasonsLowConfidence:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ReviewQueueAgreementQueue.
-const (
-	ReviewQueueAgreementQueueAudit         ReviewQueueAgreementQueue = "audit"
-	ReviewQueueAgreementQueueChanged       ReviewQueueAgreementQueue = "changed"
-	ReviewQueueAgreementQueueDisputed      ReviewQueueAgreementQueue = "disputed"
-	ReviewQueueAgreementQueueLowConfidence ReviewQueueAgreementQueue = "low_confidence"
-)
-
-// Valid indicates whether the value is a known member of the ReviewQueueAgreementQueue enum.
-func (e ReviewQueueAgreementQueue) Valid() bool {
-	switch e {
-	case ReviewQueueAgreementQueueAudit:
-		return true
-	case ReviewQueueAgreementQueueChanged:
-		return true
-	case ReviewQueueAgreementQueueDisputed:
-		return true
-	case ReviewQueueAgreementQueueLowConfidence:
+	case LowConfidence:
 		return true
 	default:
 		return false
@@ -413,21 +389,21 @@ func (e Tier) Valid() bool {
 	}
 }
 
-// Defines values for VerdictRequestVerdict.
+// Defines values for Verdict.
 const (
-	VerdictRequestVerdictNo   VerdictRequestVerdict = "no"
-	VerdictRequestVerdictSkip VerdictRequestVerdict = "skip"
-	VerdictRequestVerdictYes  VerdictRequestVerdict = "yes"
+	VerdictNo   Verdict = "no"
+	VerdictSkip Verdict = "skip"
+	VerdictYes  Verdict = "yes"
 )
 
-// Valid indicates whether the value is a known member of the VerdictRequestVerdict enum.
-func (e VerdictRequestVerdict) Valid() bool {
+// Valid indicates whether the value is a known member of the Verdict enum.
+func (e Verdict) Valid() bool {
 	switch e {
-	case VerdictRequestVerdictNo:
+	case VerdictNo:
 		return true
-	case VerdictRequestVerdictSkip:
+	case VerdictSkip:
 		return true
-	case VerdictRequestVerdictYes:
+	case VerdictYes:
 		return true
 	default:
 		return false
@@ -585,7 +561,7 @@ type Dispute struct {
 	Id         int       `json:"id"`
 	Note       string    `json:"note"`
 
-	// Review queued until a reviewer's verdict.
+	// Review queued until a reviewer's verdict on the disputed answer, then reviewed.
 	Review DisputeReview `json:"review"`
 
 	// Source Where an answer came from: an operator's override (`override`, who
@@ -595,9 +571,6 @@ type Dispute struct {
 	Source Source `json:"source"`
 }
 
-// DisputeReview queued until a reviewer's verdict.
-type DisputeReview string
-
 // DisputeRequest defines model for DisputeRequest.
 type DisputeRequest struct {
 	// Classifier The classifier whose answer is disputed; default "cpg".
@@ -606,6 +579,9 @@ type DisputeRequest struct {
 	// Note What is wrong with the answer, in one line.
 	Note string `json:"note"`
 }
+
+// DisputeReview queued until a reviewer's verdict on the disputed answer, then reviewed.
+type DisputeReview string
 
 // DomainInput defines model for DomainInput.
 type DomainInput struct {
@@ -1226,11 +1202,11 @@ type ReviewAction struct {
 	Queued   int         `json:"queued"`
 	Reviewed int         `json:"reviewed"`
 
-	// Verdict The verdict; for an undo, what it took back: verdict or skip.
+	// Verdict The verdict given; for an undo, what it took back: verdict or skip.
 	Verdict ReviewActionVerdict `json:"verdict"`
 }
 
-// ReviewActionVerdict The verdict; for an undo, what it took back: verdict or skip.
+// ReviewActionVerdict The verdict given; for an undo, what it took back: verdict or skip.
 type ReviewActionVerdict string
 
 // ReviewAgreement How often reviewers agreed with the model, with the 95% Wilson interval; null shares when none was reviewed.
@@ -1272,8 +1248,8 @@ type ReviewItem struct {
 	Reasoning     string    `json:"reasoning"`
 
 	// Reasons Why it is queued.
-	Reasons []ReviewItemReasons `json:"reasons"`
-	Search  string              `json:"search"`
+	Reasons []ReviewReason `json:"reasons"`
+	Search  string         `json:"search"`
 
 	// Source Where an answer came from: an operator's override (`override`, who
 	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
@@ -1284,9 +1260,6 @@ type ReviewItem struct {
 	// Url https:// and the domain: the link the page shows.
 	Url string `json:"url"`
 }
-
-// ReviewItemReasons defines model for ReviewItem.Reasons.
-type ReviewItemReasons string
 
 // ReviewQueue A classifier's review queue as a reviewer sees it.
 type ReviewQueue struct {
@@ -1310,16 +1283,18 @@ type ReviewQueue struct {
 
 // ReviewQueueAgreement The agreement on one queue (the answers queued for that reason).
 type ReviewQueueAgreement struct {
-	Agreed    int                       `json:"agreed"`
-	Agreement *float32                  `json:"agreement"`
-	High      *float32                  `json:"high"`
-	Low       *float32                  `json:"low"`
-	Queue     ReviewQueueAgreementQueue `json:"queue"`
-	Reviewed  int                       `json:"reviewed"`
+	Agreed    int      `json:"agreed"`
+	Agreement *float32 `json:"agreement"`
+	High      *float32 `json:"high"`
+	Low       *float32 `json:"low"`
+
+	// Queue Why an answer is queued for review: its confidence is at or below the rules' bar, a refresh changed it, it is in the audit sample of confident answers, or a caller disputed it.
+	Queue    ReviewReason `json:"queue"`
+	Reviewed int          `json:"reviewed"`
 }
 
-// ReviewQueueAgreementQueue defines model for ReviewQueueAgreement.Queue.
-type ReviewQueueAgreementQueue string
+// ReviewReason Why an answer is queued for review: its confidence is at or below the rules' bar, a refresh changed it, it is in the audit sample of confident answers, or a caller disputed it.
+type ReviewReason string
 
 // ReviewRule defines model for ReviewRule.
 type ReviewRule struct {
@@ -1386,15 +1361,17 @@ type TierEstimates struct {
 	Standard TierEstimate `json:"standard"`
 }
 
+// Verdict yes or no: the right answer to the classifier's question; skip: to the back of the queue.
+type Verdict string
+
 // VerdictRequest defines model for VerdictRequest.
 type VerdictRequest struct {
 	// Note Why, in one line (optional): the override's note and the exported row's rationale.
-	Note    *string               `json:"note,omitempty"`
-	Verdict VerdictRequestVerdict `json:"verdict"`
-}
+	Note *string `json:"note,omitempty"`
 
-// VerdictRequestVerdict defines model for VerdictRequest.Verdict.
-type VerdictRequestVerdict string
+	// Verdict yes or no: the right answer to the classifier's question; skip: to the back of the queue.
+	Verdict Verdict `json:"verdict"`
+}
 
 // WebhookOmitted Only when a job's report would make a delivery body over 256 KiB:
 // what was left out of it, every result's `evidence`, or the `results`
