@@ -97,6 +97,16 @@ func TestReviewInABrowser(t *testing.T) {
 		}
 		return d
 	}
+	// The page with its first item, kept as the test's artifact
+	// (go test -artifacts keeps it under _artifacts).
+	shot, err := chromedp.Run(ctx2, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	_, err = png.Decode(bytes.NewReader(shot))
+	require.NoError(t, err, "the screenshot is a PNG")
+	path := filepath.Join(t.ArtifactDir(), "review.png")
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("review page screenshot: %s (%d bytes)", path, len(shot))
+
 	var judged []string
 	for range 5 {
 		judged = append(judged, judge())
@@ -132,13 +142,6 @@ func TestReviewInABrowser(t *testing.T) {
 		return err == nil && counts == "0/20"
 	}, dbtest.Patience(), 20*time.Millisecond, "queue depth and the reviewer's count on the page: %s", counts)
 
-	shot, err := chromedp.Run(ctx2, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	_, err = png.Decode(bytes.NewReader(shot))
-	require.NoError(t, err, "the screenshot is a PNG")
-	path := filepath.Join(t.ArtifactDir(), "review.png")
-	require.NoError(t, os.WriteFile(path, shot, 0o644))
-	t.Logf("review page screenshot: %s (%d bytes)", path, len(shot))
 
 	// The overrides: one per domain, the reviewer's verdict, by ops.
 	overrides, err := db.OverrideList(ctx, e.api.DB.Pool, "cpg")

@@ -58,6 +58,12 @@
       li.append(link, snippet);
       return li;
     }));
+    if (!item.evidence.length) {
+      const li = document.createElement("li");
+      li.className = "none";
+      li.textContent = "none: the model was shown no pages";
+      $("evidence").append(li);
+    }
     $("answered-at").textContent = item.answered_at.replace("T", " ").slice(0, 16) + " UTC";
     $("model").textContent = item.model;
     $("prompt-version").textContent = item.prompt_version;
