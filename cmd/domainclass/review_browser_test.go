@@ -142,7 +142,6 @@ func TestReviewInABrowser(t *testing.T) {
 		return err == nil && counts == "0/20"
 	}, dbtest.Patience(), 20*time.Millisecond, "queue depth and the reviewer's count on the page: %s", counts)
 
-
 	// The overrides: one per domain, the reviewer's verdict, by ops.
 	overrides, err := db.OverrideList(ctx, e.api.DB.Pool, "cpg")
 	require.NoError(t, err)
