@@ -136,6 +136,7 @@ func newRootCommand(c *base) *cobra.Command {
 		group("override", "operators' verdicts on domains, which answer before the cache and the model",
 			append(c.overrideCommands(), c.overrideImportCommand())...),
 		group("known", `"known import" is "override import" under its first name`, c.overrideImportCommand()),
+		group("review", "review queues: their rules, and the reviewed answers as eval cases", c.reviewCommands()...),
 		group("jobs", "River jobs: list them, retry discarded ones (replay)", c.jobsListCommand(), c.jobsRetryCommand()),
 		group("apikey", "callers' API keys (only hashes are stored)", c.apikeyCommands()...),
 		c.submitCommand(),

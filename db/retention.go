@@ -124,7 +124,10 @@ const provenanceReferences = `(
 	EXISTS (SELECT FROM result r WHERE r.provenance_id = p.id)
 	OR EXISTS (SELECT FROM override o WHERE o.provenance_id = p.id)
 	OR EXISTS (SELECT FROM list_row lr WHERE lr.provenance_id = p.id)
-	OR EXISTS (SELECT FROM classify_job_domain d WHERE d.provenance_id = p.id))`
+	OR EXISTS (SELECT FROM classify_job_domain d WHERE d.provenance_id = p.id)
+	OR EXISTS (SELECT FROM review_item ri WHERE ri.provenance_id = p.id)
+	OR EXISTS (SELECT FROM review_item ri WHERE ri.override_provenance_id = p.id)
+	OR EXISTS (SELECT FROM review_item ri WHERE ri.previous_provenance_id = p.id))`
 
 // provenancePurgeAttempts bounds the retries of a provenance batch that a
 // writer raced (see ProvenancePurge).

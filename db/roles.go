@@ -28,12 +28,22 @@ var (
 		"list":                "SELECT, INSERT, UPDATE (status, error, completed_at, next_chunk, retries, done, failed)",
 		"list_row":            "SELECT, INSERT, UPDATE (status)",
 		// Reading answers (a list's estimate, overrides), never writing
-		// them: answers are the workers', overrides the operators' (CLI).
+		// them: answers are the workers'. Overrides are the operators'
+		// (CLI), and the reviewers' (issue 39): a verdict on /review sets
+		// one, with its provenance, and an undo restores or deletes it.
 		"result":     "SELECT",
-		"provenance": "SELECT",
+		"provenance": "SELECT, INSERT",
 		// A retry names the provenance its FAILED rows let go of.
 		"provenance_candidate": "INSERT",
-		"override":             "SELECT",
+		"override":             "SELECT, INSERT, UPDATE, DELETE",
+		// Review (issue 39): the rules are read (the CLI sets them); a
+		// dispute queues an answer (INSERT, or its reasons on conflict),
+		// a verdict, a skip and an undo change an item's review, never
+		// what answer it holds.
+		"review_rule": "SELECT",
+		"review_item": "SELECT, INSERT, UPDATE (reasons, state, skipped_at, verdict, note, reviewer, reviewed_at, " +
+			"override_provenance_id, previous_override, previous_provenance_id, last_action, last_actor, last_action_at)",
+		"review_dispute": "SELECT, INSERT",
 		// GET /domains/changes. Changes are written by the triggers of
 		// result and override, as the owner (00019): no role inserts one.
 		"answer_change": "SELECT",
@@ -83,6 +93,9 @@ var (
 		// Who was told of which change (the fan-out's); the purges of jobs
 		// and lists delete theirs by cascade.
 		"answer_change_notice": "SELECT, INSERT",
+		// The provenance purge asks whether a review item refers to a row;
+		// the queue is filled by triggers that run as the owner.
+		"review_item": "SELECT",
 		// The deployment's model budget (leases, the provider's throttles)
 		// and the callers' budgets, which only the operators set (CLI).
 		"llm_account":   "SELECT, INSERT, UPDATE",

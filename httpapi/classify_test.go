@@ -74,6 +74,9 @@ type setupOpts struct {
 	// serverTimeouts, when set, are the server's ReadTimeout and
 	// WriteTimeout, as cmd/domainclass sets them for short requests.
 	serverTimeouts time.Duration
+	// operators, when set, are the operators' user and password: /review
+	// is mounted behind them.
+	operators []string
 }
 
 // testClock is a clock that moves only when the test moves it, and by
@@ -97,6 +100,14 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// operator is the operators' user (0) or password (1), "" when unset.
+func operator(creds []string, i int) string {
+	if len(creds) > i {
+		return creds[i]
+	}
+	return ""
 }
 
 // createKey stores a new API key for name and returns it.
@@ -161,6 +172,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
 		Lists: opts.lists, Queue: opts.queue, Estimate: opts.estimate,
+		Operators: opts.operators != nil, RiverUIUser: operator(opts.operators, 0), RiverUIPassword: operator(opts.operators, 1),
 	}).Handler())
 	srv.Config.ReadTimeout, srv.Config.WriteTimeout = opts.serverTimeouts, opts.serverTimeouts
 	srv.Start()

@@ -596,6 +596,7 @@ func TestOpenAPI(t *testing.T) {
 	require.Equal(t, 503, call(unavailable.url, "GET", "/lists", "", "Authorization", "Bearer "+unavailable.keyA).StatusCode)
 
 	exerciseLists(t, c, call)
+	exerciseReview(t, call)
 
 	var missing []string
 	for _, d := range c.documented() {

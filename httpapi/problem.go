@@ -56,6 +56,8 @@ var problemTypes = map[string]string{
 	"too-many-stored-rows":      "Too many list rows stored",
 	"list-cancelled":            "List was cancelled",
 	"invalid-list-id":           "Invalid list id",
+	"already-reviewed":          "Review item already reviewed",
+	"override-changed":          "Override changed since the verdict",
 	"not-acceptable":            "Results format not acceptable",
 	"unavailable":               "Service unavailable",
 	"internal":                  "Internal error",

@@ -55,7 +55,7 @@ var crossOrigin = http.NewCrossOriginProtection()
 
 func sameOrigin(c *gin.Context) {
 	if err := crossOrigin.Check(c.Request); err != nil {
-		writeProblem(c, http.StatusForbidden, "cross-origin", "River UI accepts changes only from its own pages.", nil)
+		writeProblem(c, http.StatusForbidden, "cross-origin", "River UI and the review page accept changes only from their own pages.", nil)
 		return
 	}
 	c.Next()

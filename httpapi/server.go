@@ -54,6 +54,10 @@ type Config struct {
 	RiverUI         http.Handler
 	RiverUIUser     string
 	RiverUIPassword string
+	// Operators mounts the review page and its actions under /review,
+	// behind RiverUIUser and RiverUIPassword as River UI (both empty: open,
+	// for AUTH=off).
+	Operators bool
 	// Webhooks is set when WEBHOOK_SECRET is configured: only then is an
 	// X-Callback-URL accepted (deliveries could not be signed otherwise).
 	Webhooks bool
@@ -140,6 +144,9 @@ func New(cfg Config) *Server {
 	if cfg.RiverUI != nil {
 		s.mountRiverUI(r)
 	}
+	if cfg.Operators {
+		s.mountReview(r)
+	}
 	s.router = r
 	return s
 }
@@ -162,6 +169,7 @@ func (s *Server) routes(r *gin.Engine) {
 	domains.POST("/classify", s.classifyCreate)
 	domains.GET("/classify/:job_id", s.classifyGet)
 	domains.GET("/changes", s.changesIndex)
+	domains.POST("/:domain/disputes", s.disputeCreate)
 
 	lists := r.Group("/lists", s.requireCaller)
 	lists.POST("", s.listCreate)

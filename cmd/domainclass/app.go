@@ -155,6 +155,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Metrics.MustRegister(m.QueueCollector)
 	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.Metrics.MustRegister(newPoolCollector(m.pools()))
+	if m.runsAPI() { // the review queues and agreement, once per deployment's api
+		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
+	}
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 
 	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
@@ -399,8 +402,9 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 	if traced {
 		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
 	}
-	// River UI is for operators: behind basic auth, or open only when the
-	// whole service runs with AUTH=off on a local machine.
+	// River UI and the review page are for operators: behind basic auth,
+	// or open only when the whole service runs with AUTH=off on a local
+	// machine.
 	if cfg.RiverUIUser != "" || cfg.Auth == "off" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(m.River, nil),
@@ -416,6 +420,8 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 			return nil, fmt.Errorf("error starting River UI: %w", err)
 		}
 		api.RiverUI, api.RiverUIUser, api.RiverUIPassword = ui, cfg.RiverUIUser, cfg.RiverUIPassword
+		// The review page (issue 39) is for the same operators.
+		api.Operators = true
 	}
 	return httpapi.New(api).Handler(), nil
 }

@@ -144,6 +144,10 @@ func TestPrometheus(t *testing.T) {
 	var job jobView
 	require.NoError(t, json.Unmarshal(body, &job))
 	e.wait(job.JobID, "COMPLETED", dbtest.Patience())
+	// A dispute and its verdict: the review gauges have a series.
+	status, body = e.operatorCall("", "POST", "/domains/acme.com/disputes", `{"note": "Not a maker."}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	e.verdict("", e.reviewNext("").Item.ID, "yes")
 	code, _, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + api.APIURL()},
 		"submit", "--list", "--wait", "--poll", "100ms", "gamma.com", "acme.com")
 	require.Equal(t, 0, code, errOut)

@@ -124,6 +124,17 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, riverTx.Rollback(ctx))
 
+	// Review (issue 39) as the api role: a caller's dispute queues an
+	// answer the worker role stored, a verdict sets an override, an undo
+	// deletes it again.
+	status, body = e.operatorCall("", "POST", "/domains/acme.com/disputes", `{"note": "Not a maker."}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	e.verdict("", e.reviewNext("").Item.ID, "no")
+	status, body = e.operatorCall("", "POST", "/review/undo", "")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	status, body = e.operatorCall("", "GET", "/review/stats", "")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+
 	// And each role is refused the rest.
 	refused := func(role, sql string) {
 		t.Helper()
@@ -188,8 +199,17 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	refused(workerRole, `UPDATE provenance SET model = 'forged'`)
 	refused(apiRole, `DELETE FROM river_job`)
 	refused(apiRole, `DELETE FROM classify_job`)
-	refused(apiRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner)
-	refused(workerRole, `DELETE FROM override`)
+	refused(workerRole, `DELETE FROM override`) // overrides are the operators' (the CLI, as the owner) and the reviewers' (the api)
+	// The api records a review, never what answer is under review; the
+	// rules are the operators' (the CLI); the worker fills the queue only
+	// through the table's trigger, which runs as the owner.
+	refused(apiRole, `UPDATE review_item SET answer = false`)
+	refused(apiRole, `UPDATE review_item SET provenance_id = NULL`)
+	refused(apiRole, `DELETE FROM review_item`)
+	refused(apiRole, `UPDATE review_rule SET audit_rate = 1`)
+	refused(apiRole, `DELETE FROM review_dispute`)
+	refused(workerRole, `INSERT INTO review_item (classifier, domain, provenance_id, reasons, answer, confidence, answered_at, source) SELECT 'cpg', 'x.com', gen_random_uuid(), '{audit}', true, 5, now(), 'llm'`)
+	refused(workerRole, `SELECT FROM review_dispute`)
 	refused(workerRole, `SELECT key_hash FROM api_key`)
 	// The api changes a list's state and counters (a cancel, a retry), a
 	// row's status (a retry queues FAILED rows again; the table clears their

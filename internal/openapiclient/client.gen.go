@@ -89,6 +89,24 @@ func (e ChangeCause) Valid() bool {
 	}
 }
 
+// Defines values for DisputeReview.
+const (
+	Queued   DisputeReview = "queued"
+	Reviewed DisputeReview = "reviewed"
+)
+
+// Valid indicates whether the value is a known member of the DisputeReview enum.
+func (e DisputeReview) Valid() bool {
+	switch e {
+	case Queued:
+		return true
+	case Reviewed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EstimateBound.
 const (
 	Concurrency EstimateBound = "concurrency"
@@ -296,6 +314,54 @@ func (e ResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for ReviewActionVerdict.
+const (
+	ReviewActionVerdictNo      ReviewActionVerdict = "no"
+	ReviewActionVerdictSkip    ReviewActionVerdict = "skip"
+	ReviewActionVerdictVerdict ReviewActionVerdict = "verdict"
+	ReviewActionVerdictYes     ReviewActionVerdict = "yes"
+)
+
+// Valid indicates whether the value is a known member of the ReviewActionVerdict enum.
+func (e ReviewActionVerdict) Valid() bool {
+	switch e {
+	case ReviewActionVerdictNo:
+		return true
+	case ReviewActionVerdictSkip:
+		return true
+	case ReviewActionVerdictVerdict:
+		return true
+	case ReviewActionVerdictYes:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReviewReason.
+const (
+	Audit         ReviewReason = "audit"
+	Changed       ReviewReason = "changed"
+	Disputed      ReviewReason = "disputed"
+	LowConfidence ReviewReason = "low_confidence"
+)
+
+// Valid indicates whether the value is a known member of the ReviewReason enum.
+func (e ReviewReason) Valid() bool {
+	switch e {
+	case Audit:
+		return true
+	case Changed:
+		return true
+	case Disputed:
+		return true
+	case LowConfidence:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SearchProvider.
 const (
 	Brave    SearchProvider = "brave"
@@ -353,6 +419,27 @@ func (e Tier) Valid() bool {
 	case Economy:
 		return true
 	case Standard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Verdict.
+const (
+	VerdictNo   Verdict = "no"
+	VerdictSkip Verdict = "skip"
+	VerdictYes  Verdict = "yes"
+)
+
+// Valid indicates whether the value is a known member of the Verdict enum.
+func (e Verdict) Valid() bool {
+	switch e {
+	case VerdictNo:
+		return true
+	case VerdictSkip:
+		return true
+	case VerdictYes:
 		return true
 	default:
 		return false
@@ -561,6 +648,39 @@ type ClassifyRequest struct {
 	// answer made after this request was accepted counts as fresh.
 	Refresh *Refresh `json:"refresh,omitempty"`
 }
+
+// Dispute A caller's dispute of an answer.
+type Dispute struct {
+	// Answer The answer disputed.
+	Answer     bool      `json:"answer"`
+	Classifier string    `json:"classifier"`
+	Confidence int       `json:"confidence"`
+	CreatedAt  time.Time `json:"created_at"`
+	Domain     string    `json:"domain"`
+	Id         int       `json:"id"`
+	Note       string    `json:"note"`
+
+	// Review queued until a reviewer's verdict on the disputed answer, then reviewed.
+	Review DisputeReview `json:"review"`
+
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
+	Source Source `json:"source"`
+}
+
+// DisputeRequest defines model for DisputeRequest.
+type DisputeRequest struct {
+	// Classifier The classifier whose answer is disputed; default "cpg".
+	Classifier *string `json:"classifier,omitempty"`
+
+	// Note What is wrong with the answer, in one line.
+	Note string `json:"note"`
+}
+
+// DisputeReview queued until a reviewer's verdict on the disputed answer, then reviewed.
+type DisputeReview string
 
 // DomainInput defines model for DomainInput.
 type DomainInput struct {
@@ -1171,6 +1291,145 @@ type Result struct {
 // ResultStatus A domain's status in a job.
 type ResultStatus string
 
+// ReviewAction What a verdict or an undo did.
+type ReviewAction struct {
+	Domain string `json:"domain"`
+
+	// Item An answer to review.
+	Item     *ReviewItem `json:"item,omitempty"`
+	ItemId   int         `json:"item_id"`
+	Queued   int         `json:"queued"`
+	Reviewed int         `json:"reviewed"`
+
+	// Verdict The verdict given; for an undo, what it took back: verdict or skip.
+	Verdict ReviewActionVerdict `json:"verdict"`
+}
+
+// ReviewActionVerdict The verdict given; for an undo, what it took back: verdict or skip.
+type ReviewActionVerdict string
+
+// ReviewAgreement How often reviewers agreed with the model, with the 95% Wilson interval; null shares when none was reviewed.
+type ReviewAgreement struct {
+	Agreed    int      `json:"agreed"`
+	Agreement *float32 `json:"agreement"`
+	High      *float32 `json:"high"`
+	Low       *float32 `json:"low"`
+	Reviewed  int      `json:"reviewed"`
+}
+
+// ReviewConfidenceAgreement The agreement on the answers of one confidence.
+type ReviewConfidenceAgreement struct {
+	Agreed     int      `json:"agreed"`
+	Agreement  *float32 `json:"agreement"`
+	Confidence int      `json:"confidence"`
+	High       *float32 `json:"high"`
+	Low        *float32 `json:"low"`
+	Reviewed   int      `json:"reviewed"`
+}
+
+// ReviewItem An answer to review.
+type ReviewItem struct {
+	Answer     bool      `json:"answer"`
+	AnsweredAt time.Time `json:"answered_at"`
+	Classifier string    `json:"classifier"`
+	Confidence int       `json:"confidence"`
+
+	// Disputes The callers' notes, oldest first.
+	Disputes []string       `json:"disputes"`
+	Domain   string         `json:"domain"`
+	Evidence []EvidenceItem `json:"evidence"`
+	Id       int            `json:"id"`
+
+	// Model "" for an override.
+	Model         string    `json:"model"`
+	PromptVersion string    `json:"prompt_version"`
+	QueuedAt      time.Time `json:"queued_at"`
+	Reasoning     string    `json:"reasoning"`
+
+	// Reasons Why it is queued.
+	Reasons []ReviewReason `json:"reasons"`
+	Search  string         `json:"search"`
+
+	// Source Where an answer came from: an operator's override (`override`, who
+	// and why in `set_by` and `note`), a fresh earlier answer (`cache`),
+	// or a new search and model call (`llm`). `known` is the known company
+	// list, which overrides replaced: only answers made before have it.
+	Source Source `json:"source"`
+
+	// Url https:// and the domain: the link the page shows.
+	Url string `json:"url"`
+}
+
+// ReviewQueue A classifier's review queue as a reviewer sees it.
+type ReviewQueue struct {
+	Classifier string `json:"classifier"`
+
+	// Item The next item; null when the queue is empty.
+	Item *ReviewItem `json:"item"`
+
+	// Question The classifier's question.
+	Question string `json:"question"`
+
+	// Queued Items waiting for a verdict.
+	Queued int `json:"queued"`
+
+	// Reviewed Verdicts the reviewer has given (not skips).
+	Reviewed int `json:"reviewed"`
+
+	// Reviewer The operator's user name.
+	Reviewer string `json:"reviewer"`
+}
+
+// ReviewQueueAgreement The agreement on one queue (the answers queued for that reason).
+type ReviewQueueAgreement struct {
+	Agreed    int      `json:"agreed"`
+	Agreement *float32 `json:"agreement"`
+	High      *float32 `json:"high"`
+	Low       *float32 `json:"low"`
+
+	// Queue Why an answer is queued for review: its confidence is at or below the rules' bar, a refresh changed it, it is in the audit sample of confident answers, or a caller disputed it.
+	Queue    ReviewReason `json:"queue"`
+	Reviewed int          `json:"reviewed"`
+}
+
+// ReviewReason Why an answer is queued for review: its confidence is at or below the rules' bar, a refresh changed it, it is in the audit sample of confident answers, or a caller disputed it.
+type ReviewReason string
+
+// ReviewRule defines model for ReviewRule.
+type ReviewRule struct {
+	// AuditRate The share of the other answers queued as the audit sample (default 0.01).
+	AuditRate  float32 `json:"audit_rate"`
+	Classifier string  `json:"classifier"`
+
+	// LowConfidence Answers with a confidence at or below it are queued (0 none; default 3).
+	LowConfidence int        `json:"low_confidence"`
+	UpdatedAt     *time.Time `json:"updated_at"`
+
+	// UpdatedBy "" while the defaults hold.
+	UpdatedBy string `json:"updated_by"`
+}
+
+// ReviewRules defines model for ReviewRules.
+type ReviewRules struct {
+	Rules []ReviewRule `json:"rules"`
+}
+
+// ReviewStatRow One classifier, model and prompt version.
+type ReviewStatRow struct {
+	// Audit How often reviewers agreed with the model, with the 95% Wilson interval; null shares when none was reviewed.
+	Audit         ReviewAgreement             `json:"audit"`
+	Classifier    string                      `json:"classifier"`
+	Confidence    []ReviewConfidenceAgreement `json:"confidence"`
+	Model         string                      `json:"model"`
+	PromptVersion string                      `json:"prompt_version"`
+	Queues        []ReviewQueueAgreement      `json:"queues"`
+}
+
+// ReviewStats defines model for ReviewStats.
+type ReviewStats struct {
+	Stats []ReviewStatRow `json:"stats"`
+}
+
 // SearchProvider The search provider that gathered the evidence: none (the model answered from what it knows), the company's homepage, or Brave Search.
 type SearchProvider string
 
@@ -1199,6 +1458,18 @@ type TierEstimate struct {
 type TierEstimates struct {
 	Economy  TierEstimate `json:"economy"`
 	Standard TierEstimate `json:"standard"`
+}
+
+// Verdict yes or no: the right answer to the classifier's question; skip: to the back of the queue.
+type Verdict string
+
+// VerdictRequest defines model for VerdictRequest.
+type VerdictRequest struct {
+	// Note Why, in one line (optional): the override's note and the exported row's rationale.
+	Note *string `json:"note,omitempty"`
+
+	// Verdict yes or no: the right answer to the classifier's question; skip: to the back of the queue.
+	Verdict Verdict `json:"verdict"`
 }
 
 // WebhookOmitted Only when a job's report would make a delivery body over 256 KiB:
@@ -1252,6 +1523,9 @@ type JobIdParam = JobId
 // ListIdParam A list's id, from the 202 of `POST /lists`.
 type ListIdParam = ListId
 
+// ReviewClassifier defines model for ReviewClassifier.
+type ReviewClassifier = string
+
 // WebhookId defines model for WebhookId.
 type WebhookId = string
 
@@ -1263,6 +1537,9 @@ type WebhookTimestamp = string
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
+
+// CrossOrigin RFC 9457 problem details.
+type CrossOrigin = Problem
 
 // IdempotencyKeyInFlight RFC 9457 problem details.
 type IdempotencyKeyInFlight = Problem
@@ -1282,11 +1559,20 @@ type MethodNotAllowed = Problem
 // NoSuchRoute RFC 9457 problem details.
 type NoSuchRoute = Problem
 
+// NotJSON RFC 9457 problem details.
+type NotJSON = Problem
+
+// OperatorUnauthorized RFC 9457 problem details.
+type OperatorUnauthorized = Problem
+
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// UnknownClassifier RFC 9457 problem details.
+type UnknownClassifier = Problem
 
 // ListAnswerChangesParams defines parameters for ListAnswerChanges.
 type ListAnswerChangesParams struct {
@@ -1431,6 +1717,33 @@ type GetListResultsParams struct {
 	EscapeFormulas *bool `form:"escape_formulas,omitempty" json:"escape_formulas,omitempty"`
 }
 
+// ReviewPageParams defines parameters for ReviewPage.
+type ReviewPageParams struct {
+	// Classifier The classifier whose queue to review (default "cpg").
+	Classifier *ReviewClassifier `form:"classifier,omitempty" json:"classifier,omitempty"`
+}
+
+// ReviewNextParams defines parameters for ReviewNext.
+type ReviewNextParams struct {
+	// Classifier The classifier whose queue to review (default "cpg").
+	Classifier *ReviewClassifier `form:"classifier,omitempty" json:"classifier,omitempty"`
+
+	// Exclude Up to 20 item ids, separated by commas, to leave out.
+	Exclude *string `form:"exclude,omitempty" json:"exclude,omitempty"`
+}
+
+// ReviewRulesParams defines parameters for ReviewRules.
+type ReviewRulesParams struct {
+	// Classifier Only this classifier's rules (default every classifier's).
+	Classifier *string `form:"classifier,omitempty" json:"classifier,omitempty"`
+}
+
+// ReviewStatsParams defines parameters for ReviewStats.
+type ReviewStatsParams struct {
+	// Classifier Only this classifier's rows (default every classifier's).
+	Classifier *string `form:"classifier,omitempty" json:"classifier,omitempty"`
+}
+
 // JobAnswerChangedParams defines parameters for JobAnswerChanged.
 type JobAnswerChangedParams struct {
 	// WebhookId `msg_{id}_{end}`: the job's or list's id and when it ended, in Unix
@@ -1490,8 +1803,14 @@ type ListCompletedParams struct {
 // CreateClassifyJobJSONRequestBody defines body for CreateClassifyJob for application/json ContentType.
 type CreateClassifyJobJSONRequestBody = ClassifyRequest
 
+// DisputeAnswerJSONRequestBody defines body for DisputeAnswer for application/json ContentType.
+type DisputeAnswerJSONRequestBody = DisputeRequest
+
 // CreateListTextRequestBody defines body for CreateList for text/plain ContentType.
 type CreateListTextRequestBody = CreateListTextBody
+
+// ReviewVerdictJSONRequestBody defines body for ReviewVerdict for application/json ContentType.
+type ReviewVerdictJSONRequestBody = VerdictRequest
 
 // JobAnswerChangedJSONRequestBody defines body for JobAnswerChanged for application/json ContentType.
 type JobAnswerChangedJSONRequestBody = AnswerChangedPayload
@@ -2540,6 +2859,42 @@ type ClientInterface interface {
 	// Corresponds with GET /domains/classify/{job_id} (the `GetClassifyJob` operationId).
 	GetClassifyJob(ctx context.Context, jobId JobIdParam, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DisputeAnswerWithBody Dispute a domain's answer
+	//
+	// Says that the answer the domain is served now (an override's, else
+	// the model's last) is wrong, and why: the answer is in the review
+	// queue when this returns, ahead of the answers queued by the rules,
+	// and a reviewer's verdict on it answers every request after (an
+	// override). Answers are shared by every caller, so any caller may
+	// dispute any answer.
+	//
+	// Idempotent per caller: disputing the same answer again is 200 with
+	// the first dispute (its note), not a second one. Once the answer
+	// changes (a refresh, a verdict), a dispute is of the new answer.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+	DisputeAnswerWithBody(ctx context.Context, domain string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisputeAnswer Dispute a domain's answer
+	//
+	// Says that the answer the domain is served now (an override's, else
+	// the model's last) is wrong, and why: the answer is in the review
+	// queue when this returns, ahead of the answers queued by the rules,
+	// and a reviewer's verdict on it answers every request after (an
+	// override). Answers are shared by every caller, so any caller may
+	// dispute any answer.
+	//
+	// Idempotent per caller: disputing the same answer again is 200 with
+	// the first dispute (its note), not a second one. Once the answer
+	// changes (a refresh, a verdict), a dispute is of the new answer.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+	DisputeAnswer(ctx context.Context, domain string, body DisputeAnswerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz The process is up
 	//
 	// For a liveness probe. It takes no input and asks nothing of Postgres.
@@ -2722,6 +3077,88 @@ type ClientInterface interface {
 	//
 	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
 	ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewPage The review page
+	//
+	// For operators: one queued answer at a time, with its evidence,
+	// reviewed by keyboard (`y` yes, `n` no, `s` skip, `u` undo, `/` a
+	// note). The page is served by this process alone and loads nothing
+	// from another origin; it drives the JSON actions below.
+	//
+	// Corresponds with GET /review (the `ReviewPage` operationId).
+	ReviewPage(ctx context.Context, params *ReviewPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewVerdictWithBody A reviewer's verdict on an answer
+	//
+	// `yes` or `no` is the right answer to the classifier's question for
+	// the item's domain: it becomes the domain's override (set by the
+	// reviewer, with the note, confidence 5), which answers the next
+	// request for the domain at once, and a labelled row for
+	// `domainclass review export`. The override it replaces is kept for
+	// an undo. `skip` sends the item to the back of the queue.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+	ReviewVerdictWithBody(ctx context.Context, itemId int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewVerdict A reviewer's verdict on an answer
+	//
+	// `yes` or `no` is the right answer to the classifier's question for
+	// the item's domain: it becomes the domain's override (set by the
+	// reviewer, with the note, confidence 5), which answers the next
+	// request for the domain at once, and a labelled row for
+	// `domainclass review export`. The override it replaces is kept for
+	// an undo. `skip` sends the item to the back of the queue.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+	ReviewVerdict(ctx context.Context, itemId int, body ReviewVerdictJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewNext The next answer to review
+	//
+	// The next queued answer of the classifier (disputed ones first, then
+	// the oldest; skipped ones after all others), with the queue's depth
+	// and how many the reviewer has reviewed. `item` is null when the
+	// queue is empty. `exclude` leaves out the items a page already has
+	// (the one it shows), so that it can fetch the next one ahead.
+	//
+	// Corresponds with GET /review/next (the `ReviewNext` operationId).
+	ReviewNext(ctx context.Context, params *ReviewNextParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewRules What fills each classifier's review queue
+	//
+	// Each classifier's rules: answers with a confidence at or below
+	// `low_confidence` are queued, and `audit_rate` of the others as the
+	// audit sample (drawn by a hash of the answer's provenance id). An
+	// answer that changed on refresh is queued, and a disputed one. Change
+	// them with `domainclass review rules`.
+	//
+	// Corresponds with GET /review/rules (the `ReviewRules` operationId).
+	ReviewRules(ctx context.Context, params *ReviewRulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewStats The model's agreement with the reviewers
+	//
+	// For each classifier, model and prompt version (a changed prompt or
+	// model is a row of its own), the share of the reviewed answers the
+	// reviewers agreed with and its 95% Wilson interval: on the audit
+	// sample (a random sample of confident answers: the unbiased
+	// estimate), on each queue, and by the model's confidence. Only the
+	// model's answers count, not a disputed override's.
+	//
+	// Corresponds with GET /review/stats (the `ReviewStats` operationId).
+	ReviewStats(ctx context.Context, params *ReviewStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReviewUndo Take back the reviewer's last verdict or skip
+	//
+	// The reviewer's last verdict or skip not taken back yet, newest
+	// first: a verdict's override is replaced by the one it replaced (or
+	// deleted, when there was none) and its item is queued again; a skip
+	// puts its item back where it was. The item comes back in `item`.
+	//
+	// Corresponds with POST /review/undo (the `ReviewUndo` operationId).
+	ReviewUndo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetCallerMe The caller, its limits and its daily model budget
@@ -2857,6 +3294,62 @@ func (c *Client) CreateClassifyJob(ctx context.Context, params *CreateClassifyJo
 // Corresponds with GET /domains/classify/{job_id} (the `GetClassifyJob` operationId).
 func (c *Client) GetClassifyJob(ctx context.Context, jobId JobIdParam, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetClassifyJobRequest(c.Server, jobId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisputeAnswerWithBody Dispute a domain's answer
+//
+// Says that the answer the domain is served now (an override's, else
+// the model's last) is wrong, and why: the answer is in the review
+// queue when this returns, ahead of the answers queued by the rules,
+// and a reviewer's verdict on it answers every request after (an
+// override). Answers are shared by every caller, so any caller may
+// dispute any answer.
+//
+// Idempotent per caller: disputing the same answer again is 200 with
+// the first dispute (its note), not a second one. Once the answer
+// changes (a refresh, a verdict), a dispute is of the new answer.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+func (c *Client) DisputeAnswerWithBody(ctx context.Context, domain string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisputeAnswerRequestWithBody(c.Server, domain, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisputeAnswer Dispute a domain's answer
+//
+// Says that the answer the domain is served now (an override's, else
+// the model's last) is wrong, and why: the answer is in the review
+// queue when this returns, ahead of the answers queued by the rules,
+// and a reviewer's verdict on it answers every request after (an
+// override). Answers are shared by every caller, so any caller may
+// dispute any answer.
+//
+// Idempotent per caller: disputing the same answer again is 200 with
+// the first dispute (its note), not a second one. Once the answer
+// changes (a refresh, a verdict), a dispute is of the new answer.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+func (c *Client) DisputeAnswer(ctx context.Context, domain string, body DisputeAnswerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisputeAnswerRequest(c.Server, domain, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3190,6 +3683,158 @@ func (c *Client) ReadyzHead(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
+// ReviewPage The review page
+//
+// For operators: one queued answer at a time, with its evidence,
+// reviewed by keyboard (`y` yes, `n` no, `s` skip, `u` undo, `/` a
+// note). The page is served by this process alone and loads nothing
+// from another origin; it drives the JSON actions below.
+//
+// Corresponds with GET /review (the `ReviewPage` operationId).
+func (c *Client) ReviewPage(ctx context.Context, params *ReviewPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewPageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReviewVerdictWithBody A reviewer's verdict on an answer
+//
+// `yes` or `no` is the right answer to the classifier's question for
+// the item's domain: it becomes the domain's override (set by the
+// reviewer, with the note, confidence 5), which answers the next
+// request for the domain at once, and a labelled row for
+// `domainclass review export`. The override it replaces is kept for
+// an undo. `skip` sends the item to the back of the queue.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+func (c *Client) ReviewVerdictWithBody(ctx context.Context, itemId int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewVerdictRequestWithBody(c.Server, itemId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReviewVerdict A reviewer's verdict on an answer
+//
+// `yes` or `no` is the right answer to the classifier's question for
+// the item's domain: it becomes the domain's override (set by the
+// reviewer, with the note, confidence 5), which answers the next
+// request for the domain at once, and a labelled row for
+// `domainclass review export`. The override it replaces is kept for
+// an undo. `skip` sends the item to the back of the queue.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+func (c *Client) ReviewVerdict(ctx context.Context, itemId int, body ReviewVerdictJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewVerdictRequest(c.Server, itemId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReviewNext The next answer to review
+//
+// The next queued answer of the classifier (disputed ones first, then
+// the oldest; skipped ones after all others), with the queue's depth
+// and how many the reviewer has reviewed. `item` is null when the
+// queue is empty. `exclude` leaves out the items a page already has
+// (the one it shows), so that it can fetch the next one ahead.
+//
+// Corresponds with GET /review/next (the `ReviewNext` operationId).
+func (c *Client) ReviewNext(ctx context.Context, params *ReviewNextParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewNextRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReviewRules What fills each classifier's review queue
+//
+// Each classifier's rules: answers with a confidence at or below
+// `low_confidence` are queued, and `audit_rate` of the others as the
+// audit sample (drawn by a hash of the answer's provenance id). An
+// answer that changed on refresh is queued, and a disputed one. Change
+// them with `domainclass review rules`.
+//
+// Corresponds with GET /review/rules (the `ReviewRules` operationId).
+func (c *Client) ReviewRules(ctx context.Context, params *ReviewRulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewRulesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReviewStats The model's agreement with the reviewers
+//
+// For each classifier, model and prompt version (a changed prompt or
+// model is a row of its own), the share of the reviewed answers the
+// reviewers agreed with and its 95% Wilson interval: on the audit
+// sample (a random sample of confident answers: the unbiased
+// estimate), on each queue, and by the model's confidence. Only the
+// model's answers count, not a disputed override's.
+//
+// Corresponds with GET /review/stats (the `ReviewStats` operationId).
+func (c *Client) ReviewStats(ctx context.Context, params *ReviewStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewStatsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReviewUndo Take back the reviewer's last verdict or skip
+//
+// The reviewer's last verdict or skip not taken back yet, newest
+// first: a verdict's override is replaced by the one it replaced (or
+// deleted, when there was none) and its item is queued again; a skip
+// puts its item back where it was. The item comes back in `item`.
+//
+// Corresponds with POST /review/undo (the `ReviewUndo` operationId).
+func (c *Client) ReviewUndo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReviewUndoRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewGetCallerMeRequest constructs an http.Request for the GetCallerMe method
 func NewGetCallerMeRequest(server string) (*http.Request, error) {
 	var err error
@@ -3418,6 +4063,53 @@ func NewGetClassifyJobRequest(server string, jobId JobIdParam) (*http.Request, e
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewDisputeAnswerRequest calls the generic DisputeAnswer builder with application/json body
+func NewDisputeAnswerRequest(server string, domain string, body DisputeAnswerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDisputeAnswerRequestWithBody(server, domain, "application/json", bodyReader)
+}
+
+// NewDisputeAnswerRequestWithBody constructs an http.Request for the DisputeAnswer method, with any body, and a specified content type
+func NewDisputeAnswerRequestWithBody(server string, domain string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "domain", domain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/domains/%s/disputes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4059,6 +4751,308 @@ func NewReadyzHeadRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewReviewPageRequest constructs an http.Request for the ReviewPage method
+func NewReviewPageRequest(server string, params *ReviewPageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/review")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classifier != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "classifier", *params.Classifier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReviewVerdictRequest calls the generic ReviewVerdict builder with application/json body
+func NewReviewVerdictRequest(server string, itemId int, body ReviewVerdictJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReviewVerdictRequestWithBody(server, itemId, "application/json", bodyReader)
+}
+
+// NewReviewVerdictRequestWithBody constructs an http.Request for the ReviewVerdict method, with any body, and a specified content type
+func NewReviewVerdictRequestWithBody(server string, itemId int, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "item_id", itemId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/review/items/%s/verdict", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReviewNextRequest constructs an http.Request for the ReviewNext method
+func NewReviewNextRequest(server string, params *ReviewNextParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/review/next")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classifier != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "classifier", *params.Classifier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Exclude != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "exclude", *params.Exclude, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReviewRulesRequest constructs an http.Request for the ReviewRules method
+func NewReviewRulesRequest(server string, params *ReviewRulesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/review/rules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classifier != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "classifier", *params.Classifier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReviewStatsRequest constructs an http.Request for the ReviewStats method
+func NewReviewStatsRequest(server string, params *ReviewStatsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/review/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classifier != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "classifier", *params.Classifier, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReviewUndoRequest constructs an http.Request for the ReviewUndo method
+func NewReviewUndoRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/review/undo")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4193,6 +5187,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /domains/classify/{job_id} (the `GetClassifyJob` operationId).
 	GetClassifyJobWithResponse(ctx context.Context, jobId JobIdParam, reqEditors ...RequestEditorFn) (*GetClassifyJobResponse, error)
+
+	// DisputeAnswerWithBodyWithResponse Dispute a domain's answer
+	//
+	// Says that the answer the domain is served now (an override's, else
+	// the model's last) is wrong, and why: the answer is in the review
+	// queue when this returns, ahead of the answers queued by the rules,
+	// and a reviewer's verdict on it answers every request after (an
+	// override). Answers are shared by every caller, so any caller may
+	// dispute any answer.
+	//
+	// Idempotent per caller: disputing the same answer again is 200 with
+	// the first dispute (its note), not a second one. Once the answer
+	// changes (a refresh, a verdict), a dispute is of the new answer.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+	DisputeAnswerWithBodyWithResponse(ctx context.Context, domain string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisputeAnswerResponse, error)
+
+	// DisputeAnswerWithResponse Dispute a domain's answer
+	//
+	// Says that the answer the domain is served now (an override's, else
+	// the model's last) is wrong, and why: the answer is in the review
+	// queue when this returns, ahead of the answers queued by the rules,
+	// and a reviewer's verdict on it answers every request after (an
+	// override). Answers are shared by every caller, so any caller may
+	// dispute any answer.
+	//
+	// Idempotent per caller: disputing the same answer again is 200 with
+	// the first dispute (its note), not a second one. Once the answer
+	// changes (a refresh, a verdict), a dispute is of the new answer.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+	DisputeAnswerWithResponse(ctx context.Context, domain string, body DisputeAnswerJSONRequestBody, reqEditors ...RequestEditorFn) (*DisputeAnswerResponse, error)
 
 	// HealthzWithResponse The process is up
 	//
@@ -4400,6 +5430,98 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with HEAD /readyz (the `ReadyzHead` operationId).
 	ReadyzHeadWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzHeadResponse, error)
+
+	// ReviewPageWithResponse The review page
+	//
+	// For operators: one queued answer at a time, with its evidence,
+	// reviewed by keyboard (`y` yes, `n` no, `s` skip, `u` undo, `/` a
+	// note). The page is served by this process alone and loads nothing
+	// from another origin; it drives the JSON actions below.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /review (the `ReviewPage` operationId).
+	ReviewPageWithResponse(ctx context.Context, params *ReviewPageParams, reqEditors ...RequestEditorFn) (*ReviewPageResponse, error)
+
+	// ReviewVerdictWithBodyWithResponse A reviewer's verdict on an answer
+	//
+	// `yes` or `no` is the right answer to the classifier's question for
+	// the item's domain: it becomes the domain's override (set by the
+	// reviewer, with the note, confidence 5), which answers the next
+	// request for the domain at once, and a labelled row for
+	// `domainclass review export`. The override it replaces is kept for
+	// an undo. `skip` sends the item to the back of the queue.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+	ReviewVerdictWithBodyWithResponse(ctx context.Context, itemId int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReviewVerdictResponse, error)
+
+	// ReviewVerdictWithResponse A reviewer's verdict on an answer
+	//
+	// `yes` or `no` is the right answer to the classifier's question for
+	// the item's domain: it becomes the domain's override (set by the
+	// reviewer, with the note, confidence 5), which answers the next
+	// request for the domain at once, and a labelled row for
+	// `domainclass review export`. The override it replaces is kept for
+	// an undo. `skip` sends the item to the back of the queue.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+	ReviewVerdictWithResponse(ctx context.Context, itemId int, body ReviewVerdictJSONRequestBody, reqEditors ...RequestEditorFn) (*ReviewVerdictResponse, error)
+
+	// ReviewNextWithResponse The next answer to review
+	//
+	// The next queued answer of the classifier (disputed ones first, then
+	// the oldest; skipped ones after all others), with the queue's depth
+	// and how many the reviewer has reviewed. `item` is null when the
+	// queue is empty. `exclude` leaves out the items a page already has
+	// (the one it shows), so that it can fetch the next one ahead.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /review/next (the `ReviewNext` operationId).
+	ReviewNextWithResponse(ctx context.Context, params *ReviewNextParams, reqEditors ...RequestEditorFn) (*ReviewNextResponse, error)
+
+	// ReviewRulesWithResponse What fills each classifier's review queue
+	//
+	// Each classifier's rules: answers with a confidence at or below
+	// `low_confidence` are queued, and `audit_rate` of the others as the
+	// audit sample (drawn by a hash of the answer's provenance id). An
+	// answer that changed on refresh is queued, and a disputed one. Change
+	// them with `domainclass review rules`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /review/rules (the `ReviewRules` operationId).
+	ReviewRulesWithResponse(ctx context.Context, params *ReviewRulesParams, reqEditors ...RequestEditorFn) (*ReviewRulesResponse, error)
+
+	// ReviewStatsWithResponse The model's agreement with the reviewers
+	//
+	// For each classifier, model and prompt version (a changed prompt or
+	// model is a row of its own), the share of the reviewed answers the
+	// reviewers agreed with and its 95% Wilson interval: on the audit
+	// sample (a random sample of confident answers: the unbiased
+	// estimate), on each queue, and by the model's confidence. Only the
+	// model's answers count, not a disputed override's.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /review/stats (the `ReviewStats` operationId).
+	ReviewStatsWithResponse(ctx context.Context, params *ReviewStatsParams, reqEditors ...RequestEditorFn) (*ReviewStatsResponse, error)
+
+	// ReviewUndoWithResponse Take back the reviewer's last verdict or skip
+	//
+	// The reviewer's last verdict or skip not taken back yet, newest
+	// first: a verdict's override is replaced by the one it replaced (or
+	// deleted, when there was none) and its item is queued again; a skip
+	// puts its item back where it was. The item comes back in `item`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /review/undo (the `ReviewUndo` operationId).
+	ReviewUndoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReviewUndoResponse, error)
 }
 
 // GetCallerMeResponse401Headers the declared response headers of an HTTP 401 response for GetCallerMe
@@ -4819,6 +5941,117 @@ func (r GetClassifyJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetClassifyJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisputeAnswerResponse401Headers the declared response headers of an HTTP 401 response for DisputeAnswer
+type DisputeAnswerResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DisputeAnswerResponse503Headers the declared response headers of an HTTP 503 response for DisputeAnswer
+type DisputeAnswerResponse503Headers struct {
+	RetryAfter string
+}
+
+type DisputeAnswerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Dispute
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Dispute
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *NotJSON
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *UnknownClassifier
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisputeAnswerResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DisputeAnswerResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisputeAnswerResponse) GetJSON200() *Dispute {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r DisputeAnswerResponse) GetJSON201() *Dispute {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON415() *NotJSON {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON422() *UnknownClassifier {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DisputeAnswerResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DisputeAnswerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisputeAnswerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisputeAnswerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisputeAnswerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5737,6 +6970,546 @@ func (r ReadyzHeadResponse) ContentType() string {
 	return ""
 }
 
+// ReviewPageResponse401Headers the declared response headers of an HTTP 401 response for ReviewPage
+type ReviewPageResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReviewPageResponse503Headers the declared response headers of an HTTP 503 response for ReviewPage
+type ReviewPageResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReviewPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *OperatorUnauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *UnknownClassifier
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReviewPageResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReviewPageResponse503Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReviewPageResponse) GetApplicationproblemJSON401() *OperatorUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReviewPageResponse) GetApplicationproblemJSON422() *UnknownClassifier {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReviewPageResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReviewPageResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReviewPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReviewPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReviewPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReviewPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReviewVerdictResponse401Headers the declared response headers of an HTTP 401 response for ReviewVerdict
+type ReviewVerdictResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReviewVerdictResponse503Headers the declared response headers of an HTTP 503 response for ReviewVerdict
+type ReviewVerdictResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReviewVerdictResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReviewAction
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *OperatorUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *CrossOrigin
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *NotJSON
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReviewVerdictResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReviewVerdictResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReviewVerdictResponse) GetJSON200() *ReviewAction {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON401() *OperatorUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON403() *CrossOrigin {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON415() *NotJSON {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReviewVerdictResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReviewVerdictResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReviewVerdictResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReviewVerdictResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReviewVerdictResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReviewNextResponse401Headers the declared response headers of an HTTP 401 response for ReviewNext
+type ReviewNextResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReviewNextResponse503Headers the declared response headers of an HTTP 503 response for ReviewNext
+type ReviewNextResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReviewNextResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReviewQueue
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *OperatorUnauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *UnknownClassifier
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReviewNextResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReviewNextResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReviewNextResponse) GetJSON200() *ReviewQueue {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReviewNextResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReviewNextResponse) GetApplicationproblemJSON401() *OperatorUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReviewNextResponse) GetApplicationproblemJSON422() *UnknownClassifier {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReviewNextResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReviewNextResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReviewNextResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReviewNextResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReviewNextResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReviewNextResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReviewRulesResponse401Headers the declared response headers of an HTTP 401 response for ReviewRules
+type ReviewRulesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReviewRulesResponse503Headers the declared response headers of an HTTP 503 response for ReviewRules
+type ReviewRulesResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReviewRulesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReviewRules
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *OperatorUnauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *UnknownClassifier
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReviewRulesResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReviewRulesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReviewRulesResponse) GetJSON200() *ReviewRules {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReviewRulesResponse) GetApplicationproblemJSON401() *OperatorUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReviewRulesResponse) GetApplicationproblemJSON422() *UnknownClassifier {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReviewRulesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReviewRulesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReviewRulesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReviewRulesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReviewRulesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReviewRulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReviewStatsResponse401Headers the declared response headers of an HTTP 401 response for ReviewStats
+type ReviewStatsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReviewStatsResponse503Headers the declared response headers of an HTTP 503 response for ReviewStats
+type ReviewStatsResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReviewStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReviewStats
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *OperatorUnauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *UnknownClassifier
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReviewStatsResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReviewStatsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReviewStatsResponse) GetJSON200() *ReviewStats {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReviewStatsResponse) GetApplicationproblemJSON401() *OperatorUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReviewStatsResponse) GetApplicationproblemJSON422() *UnknownClassifier {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReviewStatsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReviewStatsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReviewStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReviewStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReviewStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReviewStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReviewUndoResponse401Headers the declared response headers of an HTTP 401 response for ReviewUndo
+type ReviewUndoResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReviewUndoResponse503Headers the declared response headers of an HTTP 503 response for ReviewUndo
+type ReviewUndoResponse503Headers struct {
+	RetryAfter string
+}
+
+type ReviewUndoResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReviewAction
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *OperatorUnauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *CrossOrigin
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReviewUndoResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReviewUndoResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReviewUndoResponse) GetJSON200() *ReviewAction {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReviewUndoResponse) GetApplicationproblemJSON401() *OperatorUnauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReviewUndoResponse) GetApplicationproblemJSON403() *CrossOrigin {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReviewUndoResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReviewUndoResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReviewUndoResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReviewUndoResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReviewUndoResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReviewUndoResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReviewUndoResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReviewUndoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetCallerMeWithResponse The caller, its limits and its daily model budget
 //
 // Who the API key is, its request limits, and its daily model budget
@@ -5862,6 +7635,54 @@ func (c *ClientWithResponses) GetClassifyJobWithResponse(ctx context.Context, jo
 		return nil, err
 	}
 	return ParseGetClassifyJobResponse(rsp)
+}
+
+// DisputeAnswerWithBodyWithResponse Dispute a domain's answer
+//
+// Says that the answer the domain is served now (an override's, else
+// the model's last) is wrong, and why: the answer is in the review
+// queue when this returns, ahead of the answers queued by the rules,
+// and a reviewer's verdict on it answers every request after (an
+// override). Answers are shared by every caller, so any caller may
+// dispute any answer.
+//
+// Idempotent per caller: disputing the same answer again is 200 with
+// the first dispute (its note), not a second one. Once the answer
+// changes (a refresh, a verdict), a dispute is of the new answer.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+func (c *ClientWithResponses) DisputeAnswerWithBodyWithResponse(ctx context.Context, domain string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisputeAnswerResponse, error) {
+	rsp, err := c.DisputeAnswerWithBody(ctx, domain, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisputeAnswerResponse(rsp)
+}
+
+// DisputeAnswerWithResponse Dispute a domain's answer
+//
+// Says that the answer the domain is served now (an override's, else
+// the model's last) is wrong, and why: the answer is in the review
+// queue when this returns, ahead of the answers queued by the rules,
+// and a reviewer's verdict on it answers every request after (an
+// override). Answers are shared by every caller, so any caller may
+// dispute any answer.
+//
+// Idempotent per caller: disputing the same answer again is 200 with
+// the first dispute (its note), not a second one. Once the answer
+// changes (a refresh, a verdict), a dispute is of the new answer.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /domains/{domain}/disputes (the `DisputeAnswer` operationId).
+func (c *ClientWithResponses) DisputeAnswerWithResponse(ctx context.Context, domain string, body DisputeAnswerJSONRequestBody, reqEditors ...RequestEditorFn) (*DisputeAnswerResponse, error) {
+	rsp, err := c.DisputeAnswer(ctx, domain, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisputeAnswerResponse(rsp)
 }
 
 // HealthzWithResponse The process is up
@@ -6153,6 +7974,140 @@ func (c *ClientWithResponses) ReadyzHeadWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseReadyzHeadResponse(rsp)
+}
+
+// ReviewPageWithResponse The review page
+//
+// For operators: one queued answer at a time, with its evidence,
+// reviewed by keyboard (`y` yes, `n` no, `s` skip, `u` undo, `/` a
+// note). The page is served by this process alone and loads nothing
+// from another origin; it drives the JSON actions below.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /review (the `ReviewPage` operationId).
+func (c *ClientWithResponses) ReviewPageWithResponse(ctx context.Context, params *ReviewPageParams, reqEditors ...RequestEditorFn) (*ReviewPageResponse, error) {
+	rsp, err := c.ReviewPage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewPageResponse(rsp)
+}
+
+// ReviewVerdictWithBodyWithResponse A reviewer's verdict on an answer
+//
+// `yes` or `no` is the right answer to the classifier's question for
+// the item's domain: it becomes the domain's override (set by the
+// reviewer, with the note, confidence 5), which answers the next
+// request for the domain at once, and a labelled row for
+// `domainclass review export`. The override it replaces is kept for
+// an undo. `skip` sends the item to the back of the queue.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+func (c *ClientWithResponses) ReviewVerdictWithBodyWithResponse(ctx context.Context, itemId int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReviewVerdictResponse, error) {
+	rsp, err := c.ReviewVerdictWithBody(ctx, itemId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewVerdictResponse(rsp)
+}
+
+// ReviewVerdictWithResponse A reviewer's verdict on an answer
+//
+// `yes` or `no` is the right answer to the classifier's question for
+// the item's domain: it becomes the domain's override (set by the
+// reviewer, with the note, confidence 5), which answers the next
+// request for the domain at once, and a labelled row for
+// `domainclass review export`. The override it replaces is kept for
+// an undo. `skip` sends the item to the back of the queue.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /review/items/{item_id}/verdict (the `ReviewVerdict` operationId).
+func (c *ClientWithResponses) ReviewVerdictWithResponse(ctx context.Context, itemId int, body ReviewVerdictJSONRequestBody, reqEditors ...RequestEditorFn) (*ReviewVerdictResponse, error) {
+	rsp, err := c.ReviewVerdict(ctx, itemId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewVerdictResponse(rsp)
+}
+
+// ReviewNextWithResponse The next answer to review
+//
+// The next queued answer of the classifier (disputed ones first, then
+// the oldest; skipped ones after all others), with the queue's depth
+// and how many the reviewer has reviewed. `item` is null when the
+// queue is empty. `exclude` leaves out the items a page already has
+// (the one it shows), so that it can fetch the next one ahead.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /review/next (the `ReviewNext` operationId).
+func (c *ClientWithResponses) ReviewNextWithResponse(ctx context.Context, params *ReviewNextParams, reqEditors ...RequestEditorFn) (*ReviewNextResponse, error) {
+	rsp, err := c.ReviewNext(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewNextResponse(rsp)
+}
+
+// ReviewRulesWithResponse What fills each classifier's review queue
+//
+// Each classifier's rules: answers with a confidence at or below
+// `low_confidence` are queued, and `audit_rate` of the others as the
+// audit sample (drawn by a hash of the answer's provenance id). An
+// answer that changed on refresh is queued, and a disputed one. Change
+// them with `domainclass review rules`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /review/rules (the `ReviewRules` operationId).
+func (c *ClientWithResponses) ReviewRulesWithResponse(ctx context.Context, params *ReviewRulesParams, reqEditors ...RequestEditorFn) (*ReviewRulesResponse, error) {
+	rsp, err := c.ReviewRules(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewRulesResponse(rsp)
+}
+
+// ReviewStatsWithResponse The model's agreement with the reviewers
+//
+// For each classifier, model and prompt version (a changed prompt or
+// model is a row of its own), the share of the reviewed answers the
+// reviewers agreed with and its 95% Wilson interval: on the audit
+// sample (a random sample of confident answers: the unbiased
+// estimate), on each queue, and by the model's confidence. Only the
+// model's answers count, not a disputed override's.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /review/stats (the `ReviewStats` operationId).
+func (c *ClientWithResponses) ReviewStatsWithResponse(ctx context.Context, params *ReviewStatsParams, reqEditors ...RequestEditorFn) (*ReviewStatsResponse, error) {
+	rsp, err := c.ReviewStats(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewStatsResponse(rsp)
+}
+
+// ReviewUndoWithResponse Take back the reviewer's last verdict or skip
+//
+// The reviewer's last verdict or skip not taken back yet, newest
+// first: a verdict's override is replaced by the one it replaced (or
+// deleted, when there was none) and its item is queued again; a skip
+// puts its item back where it was. The item comes back in `item`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /review/undo (the `ReviewUndo` operationId).
+func (c *ClientWithResponses) ReviewUndoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReviewUndoResponse, error) {
+	rsp, err := c.ReviewUndo(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReviewUndoResponse(rsp)
 }
 
 // ParseGetCallerMeResponse parses an HTTP response from a GetCallerMeWithResponse call
@@ -6535,6 +8490,111 @@ func ParseGetClassifyJobResponse(rsp *http.Response) (*GetClassifyJobResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetClassifyJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisputeAnswerResponse parses an HTTP response from a DisputeAnswerWithResponse call
+func ParseDisputeAnswerResponse(rsp *http.Response) (*DisputeAnswerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisputeAnswerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Dispute
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Dispute
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest NotJSON
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnknownClassifier
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DisputeAnswerResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers DisputeAnswerResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -7327,6 +9387,510 @@ func ParseReadyzHeadResponse(rsp *http.Response) (*ReadyzHeadResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzHeadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReviewPageResponse parses an HTTP response from a ReviewPageWithResponse call
+func ParseReviewPageResponse(rsp *http.Response) (*ReviewPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReviewPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OperatorUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnknownClassifier
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReviewPageResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReviewPageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReviewVerdictResponse parses an HTTP response from a ReviewVerdictWithResponse call
+func ParseReviewVerdictResponse(rsp *http.Response) (*ReviewVerdictResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReviewVerdictResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReviewAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OperatorUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest CrossOrigin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest NotJSON
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReviewVerdictResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReviewVerdictResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReviewNextResponse parses an HTTP response from a ReviewNextWithResponse call
+func ParseReviewNextResponse(rsp *http.Response) (*ReviewNextResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReviewNextResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReviewQueue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OperatorUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnknownClassifier
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReviewNextResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReviewNextResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReviewRulesResponse parses an HTTP response from a ReviewRulesWithResponse call
+func ParseReviewRulesResponse(rsp *http.Response) (*ReviewRulesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReviewRulesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReviewRules
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OperatorUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnknownClassifier
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReviewRulesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReviewRulesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReviewStatsResponse parses an HTTP response from a ReviewStatsWithResponse call
+func ParseReviewStatsResponse(rsp *http.Response) (*ReviewStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReviewStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReviewStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OperatorUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnknownClassifier
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReviewStatsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReviewStatsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReviewUndoResponse parses an HTTP response from a ReviewUndoWithResponse call
+func ParseReviewUndoResponse(rsp *http.Response) (*ReviewUndoResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReviewUndoResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReviewAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OperatorUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest CrossOrigin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReviewUndoResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReviewUndoResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
