@@ -319,3 +319,66 @@ func requireDocumentedCallback(t *testing.T, path, name string, header http.Head
 		}
 	}
 }
+
+// A reviewer's verdict is a corrected answer too (issue 39): the job with
+// a callback that got the model's doubtful yes is sent one answer.changed
+// whose cause is review, verified with the Standard Webhooks library, and
+// the next job is answered by the verdict.
+func TestEndToEnd_ReviewVerdictReachesWhoGotTheOldAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	secret := newWebhookSecret(t)
+	rc := newHookReceiver(t)
+	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Maybe makes snacks.") },
+		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "CHANGE_FANOUT_INTERVAL": "1s"})
+	e.start(RoleAPI)
+	e.start(RoleWorker)
+	wh, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+
+	status, body := e.post(`{"domains": ["doubtful.com"]}`, "X-Callback-URL", rc.srv.URL+"/hooks/told")
+	require.Equal(t, http.StatusAccepted, status, "body: %s", body)
+	var a jobView
+	require.NoError(t, json.Unmarshal(body, &a))
+	e.wait(a.JobID, "COMPLETED", dbtest.Patience())
+
+	// Confidence 2: the low-confidence queue has it.
+	next := e.reviewNext("")
+	require.NotNil(t, next.Item)
+	require.Equal(t, "doubtful.com", next.Item.Domain)
+	require.Contains(t, next.Item.Reasons, "low_confidence")
+	e.verdict("", next.Item.ID, "no")
+
+	changed := func() []hookDelivery {
+		var out []hookDelivery
+		for _, d := range rc.forJob(a.JobID) {
+			if bytes.Contains(d.body, []byte(`"type":"answer.changed"`)) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(changed()) > 0 }, dbtest.Patience(), 10*time.Millisecond,
+		"no answer.changed for job %s", a.JobID)
+	owner, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 1})
+	require.NoError(t, err)
+	defer owner.Close()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'webhook'
+			AND args ? 'change_id' AND finalized_at IS NULL`).Scan(&waiting))
+		return waiting == 0
+	}, dbtest.Patience(), 10*time.Millisecond)
+	d := changed()
+	require.Len(t, d, 1, "one delivery of the change")
+	require.NoError(t, wh.Verify(d[0].body, d[0].header))
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal(d[0].body, &payload))
+	change := payload["change"].(map[string]any)
+	require.Equal(t, []any{"doubtful.com", "review", true, false}, []any{change["domain"], change["cause"],
+		change["old"].(map[string]any)["answer"], change["new"].(map[string]any)["answer"]})
+
+	job := e.wait(e.submit("doubtful.com"), "COMPLETED", dbtest.Patience())
+	require.Equal(t, "override", job.Results[0].Source, "the verdict answers the next job")
+	require.False(t, *job.Results[0].IsCPG)
+}
