@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -113,6 +114,33 @@ func waitForLock(t *testing.T, d *db.DB, pid uint32, done *atomic.Bool) {
 	}, dbtest.Patience(), 5*time.Millisecond, "backend %d waits for a lock", pid)
 }
 
+// purgeOutcome is what a ProvenancePurge came to.
+type purgeOutcome struct {
+	deleted int64
+	err     error
+}
+
+// purgeBehind runs a provenance purge on a connection of its own while
+// writer's transaction is open, waits until the purge waits for a lock the
+// writer holds, commits the writer and returns what the purge did then.
+func purgeBehind(t *testing.T, d *db.DB, writer pgx.Tx) purgeOutcome {
+	t.Helper()
+	ctx := context.Background()
+	purger, err := d.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer purger.Release()
+	done := make(chan purgeOutcome, 1)
+	var finished atomic.Bool
+	go func() {
+		deleted, _, err := db.ProvenancePurge(ctx, purger, 100)
+		finished.Store(true)
+		done <- purgeOutcome{deleted, err}
+	}()
+	waitForLock(t, d, purger.Conn().PgConn().PID(), &finished)
+	require.NoError(t, writer.Commit(ctx))
+	return <-done
+}
+
 // dangling counts answer rows that point at a provenance row that does not
 // exist.
 func dangling(t *testing.T, exec db.DBTX) int {
@@ -189,23 +217,7 @@ func TestProvenancePurge_RacesACacheHit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 
-		purger, err := d.Pool.Acquire(ctx)
-		require.NoError(t, err)
-		defer purger.Release()
-		type outcome struct {
-			deleted int64
-			err     error
-		}
-		done := make(chan outcome, 1)
-		var finished atomic.Bool
-		go func() {
-			deleted, _, err := db.ProvenancePurge(ctx, purger, 100)
-			finished.Store(true)
-			done <- outcome{deleted, err}
-		}()
-		waitForLock(t, d, purger.Conn().PgConn().PID(), &finished)
-		require.NoError(t, writer.Commit(ctx))
-		got := <-done
+		got := purgeBehind(t, d, writer)
 		require.Zero(t, dangling(t, d.Pool), "the row's provenance is still there")
 		require.NoError(t, got.err, "the purge that comes second keeps what the row now refers to")
 		require.Zero(t, got.deleted)
@@ -244,23 +256,7 @@ func TestProvenancePurge_RacesASetOfCacheHits(t *testing.T) {
 	_, err = db.ListRowFinish(ctx, d.Pool, uuid.New(), 1, modelAnswer("acme.com"), "o")
 	require.NoError(t, err)
 
-	purger, err := d.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer purger.Release()
-	type outcome struct {
-		deleted int64
-		err     error
-	}
-	done := make(chan outcome, 1)
-	var finished atomic.Bool
-	go func() {
-		deleted, _, err := db.ProvenancePurge(ctx, purger, 100)
-		finished.Store(true)
-		done <- outcome{deleted, err}
-	}()
-	waitForLock(t, d, purger.Conn().PgConn().PID(), &finished)
-	require.NoError(t, writer.Commit(ctx))
-	got := <-done
+	got := purgeBehind(t, d, writer)
 	require.NoError(t, got.err)
 	require.Zero(t, dangling(t, d.Pool), "the row's provenance is still there")
 	require.Zero(t, got.deleted, "the purge that comes second keeps what the row now refers to")
