@@ -198,6 +198,27 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	if r, err := p.cheap(ctx, c, domain, want); err != nil || r != nil {
 		return deref(r), err
 	}
+	return p.askModel(ctx, c, domain, owner, want, call, true)
+}
+
+// ClassifyClaimed answers a domain that owner has claimed already, and
+// that no override or fresh cached answer answered once it was claimed: a
+// list's chunk claims its fresh domains as a set, then answers the rows
+// an override or the cache answers as a set, so what is left needs the
+// model. It asks the model (after the caller's budget) with no look-up
+// and no claim of its own; on an error the claim is given back, as
+// ClassifyWant's is.
+func (p *Pipeline) ClassifyClaimed(ctx context.Context, c *Classifier, domain, owner string, want Want, call CallOptions) (Result, error) {
+	if err := p.stopping(); err != nil {
+		return Result{}, err
+	}
+	return p.askModel(ctx, c, domain, owner, want, call, false)
+}
+
+// askModel is ClassifyWant's and ClassifyClaimed's model step: an answer
+// kept unsaved, else the caller's budget, the claim (when claim is set)
+// and the model.
+func (p *Pipeline) askModel(ctx context.Context, c *Classifier, domain, owner string, want Want, call CallOptions, claim bool) (Result, error) {
 	if r, ok := p.kept(c, domain, want); ok {
 		return *r, nil // paid for by an earlier run whose store failed
 	}
@@ -212,7 +233,12 @@ func (p *Pipeline) ClassifyWant(ctx context.Context, c *Classifier, domain, owne
 	} else if err != nil {
 		return Result{}, fmt.Errorf("error counting a model call of %s: %w", domain, err)
 	}
-	r, err := p.claimAndDecide(ctx, c, domain, owner, want, call)
+	var r Result
+	if claim {
+		r, err = p.claimAndDecide(ctx, c, domain, owner, want, call)
+	} else if r, err = p.Decide(ctx, c, domain, DecideOptions{}, call); err != nil {
+		p.release(ctx, c, domain, owner)
+	}
 	called := err == nil && r.Source == SourceLLM && r.Usage != nil
 	spend.Settle(r.Usage, r.Model, called)
 	return r, err

@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -12,10 +13,71 @@ import (
 )
 
 // RowAnswer is the answer of one row of a list (the first row of its
-// domain), as ListRowsFinish stores it.
+// domain), as ListRowsFinish stores it. Owner, when set, is whose claim on
+// the domain the store releases (else the owner ListRowsFinish is given).
 type RowAnswer struct {
 	Row    int
 	Result classifier.Result
+	Owner  string
+}
+
+// RowsStored is what a set of answers made final: rows, and of them how
+// many COMPLETED and how many FAILED.
+type RowsStored struct {
+	Rows, Completed, Failed int
+}
+
+// RowSet is a set of answers of one list, for ListRowsStore.
+type RowSet struct {
+	ListID  uuid.UUID
+	Answers []RowAnswer
+}
+
+// ListRowsStore stores sets of answers of several lists in one
+// transaction (one round trip), each set as ListRowsFinish stores it, and
+// returns what each made final. Within a set the model's answers are one
+// statement, under the provenance hold, and the others (overrides, cached
+// answers, failures) another, checked row by row: a set need not be all of
+// one kind.
+func ListRowsStore(ctx context.Context, exec DBTX, sets []RowSet) ([]RowsStored, error) {
+	type part struct {
+		set  int
+		done RowsStored
+	}
+	var parts []*part
+	batch := &pgx.Batch{}
+	for i, s := range sets {
+		var model, other []RowAnswer
+		for _, a := range s.Answers {
+			if a.Result.Source == classifier.SourceLLM {
+				model = append(model, a)
+			} else {
+				other = append(other, a)
+			}
+		}
+		for _, as := range [][]RowAnswer{model, other} {
+			if len(as) == 0 {
+				continue
+			}
+			p := &part{set: i}
+			parts = append(parts, p)
+			if err := queueRowsFinish(batch, s.ListID, as, "", &p.done); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]RowsStored, len(sets))
+	if batch.Len() == 0 {
+		return out, nil
+	}
+	if err := translate(exec.SendBatch(ctx, batch).Close()); err != nil {
+		return nil, err
+	}
+	for _, p := range parts {
+		o := &out[p.set]
+		o.Rows, o.Completed, o.Failed = o.Rows+p.done.Rows, o.Completed+p.done.Completed, o.Failed+p.done.Failed
+	}
+	return out, nil
 }
 
 // ListRowsFinish stores many answers of list listID at once, as
@@ -34,6 +96,18 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 	if len(answers) == 0 {
 		return 0, nil
 	}
+	var done RowsStored
+	batch := &pgx.Batch{}
+	if err := queueRowsFinish(batch, listID, answers, owner, &done); err != nil {
+		return 0, err
+	}
+	return done.Rows, translate(exec.SendBatch(ctx, batch).Close())
+}
+
+// queueRowsFinish queues ListRowsFinish's statement (with the provenance
+// hold around it when every answer is the model's), its result read into
+// done.
+func queueRowsFinish(batch *pgx.Batch, listID uuid.UUID, answers []RowAnswer, owner string, done *RowsStored) error {
 	n := len(answers)
 	var (
 		rows                        = make([]int32, n)
@@ -51,6 +125,7 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 		latency, promptTok, complTk = make([]*int64, n), make([]*int64, n), make([]*int64, n)
 		batchIDs                    = make([]string, n)
 		fromModel                   = make([]bool, n)
+		owners                      = make([]string, n)
 	)
 	for i, a := range answers {
 		r := a.Result
@@ -72,7 +147,7 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 		}
 		b, err := json.Marshal(ev)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		evidence[i] = string(b)
 		if u, ok := evidenceURLs(r).(string); ok {
@@ -84,14 +159,13 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 			latency[i], promptTok[i], complTk[i] = &l, &p, &c
 		}
 		fromModel[i] = r.Source == classifier.SourceLLM
+		owners[i] = cmp.Or(a.Owner, owner)
 	}
 	// Each model answer's provenance is written by the statement: the purge
 	// cannot have it, and list_row's row-by-row check is skipped for it
 	// (migration 00020). An answer from an override or the cache read
 	// earlier is checked row by row, as ListRowFinish's is.
 	held := !slices.Contains(fromModel, false)
-	var done int
-	batch := &pgx.Batch{}
 	if held {
 		queueProvenanceHold(batch)
 	}
@@ -100,10 +174,10 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 			SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::smallint[],
 			                     $9::text[], $10::text[], $11::timestamptz[], $12::uuid[], $13::text[], $14::text[], $15::text[],
 			                     $16::jsonb[], $17::text[], $18::float8[], $19::bigint[], $20::bigint[], $21::bigint[],
-			                     $22::text[], $23::bool[])
+			                     $22::text[], $23::bool[], $24::text[])
 			    AS u (row, domain, classifier, status, source, answer, confidence, reasoning, error, classified_at,
 			          provenance_id, model, prompt_version, search, evidence, evidence_urls, cost, latency_ms,
-			          prompt_tokens, completion_tokens, batch_id, from_model)
+			          prompt_tokens, completion_tokens, batch_id, from_model, owner)
 		), provenance_written AS (
 			INSERT INTO provenance (id, model, prompt_version, search, evidence, created_at)
 			SELECT provenance_id, model, prompt_version, search, evidence, classified_at FROM a WHERE from_model
@@ -123,7 +197,7 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 			WHERE excluded.status = 'COMPLETED' OR result.status = 'FAILED'
 		), released AS (
 			DELETE FROM domain_claim c USING a
-			WHERE c.domain = ANY($3) AND c.classifier = a.classifier AND c.domain = a.domain AND c.owner = $24
+			WHERE c.domain = ANY($3) AND c.classifier = a.classifier AND c.domain = a.domain AND c.owner = a.owner
 		), firsts AS (
 			UPDATE list_row t SET status = a.status, answer = a.answer, confidence = a.confidence, reasoning = NULLIF(a.reasoning, ''),
 			       source = NULLIF(a.source, ''), error = NULLIF(a.error, ''), classified_at = a.classified_at,
@@ -156,12 +230,12 @@ func ListRowsFinish(ctx context.Context, exec DBTX, listID uuid.UUID, answers []
 			       cost_usd = cost_usd + n_cost
 			FROM n WHERE list.id = $1 AND n_rows > 0
 		)
-		SELECT n_rows FROM n`,
+		SELECT n_rows, n_completed, n_failed FROM n`,
 		listID, rows, domains, classifiers, statuses, sources, answerVals, confidences, reasonings, errs, classifiedAt,
 		provenanceIDs, models, prompts, searches, evidence, urls, costs, latency, promptTok, complTk, batchIDs, fromModel,
-		owner).QueryRow(func(row pgx.Row) error { return row.Scan(&done) })
+		owners).QueryRow(func(row pgx.Row) error { return row.Scan(&done.Rows, &done.Completed, &done.Failed) })
 	if held {
 		queueProvenanceRelease(batch)
 	}
-	return done, translate(exec.SendBatch(ctx, batch).Close())
+	return nil
 }

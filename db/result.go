@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -114,4 +115,42 @@ func ClaimRelease(ctx context.Context, exec DBTX, classifierName, domain, owner 
 func queueClaimRelease(batch *pgx.Batch, classifierName, domain, owner string) {
 	batch.Queue(`DELETE FROM domain_claim WHERE classifier = $1 AND domain = $2 AND owner = $3`,
 		classifierName, domain, owner)
+}
+
+// ClaimListRows takes, for owner until ttl passes, the domains of list
+// listID's pending first rows from..to (the domains its chunk has still to
+// answer), as ClaimAcquire takes one: those nobody holds, whose holder's
+// lease ran out, or that owner holds already. One statement; it returns
+// the domains taken. The others are another's (a job's call, another
+// list's, a provider batch's): the chunk answers them one at a time.
+//
+// The domains are taken in their order, as every set of claims is, so that
+// two chunks claiming domains they share wait for one another rather than
+// deadlock.
+func ClaimListRows(ctx context.Context, exec DBTX, listID uuid.UUID, classifierName string, from, to int, owner string, ttl time.Duration) ([]string, error) {
+	rows, err := exec.Query(ctx, `
+		INSERT INTO domain_claim (classifier, domain, owner, expires_at, batch)
+		SELECT $2, domain, $5, now() + make_interval(secs => $6), false FROM list_row
+		WHERE list_id = $1 AND row BETWEEN $3 AND $4 AND status = 'PENDING' AND first_row IS NULL
+		ORDER BY domain
+		ON CONFLICT (classifier, domain) DO UPDATE
+		SET owner = excluded.owner, expires_at = excluded.expires_at, batch = false,
+		    claimed_at = CASE WHEN domain_claim.owner = excluded.owner THEN domain_claim.claimed_at ELSE now() END
+		WHERE domain_claim.expires_at < now() OR domain_claim.owner = excluded.owner
+		RETURNING domain`, listID, classifierName, from, to, owner, ttl.Seconds())
+	return collect(rows, err, func(row pgx.CollectableRow) (string, error) {
+		var d string
+		return d, row.Scan(&d)
+	})
+}
+
+// DomainClaimsRelease drops owner's claims on domains (those it holds):
+// one statement, for the domains a chunk claimed and did not answer.
+func DomainClaimsRelease(ctx context.Context, exec DBTX, classifierName string, domains []string, owner string) error {
+	if len(domains) == 0 {
+		return nil
+	}
+	_, err := exec.Exec(ctx, `DELETE FROM domain_claim WHERE classifier = $1 AND domain = ANY($2) AND owner = $3`,
+		classifierName, domains, owner)
+	return translate(err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,10 @@ type answerer struct {
 	// caller's spender, the call's share and, for a list, its gate (which
 	// opens a Postgres transaction as the call starts).
 	call classifier.CallOptions
+	// hand, when set, replaces the store: each answer is handed over to
+	// be stored with others (a list's RowStore), and done says how that
+	// went; the run waits for every answer handed over before it tallies.
+	hand func(d pendingDomain, r classifier.Result, owner string, done func(error))
 }
 
 // domainRetry is how one run retries a domain: a transient failure to
@@ -117,6 +122,7 @@ type outcome struct {
 // domainOutcome is one domain's answer, or why there is none yet.
 type domainOutcome struct {
 	tried    bool
+	handed   bool
 	deferred bool
 	retried  bool
 	unsaved  bool
@@ -133,8 +139,9 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 	pending []pendingDomain, store storeFunc) outcome {
 	got := make([]domainOutcome, len(pending))
 	var (
-		g     errgroup.Group
-		ended atomic.Bool
+		g      errgroup.Group
+		ended  atomic.Bool
+		stored sync.WaitGroup // answers handed over, until stored
 	)
 	g.SetLimit(a.concurrency)
 	for i, d := range pending {
@@ -150,6 +157,10 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 			if errors.Is(got[i].err, db.ErrListEnded) {
 				ended.Store(true)
 			}
+			if got[i].handed {
+				stored.Add(1)
+				a.hand(d, got[i].result, owner, func(err error) { a.stored(&got[i], d, err); stored.Done() })
+			}
 			return nil
 		})
 	}
@@ -159,7 +170,21 @@ func (a answerer) answer(ctx context.Context, log *slog.Logger, c *classifier.Cl
 		g.Go(func() error { a.allStarted(); return nil })
 	}
 	_ = g.Wait() // every func returns nil: errors are per domain, in got
+	stored.Wait()
 	return a.tally(pending, got)
+}
+
+// stored records how the store of an answer handed over went: counted
+// once stored, or kept for the next run (Pipeline.Keep) when it could not
+// be.
+func (a answerer) stored(o *domainOutcome, d pendingDomain, err error) {
+	if err != nil {
+		o.err = fmt.Errorf("error storing the answer about %s: %w", d.Domain, err)
+		o.unsaved = a.pipeline.Keep(o.result)
+		return
+	}
+	a.metrics.DomainResult(o.result)
+	a.metrics.LLMCost(classifier.TierStandard, o.result.Usage.Cost())
 }
 
 // one answers domain d: its answer, retried while it fails transiently,
@@ -192,12 +217,14 @@ func (a answerer) one(ctx context.Context, log *slog.Logger, c *classifier.Class
 		r.Usage.CostUSD = a.cost(r.Model, r.Usage)
 	}
 	if err == nil && r.Status != classifier.StatusPending {
-		if err = a.store(ctx, log, d, r, owner, store); err != nil && a.pipeline.Keep(r) {
+		if a.hand != nil {
+			o.handed = true // stored, and counted, with its set
+		} else if err = a.store(ctx, log, d, r, owner, store); err != nil && a.pipeline.Keep(r) {
 			o.unsaved = true
 		}
 	}
 	o.result, o.err = r, err
-	if err == nil && r.Status != classifier.StatusPending {
+	if err == nil && r.Status != classifier.StatusPending && !o.handed {
 		a.metrics.DomainResult(r) // as each is answered, not when all are
 		a.metrics.LLMCost(classifier.TierStandard, r.Usage.Cost())
 	}

@@ -100,6 +100,7 @@ func setup(t *testing.T, handle func(llmtest.Request) llmtest.Reply, opts setupO
 	}
 	river.AddWorker(workers, &jobs.ClassifyListWorker{
 		DB: b.db.Pool, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: settings, Logger: logger,
+		Rows: jobs.NewRowStore(b.db.Pool, settings.StoreRetryFor(), nil, logger),
 	})
 	river.AddWorker(workers, &jobs.ListSweepWorker{DB: b.db.Pool, Settings: settings, Logger: logger})
 	if opts.webhook != nil {

@@ -81,6 +81,9 @@ type ClassifyListWorker struct {
 	Lists    *ListMetrics // nil: no metrics
 	Price    llm.Pricer   // nil: unpriced
 	Spend    *Spenders    // nil: no budgets
+	// Rows stores the chunks' answers in sets (the process's one); nil:
+	// each answer is stored as it comes, a set of one (on a transaction).
+	Rows *RowStore
 }
 
 // Middleware cancels chunks whose args can never work.
@@ -131,6 +134,20 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	// answered already ends here), and each chunk's own rows again (an
 	// override set since).
 	from, to := l.ChunkRange(job.Args.Chunk)
+	owner := fmt.Sprintf("river:%d", job.ID)
+	stage := l.Tier == classifier.TierEconomy && job.Args.Pass == 0
+	var claimed []string
+	if !stage {
+		// The chunk's fresh domains claimed as a set, before the set pass
+		// below, so that what is left pending after it is the chunk's to
+		// ask the model about with no look-up (an answer stored by another
+		// worker before the claim is found by the pass). Domains another
+		// holds are answered one at a time, as a job's are.
+		if claimed, err = db.ClaimListRows(ctx, w.DB, id, l.Classifier, from, to, owner, w.Settings.ClaimTTL()); err != nil {
+			return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error claiming the chunk's domains: %w", err), nil)
+		}
+		defer w.releaseClaims(ctx, log, l, claimed, owner)
+	}
 	known, err := w.answerKnown(ctx, log, l, job, from, to)
 	if err != nil {
 		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error answering rows from overrides and the cache: %w", err), nil)
@@ -141,7 +158,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	// list sweep refills a list left with nothing queued.
 	w.feedOrLog(ctx, log, id, job.Args.Chunk+w.Settings.ListChunksInFlight-1, w.Settings.ListChunksInFlight)
 	a := w.answerer(ctx, log, job, l)
-	if l.Tier == classifier.TierEconomy && job.Args.Pass == 0 {
+	if stage {
 		return w.stage(ctx, log, job, l, c, a, from, to, known)
 	}
 	rows, err := db.ListPending(ctx, w.DB, id, from, to)
@@ -150,7 +167,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	}
 
 	// 2. Answer each domain the cheapest way.
-	o, pending := w.answerRows(ctx, log, job, l, c, a, rows)
+	o, pending := w.answerRows(ctx, log, l, c, a, owner, rows, claimed)
 	o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 	o.summary(ctx, log, "list chunk run", pending)
 	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
@@ -245,23 +262,48 @@ func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, 
 	return all, err
 }
 
-// storeRow stores an answer of list l's row (and its duplicates), and
-// counts the rows it made final.
-func (w *ClassifyListWorker) storeRow(l *classifier.List) func(context.Context, pendingDomain, classifier.Result, string) error {
-	return func(ctx context.Context, d pendingDomain, r classifier.Result, owner string) error {
-		n, err := db.ListRowFinish(ctx, w.DB, l.ID, d.Key, r, owner)
-		w.Lists.ListRows(r.Status, n)
-		return err
+// rows is where the chunk's answers are stored: the process's RowStore,
+// or one that stores each answer as it comes.
+func (w *ClassifyListWorker) rows() *RowStore {
+	if w.Rows != nil {
+		return w.Rows
+	}
+	return &RowStore{DB: w.DB, RetryFor: w.Settings.StoreRetryFor(), Lists: w.Lists, Logger: w.Logger}
+}
+
+// hand hands an answer of list l's row (stored with its duplicates, and
+// owner's claim released) to the row store.
+func (w *ClassifyListWorker) hand(l *classifier.List) func(pendingDomain, classifier.Result, string, func(error)) {
+	rs := w.rows()
+	return func(d pendingDomain, r classifier.Result, owner string, done func(error)) {
+		rs.Put(l.ID, db.RowAnswer{Row: d.Key, Result: r, Owner: owner}, done)
 	}
 }
 
-// answerRows answers the chunk's rows with a, storing each answer with its
-// duplicates as it comes, and returns the outcome and how many domains it
-// had to answer. A model call starts only through the list's gate, which a
-// cancel closes, and in its list's turn: behind interactive jobs, beside
-// other callers' lists (classifier.Share).
-func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
-	l *classifier.List, c *classifier.Classifier, a answerer, rows []classifier.ListRow) (outcome, int) {
+// releaseClaims gives back the claims of a run on the domains it did not
+// answer (those it answered were released as their answers were stored):
+// one statement, past the run's context.
+func (w *ClassifyListWorker) releaseClaims(ctx context.Context, log *slog.Logger, l *classifier.List, claimed []string, owner string) {
+	if len(claimed) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
+	defer cancel()
+	if err := db.DomainClaimsRelease(rctx, w.DB, l.Classifier, claimed, owner); err != nil {
+		log.WarnContext(ctx, "error giving the chunk's claims back; they run out with their lease", "error", err)
+	}
+}
+
+// answerRows answers the chunk's rows with a, handing each answer over
+// to be stored with others as it comes, and returns the outcome and how
+// many domains it had to answer. A domain the chunk claimed (claimed) is
+// asked of the model with no look-up, on its first try; the others, and a
+// claimed domain tried again, the cheapest way, as a job's. A model call
+// starts only through the list's gate, which a cancel closes, and in its
+// list's turn: behind interactive jobs, beside other callers' lists
+// (classifier.Share).
+func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, l *classifier.List, c *classifier.Classifier,
+	a answerer, owner string, rows []classifier.ListRow, claimed []string) (outcome, int) {
 	pending := make([]pendingDomain, len(rows))
 	for i, r := range rows {
 		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
@@ -269,7 +311,24 @@ func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, j
 	a.cost, a.want = w.cost(false), l.Want
 	a.call.Share = classifier.Share{Class: classifier.ClassList, Caller: l.Caller, List: l.ID.String()}
 	a.call.Gate = w.gate(l.ID)
-	o := a.answer(ctx, log, c, fmt.Sprintf("river:%d", job.ID), pending, w.storeRow(l))
+	a.hand = w.hand(l)
+	var mu sync.Mutex
+	mine := make(map[string]bool, len(claimed))
+	for _, d := range claimed {
+		mine[d] = true
+	}
+	call := a.call
+	a.classify = func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
+		mu.Lock()
+		first := mine[d.Domain]
+		delete(mine, d.Domain) // a try again claims it the usual way: its claim went back
+		mu.Unlock()
+		if first {
+			return w.Pipeline.ClassifyClaimed(ctx, c, d.Domain, owner, l.Want, call)
+		}
+		return w.Pipeline.ClassifyWant(ctx, c, d.Domain, owner, l.Want, call)
+	}
+	o := a.answer(ctx, log, c, owner, pending, nil)
 	return o, len(pending)
 }
 
@@ -297,7 +356,8 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		call := a.call
 		call.Spender = w.Spend.ForBatch(l.Caller)
 		a.classify = w.stageInto(b, l, call)
-		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, w.storeRow(l))
+		a.hand = w.hand(l)
+		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, nil)
 		o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 		o.summary(ctx, log, "list chunk staged", len(pending))
 		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
