@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -72,27 +69,6 @@ type answerer struct {
 	// went; the run waits for every answer handed over before it tallies.
 	hand func(d pendingDomain, r classifier.Result, owner string, done func(error))
 }
-
-// domainRetry is how one run retries a domain: a transient failure to
-// answer it up to attempts times, backoff apart (doubling); a failure to
-// store an answer that arrived for up to storeFor.
-type domainRetry struct {
-	attempts int
-	backoff  time.Duration
-	storeFor time.Duration
-}
-
-// newDomainRetry is the reviewed retry of s.
-func newDomainRetry(s Settings) domainRetry {
-	return domainRetry{attempts: s.DomainAttempts, backoff: s.DomainRetryBackoff, storeFor: s.StoreRetryFor()}
-}
-
-// storeMaxWait caps the wait between two tries of a store.
-const storeMaxWait = 5 * time.Second
-
-// storeTryTimeout bounds one try of a store, which runs past the run's own
-// context (a soft stop must not lose an answer that arrived).
-const storeTryTimeout = 10 * time.Second
 
 // outcome is what answering a set of domains came to.
 type outcome struct {
@@ -232,41 +208,6 @@ func (a answerer) one(ctx context.Context, log *slog.Logger, c *classifier.Class
 	return o
 }
 
-// retriable reports whether err is a transient failure to retry in the
-// run: not a throttle (the run snoozes), another job's claim (it waits for
-// that job), a list that ended, or the run stopping.
-func (a answerer) retriable(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
-		return false
-	}
-	_, throttled := classifier.RetryAfter(err)
-	return !throttled && !errors.Is(err, classifier.ErrBusy) && !errors.Is(err, db.ErrListEnded)
-}
-
-// store stores an answer that arrived, retrying for up to storeFor while
-// it fails. Each try runs past ctx (a soft stop must not lose a paid-for
-// answer), and the tries stop once ctx is done.
-func (a answerer) store(ctx context.Context, log *slog.Logger, d pendingDomain, r classifier.Result, owner string, store storeFunc) error {
-	deadline := time.Now().Add(a.retry.storeFor)
-	wait := a.retry.backoff
-	for try := 1; ; try++ {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
-		err := store(sctx, d, r, owner)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("error storing the answer about %s: %w", d.Domain, err)
-		}
-		log.DebugContext(ctx, "error storing the answer; retrying the store", "error", err, "try", try, "wait", wait.String())
-		if !sleep(ctx, jitter(wait)) {
-			return fmt.Errorf("error storing the answer about %s: %w", d.Domain, err)
-		}
-		wait = min(wait*2, storeMaxWait)
-	}
-}
-
 // tally sums the domains' outcomes.
 func (a answerer) tally(pending []pendingDomain, got []domainOutcome) outcome {
 	var o outcome
@@ -320,27 +261,6 @@ func (a answerer) tally(pending []pendingDomain, got []domainOutcome) outcome {
 	return o
 }
 
-// sleep waits d, or until ctx is done (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// jitter is d ±20%, so that domains that failed together are not retried
-// in one burst.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d*4/5 + rand.N(d*2/5+1)
-}
-
 // log writes one domain's outcome at DEBUG: a list of a million rows
 // would otherwise log a million lines (the run's summary is at INFO).
 func (a answerer) log(ctx context.Context, log *slog.Logger, r classifier.Result, err error) {
@@ -385,70 +305,6 @@ func (o outcome) summary(ctx context.Context, log *slog.Logger, msg string, doma
 		attrs = append(attrs, "errors", len(o.failures), "first_error", o.err.Error())
 	}
 	log.Log(ctx, level, msg, attrs...)
-}
-
-// unfinished returns what the attempt returns to River instead of ending
-// the job, or nil when every domain is final. failed marks an error that
-// uses up an attempt (on the last one the job is given up); a soft stop
-// and the snoozes use none.
-func (o outcome) unfinished(ctx context.Context, log *slog.Logger, s Settings) (err error, failed bool) {
-	switch {
-	case errors.Is(ctx.Err(), context.Canceled):
-		// The client is stopping (soft stop): River puts the job back with
-		// its attempt restored; finished domains stay finished.
-		return ctx.Err(), false
-	case ctx.Err() != nil:
-		return fmt.Errorf("job timed out: %w", ctx.Err()), true
-	case o.err != nil:
-		if n := len(o.failures); n > 1 {
-			return fmt.Errorf("%w (and %d more domains, each after %d tries)", o.err, n-1, s.DomainAttempts), true
-		}
-		return o.err, true
-	case o.throttled:
-		snooze := min(max(o.retryAfter, time.Second), s.MaxSnooze)
-		log.InfoContext(ctx, "snoozing job while the provider throttles", "snooze", snooze.String())
-		return river.JobSnooze(snooze), false
-	case o.busy:
-		// Back when a domain another call holds is likely answered, or when
-		// the provider batch holding one may be taken over: no worker waits.
-		return river.JobSnooze(min(max(s.BusySnooze, o.busyFor), s.MaxSnooze)), false
-	case o.deferred:
-		// Its time is up: back to the end of the queue, no attempt used.
-		return river.JobSnooze(0), false
-	}
-	return nil, false
-}
-
-// waiting says, for a caller reading its list's status, what an
-// unfinished run waits for, and the failure to record as its last error
-// ("" for none); both "" when it waits for nothing worth saying (its time
-// was up, the process is stopping).
-func (o outcome) waiting() (waiting, lastError string) {
-	switch {
-	case o.err != nil:
-		lastError = troubleOf(o.err)
-		return "its work failed and is being retried with backoff: " + lastError, lastError
-	case o.throttled:
-		return "the model provider asked to slow down; its work waits and goes on", ""
-	case o.busy:
-		return "some of its domains are being answered by other work (another job's call, or another list's provider batch); it takes them over or uses their answers", ""
-	}
-	return "", ""
-}
-
-// troubleOf words a run's transient failure for a caller: what failed,
-// never an address, a body or a secret (the worker's log has the error).
-func troubleOf(err error) string {
-	if t := llm.Trouble(err); t != "" {
-		return t
-	}
-	switch {
-	case errors.Is(err, db.ErrUnavailable):
-		return "the database was unavailable"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "a step timed out"
-	}
-	return "an internal error (the worker's log has it)"
 }
 
 // NewPipelineStore returns the pipeline's storage on exec (the pool): each

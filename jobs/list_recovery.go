@@ -3,11 +3,8 @@ package jobs
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,111 +16,10 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// How a list survives a bad hour (issue 27). A chunk that uses up its
-// attempts fails its own rows that are not final, each with its own reason,
-// and hands the list on (giveUp); the list ends when every row is final,
-// COMPLETED with those rows FAILED, and POST /lists/{id}/retry queues them
-// again. A list ends FAILED only when the service cannot go on with it at
-// all (cannotGoOn), with the reason. And since a chunk's job can end
-// without our code running (River's rescuer discards a job whose worker
-// died on its last attempt; an operator cancels or deletes one in River
-// UI), a periodic sweep finds lists left running with nothing queued.
-
-// retryOrGiveUp returns err so that River retries the chunk, and on its
-// last attempt first gives the chunk up (giveUp). failures are the
-// domains' own errors, by row.
-func (w *ClassifyListWorker) retryOrGiveUp(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
-	err error, failures map[int]error) error {
-	return onLastAttempt(ctx, job, err, func(ctx context.Context, err error) {
-		if gerr := w.giveUp(ctx, log, job, id, err, failures); gerr != nil {
-			log.ErrorContext(ctx, "error giving the chunk up; the list sweep will", "error", gerr, "chunk_error", err)
-		}
-	})
-}
-
-// giveUp fails the chunk's rows that are not final: each domain that
-// failed with its own error, the rest (never answered in the last run) with
-// the chunk's; then it queues the chunk after the window and ends the list
-// if every row is final: one transaction. River then discards the job.
-func (w *ClassifyListWorker) giveUp(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID,
-	err error, failures map[int]error) error {
-	client, tx, berr := w.begin(ctx)
-	if berr != nil {
-		return berr
-	}
-	defer db.Rollback(ctx, tx)
-	l, lerr := db.ListGet(ctx, tx, id)
-	if errors.Is(lerr, db.ErrNotFound) {
-		return nil
-	} else if lerr != nil {
-		return lerr
-	}
-	if l.Ended() {
-		return nil
-	}
-	from, to := l.ChunkRange(job.Args.Chunk)
-	var (
-		rows    []int
-		reasons []string
-	)
-	for _, row := range slices.Sorted(maps.Keys(failures)) {
-		if row >= from && row <= to {
-			rows = append(rows, row)
-			reasons = append(reasons, fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, failures[row]))
-		}
-	}
-	own, ferr := db.ListRowsFailEach(ctx, tx, id, rows, reasons)
-	if ferr != nil {
-		return ferr
-	}
-	rest, ferr := db.ListRowsFail(ctx, tx, id, from, to,
-		fmt.Sprintf("not answered: chunk %d gave up after %d attempts: %v", job.Args.Chunk, job.Attempt, err))
-	if ferr != nil {
-		return ferr
-	}
-	// The chunk's job still runs (River discards it once this returns):
-	// it counts itself in the window.
-	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
-	ended, cerr := EndList(ctx, tx, client, w.Settings, id, Completed())
-	if cerr != nil {
-		return cerr
-	}
-	if err := db.Commit(ctx, tx); err != nil {
-		return err
-	}
-	w.Lists.ListRows(classifier.StatusFailed, own+rest)
-	log.WarnContext(ctx, "chunk gave up; its rows not answered are FAILED, the list goes on",
-		"rows_failed", own+rest, "error", err)
-	if ended {
-		w.Lists.ListEnded(classifier.StatusCompleted)
-		log.InfoContext(ctx, "list completed")
-	}
-	return nil
-}
-
-// cannotGoOn ends list l FAILED with reason, the one way a list ends
-// FAILED: the service cannot go on with it at all (its classifier is gone
-// from the deployment). Its rows not final read FAILED with the reason; a
-// retry queues them again once the cause is fixed. The chunk is cancelled.
-func (w *ClassifyListWorker) cannotGoOn(ctx context.Context, log *slog.Logger, l *classifier.List, reason string) error {
-	client, tx, err := w.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Rollback(ctx, tx)
-	ended, err := EndList(ctx, tx, client, w.Settings, l.ID, Failed(reason))
-	if err != nil {
-		return err
-	}
-	if err := db.Commit(ctx, tx); err != nil {
-		return err
-	}
-	if ended {
-		w.Lists.ListEnded(classifier.StatusFailed)
-		log.ErrorContext(ctx, "list failed: the service cannot go on with it", "reason", reason)
-	}
-	return river.JobCancel(fmt.Errorf("list %s: %s", l.ID, reason))
-}
+// The list sweep: the last step of a chunk's retry policy (retry.go), for
+// a chunk whose job ended without our code running (River's rescuer
+// discards a job whose worker died on its last attempt; an operator
+// cancels or deletes one in River UI).
 
 // ListSweepArgs is the periodic look for stalled lists (ListSweepWorker).
 type ListSweepArgs struct{}

@@ -498,19 +498,3 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 	}
 	return nil
 }
-
-// noteWaiting records on the list what its chunk's run was held up by (a
-// provider outage, a throttle, other jobs' claims), so that its status
-// says why its counts stand still. A failure to write it is logged: the
-// run's outcome stands.
-func (w *ClassifyListWorker) noteWaiting(ctx context.Context, log *slog.Logger, id uuid.UUID, o outcome) {
-	waiting, lastError := o.waiting()
-	if waiting == "" {
-		return
-	}
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
-	defer cancel()
-	if err := db.ListNote(nctx, w.DB, []uuid.UUID{id}, waiting, lastError); err != nil {
-		log.WarnContext(ctx, "error noting what the list waits for", "error", err)
-	}
-}

@@ -114,42 +114,56 @@ func (s *RowStore) loop() {
 
 // store stores a set, every list's answers in one transaction; when that
 // fails, each list's on their own (one list's failure does not hold the
-// others'), each tried again with backoff for RetryFor. Each answer's done
-// is called once.
+// others'), each tried again for RetryFor (storeRetrying). Each answer's
+// done is called once.
 func (s *RowStore) store(set []heldAnswer) {
 	lists := groupByList(set)
-	err := s.try(lists)
-	if err != nil && len(lists) > 1 {
-		for _, one := range lists {
-			s.finish(set, one.ListID, s.retry([]db.RowSet{one}, s.try([]db.RowSet{one})))
+	ctx := context.Background()
+	if len(lists) > 1 {
+		tctx, cancel := context.WithTimeout(ctx, storeTryTimeout)
+		err := s.try(tctx, lists)
+		cancel()
+		if err == nil {
+			s.finish(set, nil, nil)
+			return
 		}
-		return
 	}
-	if err != nil {
-		err = s.retry(lists, err)
-	}
-	for _, h := range set {
-		h.done(err)
+	for _, one := range lists {
+		err := storeRetrying(ctx, s.log(), s.RetryFor, 100*time.Millisecond, fmt.Sprintf("a set of %d answers", len(one.Answers)),
+			func(ctx context.Context) error { return s.try(ctx, []db.RowSet{one}) })
+		s.finish(set, &one.ListID, err)
 	}
 }
 
-// finish tells the answers of list in set how their store went.
-func (s *RowStore) finish(set []heldAnswer, list uuid.UUID, err error) {
+// finish tells the answers in set of list (every list: nil) how their
+// store went.
+func (s *RowStore) finish(set []heldAnswer, list *uuid.UUID, err error) {
 	for _, h := range set {
-		if h.list == list {
+		if list == nil || h.list == *list {
 			h.done(err)
 		}
 	}
 }
 
+func (s *RowStore) log() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
 // groupByList is set's answers as one RowSet per list, in the order the
 // lists first come. A row answered twice in the set keeps its first.
 func groupByList(set []heldAnswer) []db.RowSet {
+	type key struct {
+		list uuid.UUID
+		row  int
+	}
 	var lists []db.RowSet
 	at := map[uuid.UUID]int{}
-	seen := map[[2]any]bool{}
+	seen := map[key]bool{}
 	for _, h := range set {
-		if k := [2]any{h.list, h.a.Row}; seen[k] {
+		if k := (key{h.list, h.a.Row}); seen[k] {
 			continue
 		} else {
 			seen[k] = true
@@ -165,35 +179,8 @@ func groupByList(set []heldAnswer) []db.RowSet {
 	return lists
 }
 
-// retry tries sets again with backoff, after a first failure err, until
-// RetryFor has passed; nil once they are stored (or when err is nil).
-func (s *RowStore) retry(sets []db.RowSet, err error) error {
-	deadline := time.Now().Add(s.RetryFor)
-	wait := 100 * time.Millisecond
-	for try := 2; err != nil; try++ {
-		if time.Now().Add(wait).After(deadline) {
-			n := 0
-			for _, rs := range sets {
-				n += len(rs.Answers)
-			}
-			return fmt.Errorf("error storing a set of %d answers: %w", n, err)
-		}
-		if s.Logger != nil {
-			s.Logger.Debug("error storing a set of answers; trying again", "error", err, "try", try, "wait", wait.String())
-		}
-		time.Sleep(jitter(wait))
-		err = s.try(sets)
-		wait = min(wait*2, storeMaxWait)
-	}
-	return nil
-}
-
-// try stores sets in one transaction, past any run's context (a soft stop
-// must not lose an answer that was paid for), and counts the rows made
-// final.
-func (s *RowStore) try(sets []db.RowSet) error {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTryTimeout)
-	defer cancel()
+// try stores sets in one transaction, and counts the rows made final.
+func (s *RowStore) try(ctx context.Context, sets []db.RowSet) error {
 	out, err := db.ListRowsStore(ctx, s.DB, sets)
 	if err != nil {
 		return err
