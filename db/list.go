@@ -214,62 +214,12 @@ func ListPending(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int)
 
 // ListRowFinish stores the answer of a list's row and of every later row
 // with the same domain, counts them in the list's progress, and, for an
-// answer from the model, upserts the shared result and releases owner's
-// claim: one batch, one transaction. It returns how many rows became final;
-// a row already final keeps its first answer (a redelivered chunk).
+// answer from the model, upserts the shared result; owner's claim is
+// released: ListRowsFinish's one statement, for a set of one. It returns
+// how many rows became final; a row already final keeps its first answer
+// (a redelivered chunk).
 func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r classifier.Result, owner string) (int, error) {
-	batch := &pgx.Batch{}
-	if r.Source == classifier.SourceLLM {
-		queueModelAnswer(batch, &r)
-	}
-	completed := r.Status == classifier.StatusCompleted
-	// The row and its duplicates are two UPDATEs, each with an index of its
-	// own, never one with "row = $2 OR first_row = $2": until autovacuum
-	// analyzes list_row after a big upload, the planner answers the OR by
-	// reading the whole list through its primary key (224 ms a row on a
-	// million-row list, measured; docs/BENCHMARKS.md).
-	batch.Queue(`
-		WITH first AS (
-			UPDATE list_row SET status = $3, answer = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12,
-			       model = NULLIF($13, ''), prompt_version = NULLIF($14, ''), evidence_urls = $15
-			WHERE list_id = $1 AND row = $2 AND status = 'PENDING'
-			RETURNING 1
-		), dups AS (
-			UPDATE list_row SET status = $3, answer = $4, confidence = $5, reasoning = NULLIF($6, ''),
-			       source = NULLIF($7, ''), error = NULLIF($8, ''), classified_at = $9, provenance_id = $12,
-			       model = NULLIF($13, ''), prompt_version = NULLIF($14, ''), evidence_urls = $15
-			WHERE list_id = $1 AND first_row = $2 AND status = 'PENDING'
-			RETURNING 1
-		), n AS (SELECT (SELECT count(*) FROM first)::int + (SELECT count(*) FROM dups)::int AS n)
-		UPDATE list SET done = done + n.n,
-		       completed = completed + CASE WHEN $10 THEN n.n ELSE 0 END,
-		       failed = failed + CASE WHEN $10 THEN 0 ELSE n.n END,
-		       override = override + CASE WHEN $10 AND $7 = 'override' THEN n.n ELSE 0 END,
-		       known = known + CASE WHEN $10 AND $7 = 'known' THEN n.n ELSE 0 END,
-		       cache = cache + CASE WHEN $10 AND $7 = 'cache' THEN n.n ELSE 0 END,
-		       llm = llm + CASE WHEN $10 AND $7 = 'llm' THEN n.n ELSE 0 END,
-		       cost_usd = cost_usd + CASE WHEN (SELECT count(*) FROM first) > 0 THEN $11::double precision ELSE 0 END
-		FROM n WHERE list.id = $1
-		RETURNING n.n`,
-		listID, row, string(r.Status), answerOrNil(r), confidenceOrNil(r), r.Reasoning, string(r.Source), r.Error,
-		r.ClassifiedAt, completed, r.Usage.Cost(), provenanceOrNil(r), r.Model, r.PromptVersion, evidenceURLs(r))
-	queueClaimRelease(batch, r.Classifier, r.Domain, owner)
-	results := exec.SendBatch(ctx, batch)
-	defer results.Close()
-	if r.Source == classifier.SourceLLM {
-		if _, err := results.Exec(); err != nil {
-			return 0, translate(err)
-		}
-	}
-	var n int
-	if err := results.QueryRow().Scan(&n); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, translate(err)
-	}
-	if _, err := results.Exec(); err != nil {
-		return 0, translate(err)
-	}
-	return n, translate(results.Close())
+	return ListRowsFinish(ctx, exec, listID, []RowAnswer{{Row: row, Result: r}}, owner)
 }
 
 // ListRowsFail fails every row from..to of a list that is not final yet
@@ -277,7 +227,7 @@ func ListRowFinish(ctx context.Context, exec DBTX, listID uuid.UUID, row int, r 
 // It returns how many rows it failed. A duplicate whose first row is already
 // final is final too, so the duplicates are found by the range of their
 // first rows, an index condition whatever list_row's statistics say (see
-// ListRowFinish).
+// ListRowsFinish).
 func ListRowsFail(ctx context.Context, exec DBTX, listID uuid.UUID, from, to int, reason string) (int, error) {
 	var n int
 	err := exec.QueryRow(ctx, `

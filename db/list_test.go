@@ -69,6 +69,19 @@ func TestListRowUpdates_ReadTheirRowsNotTheList(t *testing.T) {
 	require.Equal(t, 2, done, "row 5 and its duplicate, row 10")
 	require.Less(t, tuplesRead(t, tx)-before, int64(100), "tuples of list_row read to answer one row")
 
+	// A set of a chunk's answers (a process's RowStore, a batch's) reads
+	// about its chunk's rows.
+	var set []db.RowAnswer
+	for row := 201; row <= 400; row += 2 {
+		set = append(set, db.RowAnswer{Row: row, Result: classifier.Result{Domain: fmt.Sprintf("d%d.com", row), Classifier: "cpg",
+			Status: classifier.StatusCompleted, Answer: true, Confidence: 4, Source: classifier.SourceKnown, ClassifiedAt: time.Now()}})
+	}
+	before = tuplesRead(t, tx)
+	stored, err := db.ListRowsStore(ctx, tx, []db.RowSet{{ListID: l.ID, Answers: set}})
+	require.NoError(t, err)
+	require.Greater(t, stored[0].Rows, len(set), "the set's rows and their duplicates")
+	require.Less(t, tuplesRead(t, tx)-before, int64(1000), "tuples of list_row read to store a chunk's set of answers")
+
 	before = tuplesRead(t, tx)
 	failed, err := db.ListRowsFail(ctx, tx, l.ID, 1, 200, "out of attempts")
 	require.NoError(t, err)
