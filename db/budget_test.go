@@ -73,6 +73,72 @@ func TestCallerSpendReserve_NeverPastTheBudget(t *testing.T) {
 	require.Equal(t, 15, others.ModelCalls, "the rest summed: a's")
 }
 
+// Calls reserved together are granted as many as fit under the caller's
+// calls and spend a day, never more, and concurrent reservers of one
+// caller never pass the budget together.
+func TestCallerSpendReserveMany_GrantsWhatFits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	require.NoError(t, db.CallerBudgetSet(ctx, d.Pool, "calls", db.CallerBudget{ModelCallsPerDay: 10}))
+	require.NoError(t, db.CallerBudgetSet(ctx, d.Pool, "usd", db.CallerBudget{SpendPerDayUSD: 0.05}))
+	require.NoError(t, db.CallerBudgetSet(ctx, d.Pool, "both", db.CallerBudget{ModelCallsPerDay: 5, SpendPerDayUSD: 1}))
+	require.NoError(t, db.CallerBudgetSet(ctx, d.Pool, "busy", db.CallerBudget{ModelCallsPerDay: 35}))
+
+	reserve := func(caller string, n int, usd float64) int {
+		t.Helper()
+		day, granted, err := db.CallerSpendReserveMany(ctx, d.Pool, caller, n, usd)
+		require.NoError(t, err)
+		require.Equal(t, time.Now().UTC().Format(time.DateOnly), day.Format(time.DateOnly), "counted on today (UTC)")
+		return granted
+	}
+	today := func(caller string) db.CallerUsage {
+		t.Helper()
+		_, u, _, err := db.CallerToday(ctx, d.Pool, caller)
+		require.NoError(t, err)
+		return u
+	}
+
+	require.Equal(t, []int{4, 4, 2, 0}, []int{reserve("calls", 4, 0.001), reserve("calls", 4, 0.001), reserve("calls", 4, 0.001), reserve("calls", 4, 0.001)},
+		"10 calls a day, asked 4 at a time")
+	require.Equal(t, 10, today("calls").ModelCalls)
+	require.InDelta(t, 0.010, today("calls").SpendUSD, 1e-9, "only the granted calls are priced")
+
+	require.Equal(t, []int{3, 2, 0}, []int{reserve("usd", 3, 0.01), reserve("usd", 3, 0.01), reserve("usd", 3, 0.01)},
+		"$0.05 a day at $0.01 a call")
+	require.Equal(t, 5, today("usd").ModelCalls)
+	require.NoError(t, db.CallerSpendAdd(ctx, d.Pool, "usd", today("usd").Day, 0, 0.001))
+	require.Equal(t, 0, reserve("usd", 1, 0), "not even a free call once the calls' usage took the spend past the budget")
+	require.Equal(t, 3, reserve("both", 9, 0.3), "the spend binds before the calls: 3 × $0.30 of $1")
+	require.Equal(t, 0, reserve("both", 9, 1.01), "a call that alone costs more than the budget")
+	require.Equal(t, 50, reserve("free", 50, 0.01), "no budget: every call, counted")
+	require.Equal(t, 50, today("free").ModelCalls)
+
+	// Eight sets of 10 at once, the day's row not there yet: against 35
+	// calls, 35 granted in all; against 15, where two sets that both found
+	// no row would pass it, 15.
+	together := func(caller string) int {
+		var (
+			total atomic.Int32
+			wg    sync.WaitGroup
+		)
+		for range 8 {
+			wg.Go(func() {
+				_, granted, err := db.CallerSpendReserveMany(ctx, d.Pool, caller, 10, 0.001)
+				require.NoError(t, err)
+				total.Add(int32(granted))
+			})
+		}
+		wg.Wait()
+		return int(total.Load())
+	}
+	require.Equal(t, 35, together("busy"))
+	require.Equal(t, 35, today("busy").ModelCalls)
+	require.NoError(t, db.CallerBudgetSet(ctx, d.Pool, "first", db.CallerBudget{ModelCallsPerDay: 15}))
+	require.Equal(t, 15, together("first"))
+	require.Equal(t, 15, today("first").ModelCalls)
+}
+
 // A lease renewal sees the other live leases, not expired ones, and runs
 // one at a time per account.
 func TestLLMLeaseRenew(t *testing.T) {

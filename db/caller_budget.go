@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,21 +83,64 @@ func CallerToday(ctx context.Context, exec DBTX, caller string) (CallerBudget, C
 // when it would take the caller past its calls or spend a day. The day it
 // was counted on is what CallerSpendAdd corrects.
 func CallerSpendReserve(ctx context.Context, exec DBTX, caller string, usd float64) (day time.Time, ok bool, err error) {
-	// The budget is read with the row locked (ON CONFLICT locks it), so
-	// that concurrent calls of one caller are counted one at a time and
-	// never pass the budget together.
-	err = exec.QueryRow(ctx, `
-		INSERT INTO caller_spend AS s (caller, day, model_calls, spend_usd)
-		SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1, $2::float8
-		WHERE NOT EXISTS (SELECT FROM caller_budget b WHERE b.caller = $1 AND b.spend_per_day_usd < $2::float8)
-		ON CONFLICT (caller, day) DO UPDATE SET model_calls = s.model_calls + 1, spend_usd = s.spend_usd + $2::float8
-		WHERE NOT EXISTS (SELECT FROM caller_budget b WHERE b.caller = $1
-		                  AND (s.model_calls + 1 > b.model_calls_per_day OR s.spend_usd + $2::float8 > b.spend_per_day_usd))
-		RETURNING s.day`, caller, usd).Scan(&day)
-	if isNotFound(translate(err)) {
-		return day, false, nil
+	day, granted, err := CallerSpendReserveMany(ctx, exec, caller, 1, usd)
+	return day, granted == 1, err
+}
+
+// CallerSpendReserveMany counts up to n model calls of caller, at usdEach
+// each, against today's budget before they start: as many as fit under
+// both the calls and the spend a day (0..n; all n with no budget), in one
+// statement. The day they were counted on is what CallerSpendAdd corrects,
+// and gives back the calls not made.
+func CallerSpendReserveMany(ctx context.Context, exec DBTX, caller string, n int, usdEach float64) (day time.Time, granted int, err error) {
+	if n <= 0 {
+		return day, 0, nil
 	}
-	return day, err == nil, translate(err)
+	// The caller's day row is locked (FOR UPDATE) before the budget's room
+	// is read from it, so that concurrent reservers of one caller count
+	// one at a time and never pass the budget together. The first
+	// reservation of a day finds no row to lock: when another inserted it
+	// meanwhile, nothing is counted (the conflict's update requires the
+	// lock) and the statement runs again, on the row.
+	for range 3 {
+		var inserted bool
+		err = exec.QueryRow(ctx, `
+			WITH cur AS (
+				SELECT model_calls, spend_usd FROM caller_spend
+				WHERE caller = $1 AND day = (now() AT TIME ZONE 'UTC')::date
+				FOR UPDATE
+			), room AS (
+				SELECT coalesce(cur.model_calls, 0) AS calls, coalesce(cur.spend_usd, 0) AS usd,
+				       b.model_calls_per_day AS max_calls, b.spend_per_day_usd::float8 AS max_usd
+				FROM (SELECT) one LEFT JOIN cur ON true LEFT JOIN caller_budget b ON b.caller = $1
+			), fit AS (
+				SELECT least($2::bigint,
+				             CASE WHEN max_calls IS NULL THEN $2::bigint ELSE greatest(max_calls - calls, 0) END,
+				             CASE WHEN max_usd IS NULL THEN $2::bigint
+				                  WHEN usd > max_usd THEN 0
+				                  WHEN $3::float8 <= 0 THEN $2::bigint
+				                  ELSE floor((max_usd - usd) / $3::float8)::bigint END) AS n,
+				       usd, max_usd
+				FROM room
+			), given AS (
+				-- floor() of a float quotient may be one too many at the
+				-- edge: the spend after it must be within the budget.
+				SELECT CASE WHEN max_usd IS NOT NULL AND n > 0 AND usd + n * $3::float8 > max_usd THEN n - 1 ELSE n END AS n
+				FROM fit
+			), counted AS (
+				INSERT INTO caller_spend AS s (caller, day, model_calls, spend_usd)
+				SELECT $1, (now() AT TIME ZONE 'UTC')::date, n, n * $3::float8 FROM given WHERE n > 0
+				ON CONFLICT (caller, day) DO UPDATE SET model_calls = s.model_calls + excluded.model_calls, spend_usd = s.spend_usd + excluded.spend_usd
+				WHERE EXISTS (SELECT FROM cur)
+				RETURNING 1
+			)
+			SELECT (now() AT TIME ZONE 'UTC')::date, n, n = 0 OR EXISTS (SELECT FROM counted) FROM given`,
+			caller, n, usdEach).Scan(&day, &granted, &inserted)
+		if err != nil || inserted {
+			return day, granted, translate(err)
+		}
+	}
+	return day, 0, fmt.Errorf("error counting model calls of %s: its day row kept changing under the count", caller)
 }
 
 // CallerSpendAdd adds calls and usd (either may be negative: a correction
