@@ -19,7 +19,8 @@ type CallOptions struct {
 	Gate Gate
 	// Spender, when set, counts the call against its caller's budget: the
 	// pipeline reserves before the search and settles once the call ended
-	// (a Postgres write each, jobs.Spenders); nil: not counted.
+	// (jobs.Spenders: a Postgres write each, or, for a list chunk, a set
+	// of calls counted in one and corrected in another); nil: not counted.
 	Spender Spender
 }
 

@@ -175,6 +175,10 @@ func (p *Pipeline) WithStore(store ResultStore) *Pipeline {
 // answered rows) applies as cheap does one domain at a time.
 func (p *Pipeline) CacheRules() (Freshness, time.Time) { return p.cfg.Freshness, p.cfg.Now() }
 
+// Model is the model the pipeline asks (what a call is priced as before
+// it is made).
+func (p *Pipeline) Model() string { return p.cfg.Model }
+
 // HasLLM reports whether a model is configured.
 func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 
@@ -183,8 +187,8 @@ func (p *Pipeline) HasLLM() bool { return p.cfg.LLM != nil }
 // caller's claim on the domain (the River job): when the answer comes from
 // the model the claim is still held, and the caller must release it in the
 // transaction that stores the answer, so no other worker pays for the same
-// domain. call counts the model call against the caller's budget (a
-// Postgres write before and after it) and schedules it (its share, and its
+// domain. call counts the model call against the caller's budget (its
+// Spender) and schedules it (its share, and its
 // gate, which may hold a Postgres transaction while the request is sent).
 //
 // It returns ErrBusy when another owner is asking the model and did not

@@ -317,6 +317,28 @@ func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, l
 	for _, d := range claimed {
 		mine[d] = true
 	}
+	fresh := 0
+	for _, d := range pending {
+		if mine[d.Domain] {
+			fresh++
+		}
+	}
+	// The calls the claimed domains will make, counted against the
+	// caller's budget at once (a call past it is refused, as one at a
+	// time), and corrected from their usage, with what was not called
+	// given back, as the run ends: two statements a run.
+	spend := w.Spend.Set(l.Caller)
+	if err := spend.Prepare(ctx, w.Pipeline.Model(), fresh); err != nil {
+		log.WarnContext(ctx, "error counting the chunk's model calls as a set; each is counted on its own", "error", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
+		defer cancel()
+		if err := spend.Close(cctx); err != nil {
+			log.WarnContext(ctx, "error correcting the caller's model spend", "error", err)
+		}
+	}()
+	a.call.Spender = spend
 	call := a.call
 	a.classify = func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
 		mu.Lock()
