@@ -49,8 +49,10 @@ func TestReviewQueue_FilledByTheRules(t *testing.T) {
 	ctx := context.Background()
 	tx := dbtest.TestTx(t)
 
-	// Defaults: confidence ≤ 3 is queued; the audit draw of a confident
-	// answer is below 1% rarely, so none is expected among two.
+	// The default threshold (confidence ≤ 3 is queued), with no audit: the
+	// default 1% audit draw would queue a confident answer now and then.
+	require.NoError(t, db.ReviewRulesSet(ctx, tx, classifier.ReviewRules{Classifier: "cpg",
+		LowConfidence: classifier.DefaultReviewLowConfidence, AuditRate: 0, UpdatedBy: "test"}))
 	storeAnswer(t, tx, "unsure.com", true, 3)
 	storeAnswer(t, tx, "sure.com", true, 4)
 	storeAnswer(t, tx, "flip.com", true, 5)
