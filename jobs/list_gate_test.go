@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,7 +74,8 @@ const (
 
 func TestListGates_CallsStartingTogetherShareOneTransaction(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	b := setupGates(t, 0)
 	gate := b.gates.Gate(b.list.ID)
 
@@ -86,32 +88,32 @@ func TestListGates_CallsStartingTogetherShareOneTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ended)
 
+	// Each call releases once every call has entered (or the test ends).
 	const calls = 50
-	type entered struct {
-		release func()
-		err     error
-	}
-	in := make(chan entered, calls)
+	allIn := make(chan struct{})
+	var closeOnce sync.Once
+	letGo := func() { closeOnce.Do(func() { close(allIn) }) }
+	defer letGo()
+	in := make(chan error, calls)
 	for range calls {
 		go func() {
 			release, err := gate(ctx)
-			in <- entered{release, err}
+			in <- err
+			if err == nil {
+				<-allIn
+				release()
+			}
 		}()
 	}
 	require.Eventually(t, func() bool { return jobs.GateHeld(b.gates, b.list.ID) == calls },
 		dbtest.Patience(), 5*time.Millisecond, "the calls wait for one opening")
 	db.Rollback(ctx, blocker)
 
-	releases := make([]func(), 0, calls)
 	for range calls {
-		e := <-in
-		require.NoError(t, e.err)
-		releases = append(releases, e.release)
+		require.NoError(t, <-in)
 	}
 	require.EqualValues(t, 1, b.begins.n.Load(), "transactions opened for %d calls", calls)
-	for _, release := range releases {
-		release()
-	}
+	letGo()
 	require.Eventually(t, func() bool { return b.sessions(t, idleInTx) == 0 },
 		dbtest.Patience(), 10*time.Millisecond, "the gate transaction commits once its calls released and its window is over")
 
@@ -130,6 +132,7 @@ func TestListGates_CancelWaitsForAHeldCall(t *testing.T) {
 
 	release, err := gate(ctx)
 	require.NoError(t, err)
+	defer release()
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- b.cancel(ctx) }()
 
@@ -166,6 +169,8 @@ func TestListGates_CallsArrivingContinuouslyDoNotStarveACancel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const window = 50 * time.Millisecond
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	b := setupGates(t, window)
 	gate := b.gates.Gate(b.list.ID)
 
@@ -177,7 +182,7 @@ func TestListGates_CallsArrivingContinuouslyDoNotStarveACancel(t *testing.T) {
 	stopped := make(chan error, 2)
 	for i := range 2 {
 		go func() {
-			for {
+			for ctx.Err() == nil {
 				release, err := gate(ctx)
 				if err != nil {
 					stopped <- err
@@ -200,10 +205,11 @@ func TestListGates_CallsArrivingContinuouslyDoNotStarveACancel(t *testing.T) {
 				held.Stop()
 				release()
 			}
+			stopped <- ctx.Err()
 		}()
 	}
 	require.Eventually(t, func() bool {
-		return entries.Load() >= 20 && b.begins.n.Load() >= 2
+		return entries.Load() >= 20
 	}, dbtest.Patience(), 5*time.Millisecond, "calls flow through the gate")
 
 	start := time.Now()
@@ -211,7 +217,7 @@ func TestListGates_CallsArrivingContinuouslyDoNotStarveACancel(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	require.NoError(t, b.cancel(cctx), "the cancel commits within %s while calls keep coming", bound)
-	t.Logf("the cancel committed in %s", time.Since(start))
+	t.Logf("the cancel committed in %s, after %d calls in %d gate transactions", time.Since(start), entries.Load(), b.begins.n.Load())
 	for range 2 {
 		require.ErrorIs(t, <-stopped, db.ErrListEnded)
 	}
