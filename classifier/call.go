@@ -12,10 +12,12 @@ type CallOptions struct {
 	// Completer's scheduler, classifier/llm/share.go); zero: interactive.
 	Share Share
 	// Gate, when set, is asked by the Completer once the call has its
-	// slot and right before its request is sent. A list's gate opens a
-	// Postgres transaction (it locks the list's row, db.ListGate) and holds
-	// it until the request has been written to the provider, so a cancel
-	// orders itself against the calls that are starting.
+	// slot and right before its request is sent. A list's gate admits the
+	// call into a Postgres transaction that holds the list's gate lock
+	// (db.ListGate), shared by the list's calls that start within a short
+	// window (jobs.ListGates), and keeps it open until the request has been
+	// written to the provider, so a cancel orders itself against the calls
+	// that are starting.
 	Gate Gate
 	// Spender, when set, counts the call against its caller's budget: the
 	// pipeline reserves before the search and settles once the call ended
@@ -50,5 +52,6 @@ type Share struct {
 // A Gate is asked right before a model call starts (its slot and the rate
 // allow it): it refuses the call with an error, or lets it go and returns a
 // release, called once the call's request has been written to the
-// provider. It may block on, and write to, Postgres (a list's does).
+// provider. It may block on Postgres (a list's waits for its gate
+// transaction to open).
 type Gate func(ctx context.Context) (release func(), err error)

@@ -84,6 +84,10 @@ type ClassifyListWorker struct {
 	// Rows stores the chunks' answers in sets (the process's one); nil:
 	// each answer is stored as it comes, a set of one (on a transaction).
 	Rows *RowStore
+	// Gates are the process's list gates, shared by the calls that start
+	// together (ListGates); nil: a gate transaction per call (tests that
+	// run the worker inside a transaction).
+	Gates *ListGates
 }
 
 // Middleware cancels chunks whose args can never work.
@@ -457,9 +461,13 @@ func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) fl
 }
 
 // gate refuses a model call once the list has ended, and holds the list's
-// gate lock until the call's request is written (see db.ListGate): a
-// Postgres transaction opened as each model call of the list starts.
+// gate lock until the call's request is written (see db.ListGate): in a
+// transaction shared by the calls of the list that start together
+// (w.Gates), or without Gates in one of the call's own.
 func (w *ClassifyListWorker) gate(id uuid.UUID) classifier.Gate {
+	if w.Gates != nil {
+		return w.Gates.Gate(id)
+	}
 	return func(ctx context.Context) (func(), error) {
 		tx, err := db.Begin(ctx, w.DB)
 		if err != nil {
