@@ -330,7 +330,7 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
 		DB: m.ListDB.Pool, Pipeline: listPipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
 		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: listSpend,
-		Rows: jobs.NewRowStore(m.ListDB.Pool, cfg.Queue.StoreRetryFor(), m.listMetrics, m.Logger),
+		Rows:  jobs.NewRowStore(m.ListDB.Pool, cfg.Queue.StoreRetryFor(), m.listMetrics, m.Logger),
 		Gates: &jobs.ListGates{DB: m.ListDB.Pool, Logger: m.Logger},
 	}); err != nil {
 		return nil, err
