@@ -55,6 +55,11 @@ type Config struct {
 	// DefaultRetryAfter is used for a 429 without a Retry-After header.
 	DefaultRetryAfter time.Duration
 	HTTPClient        *http.Client
+	// Conns is how many calls may be in flight at once (the process's
+	// model slots): without HTTPClient, that many idle connections are kept
+	// to the provider, so that a call does not dial (and shake TLS hands)
+	// again when more than Go's default of two end together. 0: two.
+	Conns int
 	// Observer, when set, is told about every request sent.
 	Observer Observer
 	// MaxCompletionTokens is sent as max_completion_tokens; 0 is
@@ -117,6 +122,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	} else if cfg.Conns > 0 {
+		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: KeepConns(cfg.Conns)}))
 	}
 	return &Client{sdk: openai.NewClient(opts...), cfg: cfg}, nil
 }
@@ -336,3 +343,15 @@ func Trouble(err error) string {
 // errUnreachable wraps a model request that got no answer from the
 // provider (refused, reset, timed out).
 var errUnreachable = errors.New("LLM request failed")
+
+// KeepConns is Go's default transport keeping n idle connections to each
+// host (at least two, its default): what a client with n requests in
+// flight at once needs so that each does not dial a connection of its own
+// once the others end (measured: with two kept and 64 calls in flight, a
+// third of them waited on a dial).
+func KeepConns(n int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(n, 2)
+	t.MaxIdleConns = max(t.MaxIdleConns, 2*n)
+	return t
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/netguard"
 )
 
@@ -34,6 +35,9 @@ type Config struct {
 	BraveAPIKey  string
 	BraveBaseURL string
 	UserAgent    string
+	// Conns is how many searches may run at once: that many idle
+	// connections to a provider are kept (llm.KeepConns). 0: two.
+	Conns int
 }
 
 // New returns the configured provider. It returns an error for an unknown
@@ -53,7 +57,7 @@ func New(cfg Config) (classifier.Searcher, error) {
 			return nil, fmt.Errorf("the brave search provider needs an API key")
 		}
 		return &Brave{BaseURL: cfg.BraveBaseURL, APIKey: cfg.BraveAPIKey, Timeout: cfg.Timeout,
-			Client: &http.Client{Timeout: cfg.Timeout}}, nil
+			Client: &http.Client{Timeout: cfg.Timeout, Transport: llm.KeepConns(cfg.Conns)}}, nil
 	}
 	return nil, fmt.Errorf("unknown SEARCH_PROVIDER %q (want none, homepage or brave)", cfg.Provider)
 }
