@@ -31,7 +31,7 @@ func TestAll_APIAndJobsGoOnWhileListWorkHoldsEveryListConnection(t *testing.T) {
 		"AUTH": "on", "DB_MAX_CONNS": fmt.Sprint(conns), "RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "secret",
 		// More model calls may start than there are connections, as with
 		// LLM_MAX_CONCURRENCY=32 and a fast model in issue 26.
-		"LLM_MAX_CONCURRENCY": "64",
+		"LLM_MAX_CONCURRENCY": "64", "LIST_DOMAIN_CONCURRENCY": "1", "LIST_CHUNKS_IN_FLIGHT": "2",
 	})
 	m := e.start(RoleAll)
 	require.NotSame(t, m.DB.Pool, m.WorkerDB.Pool, "the API and the workers have a pool each")
@@ -43,15 +43,15 @@ func TestAll_APIAndJobsGoOnWhileListWorkHoldsEveryListConnection(t *testing.T) {
 	// the tests' patience, so an answer at all is the proof.
 	api := &http.Client{Timeout: dbtest.Patience()}
 
-	var list wire.ListAccepted
-	status, body := call(t, api, http.MethodPost, e.api.APIURL()+"/lists", owner, "text/plain", domainsOf("big", 3000))
-	require.Equal(t, http.StatusAccepted, status, "%s", body)
-	requireJSON(t, body, &list)
-
-	// A cancel of the list that has taken its gate and not committed (by a
-	// caller who does not own it, so nothing changes when it ends): every
-	// model call of the list that starts now waits for the gate in a
-	// transaction, on a connection of list work, until all of them do.
+	// A cancel of each list that has taken its gate and not committed (by
+	// a caller who does not own them, so nothing changes when it ends),
+	// taken as soon as the list is accepted: every model call of the lists
+	// that starts now waits for its list's gate, in a transaction on a
+	// connection of list work, until every connection does. A worker
+	// process's calls of one list wait on one connection (jobs.ListGates),
+	// so it takes as many lists as list work has connections, of callers
+	// of their own (a caller has a few at most), each with a few calls at
+	// once (all of them get a model slot).
 	ctx := context.Background()
 	d, err := db.Open(ctx, db.Config{URL: dbtest.URL(), Schema: e.schema, MaxConns: 2})
 	require.NoError(t, err)
@@ -59,8 +59,21 @@ func TestAll_APIAndJobsGoOnWhileListWorkHoldsEveryListConnection(t *testing.T) {
 	tx, err := d.Pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	_, _, err = db.ListCancel(ctx, tx, uuid.MustParse(list.ListID), "nobody")
-	require.NoError(t, err)
+	lists := make([]wire.ListAccepted, listConns)
+	var status int
+	var body string
+	for i := range lists {
+		key := owner
+		if i > 0 {
+			key = e.apiKey(fmt.Sprintf("team-a%d", i))
+		}
+		status, body = call(t, api, http.MethodPost, e.api.APIURL()+"/lists", key, "text/plain", domainsOf(fmt.Sprintf("big%d", i), 1000))
+		require.Equal(t, http.StatusAccepted, status, "%s", body)
+		requireJSON(t, body, &lists[i])
+		_, _, err = db.ListCancel(ctx, tx, uuid.MustParse(lists[i].ListID), "nobody")
+		require.NoError(t, err)
+	}
+	list := lists[0]
 	var gatePID int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&gatePID))
 	waiting := func() (n int) {
