@@ -61,8 +61,8 @@ type answerer struct {
 	// want is what the job or list accepts as a cached answer.
 	want classifier.Want
 	// call is how each domain's model call is counted and scheduled: the
-	// caller's spender, the call's share and, for a list, its gate (which
-	// opens a Postgres transaction as the call starts).
+	// caller's spender, the call's share and, for a list, its gate (a Postgres
+	// transaction shared by the list's calls that start together).
 	call classifier.CallOptions
 	// hand, when set, replaces the store: each answer is handed over to
 	// be stored with others (a list's RowStore), and done says how that

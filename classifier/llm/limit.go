@@ -68,8 +68,9 @@ func (l *Limited) Stopping() error {
 }
 
 // Complete waits for a slot, the rate and the tokens, in call.Share's
-// turn (zero: interactive), asks call.Gate, if any (a list's opens a
-// Postgres transaction, held until the request is written), and then
+// turn (zero: interactive), asks call.Gate, if any (a list's joins, or opens, the
+// Postgres transaction its calls of the moment share, held until their
+// requests are written), and then
 // calls the model. The call's tokens are estimated from its prompt before
 // it starts and corrected from its usage once it ends (given back when no
 // answer came). It returns ErrStopping once Stop was called, the gate's

@@ -3,12 +3,17 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
@@ -375,4 +380,35 @@ func TestClient_RateLimitHeaders(t *testing.T) {
 		require.Positive(t, refused.RetryAfter)
 		require.LessOrEqual(t, refused.RetryAfter, 100*time.Millisecond, "one request's room at 10 a second, at most")
 	})
+}
+
+// A client with Conns calls in flight keeps that many connections: calls
+// that end together do not each dial a new one for the next round (Go's
+// default keeps two, and the rest would dial, and shake TLS hands, again).
+func TestClient_KeepsItsConnections(t *testing.T) {
+	t.Parallel()
+	const conns, rounds = 16, 4
+	model := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Snacks.") })
+	var dialed atomic.Int64
+	srv := httptest.NewUnstartedServer(model.Config.Handler)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", APIKey: "sk-test", Timeout: dbtest.Patience(), Conns: conns})
+	require.NoError(t, err)
+	for range rounds {
+		var g errgroup.Group
+		for i := range conns {
+			g.Go(func() error {
+				_, err := c.Complete(context.Background(), request(fmt.Sprintf("d%d.com", i)), classifier.CallOptions{})
+				return err
+			})
+		}
+		require.NoError(t, g.Wait())
+	}
+	require.LessOrEqual(t, dialed.Load(), int64(conns+conns/2), "connections dialed for %d rounds of %d calls", rounds, conns)
 }
