@@ -91,13 +91,7 @@ func TestListRowsStore_StoresAsListRowFinishDoes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.TestTx(t)
-	upload := func() *classifier.List {
-		l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: 20, Domains: 18, Duplicates: 2, ChunkRows: 200, Chunks: 1, Retention: time.Hour}
-		require.NoError(t, db.ListInsert(ctx, tx, l, 0))
-		_, err := db.ListRowsCopy(ctx, tx, l.ID, &rows{n: 20})
-		require.NoError(t, err)
-		return l
-	}
+	upload := func() *classifier.List { return uploadRows(t, tx, 20) }
 	oneA, oneB, setA, setB, seed := upload(), upload(), upload(), upload(), upload()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 

@@ -41,6 +41,20 @@ func tuplesRead(t *testing.T, tx db.DBTX) int64 {
 	return n
 }
 
+// uploadRows writes a list of n rows (every tenth a duplicate of the row
+// n/2 before it, as rows makes them) in tx, as an upload does.
+func uploadRows(t *testing.T, tx db.DBTX, n int) *classifier.List {
+	t.Helper()
+	ctx := context.Background()
+	l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: n, Domains: n - n/10, Duplicates: n / 10,
+		ChunkRows: 200, Chunks: max(n/200, 1), Retention: time.Hour}
+	require.NoError(t, db.ListInsert(ctx, tx, l, 0))
+	copied, err := db.ListRowsCopy(ctx, tx, l.ID, &rows{n: n})
+	require.NoError(t, err)
+	require.EqualValues(t, n, copied)
+	return l
+}
+
 // Answering a row, or failing a chunk, reads those rows and their
 // duplicates, not the whole list, even when list_row's statistics predate
 // the upload (autovacuum has not analyzed it yet): otherwise a million-row
@@ -49,18 +63,10 @@ func TestListRowUpdates_ReadTheirRowsNotTheList(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.TestTx(t)
-	upload := func(n int) *classifier.List {
-		l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: n, Domains: n - n/10, Duplicates: n / 10, ChunkRows: 200, Chunks: n / 200, Retention: time.Hour}
-		require.NoError(t, db.ListInsert(ctx, tx, l, 0))
-		copied, err := db.ListRowsCopy(ctx, tx, l.ID, &rows{n: n})
-		require.NoError(t, err)
-		require.EqualValues(t, n, copied)
-		return l
-	}
-	upload(2_000)
+	uploadRows(t, tx, 2_000)
 	_, err := tx.Exec(ctx, `ANALYZE list_row`) // statistics that know only that list
 	require.NoError(t, err)
-	l := upload(20_000)
+	l := uploadRows(t, tx, 20_000)
 
 	before := tuplesRead(t, tx)
 	done, err := db.ListRowFinish(ctx, tx, l.ID, 5, classifier.Result{Domain: "d5.com", Classifier: "cpg",
@@ -96,13 +102,7 @@ func TestListRowsFinish_StoresAsListRowFinishDoes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.TestTx(t)
-	upload := func() *classifier.List {
-		l := &classifier.List{ID: uuid.New(), Caller: "a", Classifier: "cpg", Rows: 20, Domains: 18, Duplicates: 2, ChunkRows: 200, Chunks: 1, Retention: time.Hour}
-		require.NoError(t, db.ListInsert(ctx, tx, l, 0))
-		_, err := db.ListRowsCopy(ctx, tx, l.ID, &rows{n: 20})
-		require.NoError(t, err)
-		return l
-	}
+	upload := func() *classifier.List { return uploadRows(t, tx, 20) }
 	one, set := upload(), upload()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	answer := func(i int) classifier.Result {
