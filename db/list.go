@@ -39,8 +39,7 @@ type ListRowSource interface {
 // and returns how many it wrote. A source error aborts the COPY; the caller
 // rolls the transaction back.
 func ListRowsCopy(ctx context.Context, exec DBTX, listID uuid.UUID, src ListRowSource) (int64, error) {
-	n, err := exec.CopyFrom(ctx, pgx.Identifier{"list_row"},
-		[]string{"list_id", "row", "input", "ref", "domain", "first_row", "status", "error"},
+	n, err := exec.CopyFrom(ctx, pgx.Identifier{"list_row"}, listRowColumns,
 		&copySource{listID: pgtype.UUID{Bytes: listID, Valid: true}, src: src})
 	if err != nil {
 		if serr := src.Err(); serr != nil {
@@ -51,6 +50,10 @@ func ListRowsCopy(ctx context.Context, exec DBTX, listID uuid.UUID, src ListRowS
 	return n, nil
 }
 
+// listRowColumns are the columns of an uploaded row, in copySource's
+// order.
+var listRowColumns = []string{"list_id", "row", "input", "ref", "domain", "first_row", "status", "error"}
+
 type copySource struct {
 	// listID is boxed once, and as pgtype's own UUID: pgx fails to encode a
 	// uuid.UUID in COPY's binary format and falls back to text, through a
@@ -58,11 +61,17 @@ type copySource struct {
 	listID any
 	src    ListRowSource
 	values []any
+	// answers, when not nil, are the rows' answers (ListRowsAccept): each
+	// row is written with listRowAnswerColumns, answered or NULLs, and
+	// counted in accepted.
+	answers  *answerReader
+	accepted *Accepted
 }
 
 var (
-	pendingValue  any = string(classifier.StatusPending)
-	rejectedValue any = string(classifier.StatusRejected)
+	pendingValue   any = string(classifier.StatusPending)
+	rejectedValue  any = string(classifier.StatusRejected)
+	completedValue any = string(classifier.StatusCompleted)
 )
 
 func (c *copySource) Next() bool { return c.src.Next() }
@@ -80,7 +89,33 @@ func (c *copySource) Values() ([]any, error) {
 	if r.FirstRow > 0 {
 		c.values[5] = int32(r.FirstRow)
 	}
-	return c.values, nil
+	if c.answers == nil {
+		return c.values, nil
+	}
+	var k []any
+	if r.Domain != "" {
+		k = c.answers.answer(r.Row)
+	}
+	if k == nil {
+		return append(c.values, nil, nil, nil, nil, nil, nil, nil, nil, nil), nil
+	}
+	c.values[6] = completedValue
+	first := b2i(r.FirstRow == 0)
+	if k[3] == overrideValue {
+		c.accepted.OverrideRows++
+		c.accepted.Override += first
+	} else {
+		c.accepted.CacheRows++
+		c.accepted.Cache += first
+	}
+	return append(c.values, k...), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func orNull(s string) any {
@@ -91,19 +126,22 @@ func orNull(s string) any {
 }
 
 // ListInsert writes a list whose rows were copied in the same transaction.
-// Its rejected rows are final from the start. A list without a Retention
-// is refused: it would never be purged.
+// Its rejected rows are final from the start, and so are the l.Completed
+// rows answered at the upload (ListRowsAccept), counted as l.Override and
+// l.Cache say. A list without a Retention is refused: it would never be
+// purged.
 func ListInsert(ctx context.Context, exec DBTX, l *classifier.List, nextChunk int) error {
 	if l.Retention <= 0 {
 		return fmt.Errorf("list %s has no retention", l.ID)
 	}
 	_, err := exec.Exec(ctx, `
 		INSERT INTO list (id, caller, classifier, callback_url, rows, domains, duplicates, rejected,
-		                  chunk_rows, chunks, next_chunk, done, tier, want_max_age, want_since, retention)
-		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8, $12, $13, $14, $15)`,
+		                  chunk_rows, chunks, next_chunk, done, tier, want_max_age, want_since, retention,
+		                  completed, override, cache)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $8 + $16::int, $12, $13, $14, $15, $16, $17, $18)`,
 		l.ID, l.Caller, l.Classifier, l.CallbackURL, l.Rows, l.Domains, l.Duplicates, l.Rejected,
 		l.ChunkRows, l.Chunks, nextChunk, cmp.Or(l.Tier, classifier.TierStandard), maxAgeOrNil(l.Want), sinceOrNil(l.Want),
-		l.Retention)
+		l.Retention, l.Completed, l.Override, l.Cache)
 	return translate(err)
 }
 

@@ -63,7 +63,7 @@ func ListAnswerKnown(ctx context.Context, exec DBTX, listID uuid.UUID, classifie
 	batch.Queue(`
 		WITH answered AS (
 			UPDATE list_row t SET status = 'COMPLETED', answer = o.answer, confidence = o.confidence,
-			       reasoning = 'Set by ' || o.set_by || ': ' || o.note, source = 'override', error = NULL,
+			       reasoning = `+overrideReasoning+`, source = 'override', error = NULL,
 			       classified_at = o.set_at, provenance_id = o.provenance_id, model = NULL, prompt_version = NULL, evidence_urls = ''
 			FROM override o
 			WHERE t.list_id = $1 AND t.row BETWEEN $3 AND $4 AND t.status = 'PENDING'
@@ -77,9 +77,7 @@ func ListAnswerKnown(ctx context.Context, exec DBTX, listID uuid.UUID, classifie
 			UPDATE list_row t SET status = 'COMPLETED', answer = r.answer, confidence = r.confidence, reasoning = r.reasoning,
 			       source = 'cache', error = NULL, classified_at = r.classified_at, provenance_id = r.provenance_id,
 			       model = NULLIF(p.model, ''), prompt_version = NULLIF(p.prompt_version, ''),
-			       evidence_urls = CASE WHEN r.provenance_id IS NOT NULL THEN coalesce(
-			           (SELECT string_agg(e.item->>'url', ' ' ORDER BY e.n)
-			            FROM jsonb_array_elements(p.evidence) WITH ORDINALITY AS e (item, n)), '') END
+			       evidence_urls = `+cacheEvidenceURLs+`
 			FROM result r LEFT JOIN provenance p ON p.id = r.provenance_id
 			WHERE t.list_id = $1 AND t.row BETWEEN $3 AND $4 AND t.status = 'PENDING'
 			  AND r.classifier = $2 AND r.domain = t.domain AND `+freshResult("r", 5)+`
@@ -92,6 +90,17 @@ func ListAnswerKnown(ctx context.Context, exec DBTX, listID uuid.UUID, classifie
 	err := exec.SendBatch(ctx, batch).Close()
 	return Known{Override: overridden[0], Cache: cached[0], Rows: overridden[1] + cached[1]}, translate(err)
 }
+
+// overrideReasoning is the reasoning of a row an override o answers, and
+// cacheEvidenceURLs the evidence addresses of one a cached answer r answers
+// (its provenance p's, in their order; NULL without provenance): the same
+// in ListAnswerKnown and ListRowsAccept.
+const (
+	overrideReasoning = `'Set by ' || o.set_by || ': ' || o.note`
+	cacheEvidenceURLs = `CASE WHEN r.provenance_id IS NOT NULL THEN coalesce(
+	           (SELECT string_agg(e.item->>'url', ' ' ORDER BY e.n)
+	            FROM jsonb_array_elements(p.evidence) WITH ORDINALITY AS e (item, n)), '') END`
+)
 
 // countKnown ends a statement whose CTE answered has answered rows from
 // source: it counts them in list $1's progress and returns how many

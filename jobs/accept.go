@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -55,6 +56,10 @@ type ListAccept struct {
 	List *classifier.List
 	// Rows are its rows, normalized, in order; COPY writes them.
 	Rows db.ListRowSource
+	// Answer, when not nil, has the rows an override or a fresh cached
+	// answer answers written answered at once (db.ListRowsAccept), and
+	// Rows is not used.
+	Answer *AnswerRules
 	// Admit checks the caller's limits in tx once the rows are in (so that
 	// it can count and price them), before the list is written; its error
 	// is returned as it is. Nil: none.
@@ -63,35 +68,55 @@ type ListAccept struct {
 	Key *db.IdempotencyKey
 }
 
-// AcceptList writes list a in tx: its rows (COPY), the list with its
-// chunking (ListChunkRows rows a chunk, or BatchMaxRequests for an economy
-// list: a chunk of it is one provider batch), its first chunk's River job
-// and the key. It returns Admit's error, db.ErrUnavailable, or another
-// error; tx is then to be rolled back, and nothing of the list is left.
-func AcceptList(ctx context.Context, tx pgx.Tx, ins ManyInserter, s Settings, a ListAccept) error {
+// AnswerRules are how an upload answers its rows as it writes them: the
+// rows again from the first as often as asked (Rows), the cache's rules
+// (the pipeline's Freshness, judged at Now), and the directory of the
+// look-up's scratch file.
+type AnswerRules struct {
+	Rows      func() (db.ListRowSource, error)
+	Freshness classifier.Freshness
+	Now       time.Time
+	Dir       string
+}
+
+// AcceptList writes list a in tx: its rows (COPY; answered at once where
+// a.Answer says), the list with its chunking (ListChunkRows rows a chunk,
+// or BatchMaxRequests for an economy list: a chunk of it is one provider
+// batch) and its counters, its first chunk's River job and the key. It
+// returns what the upload answered (nothing is counted in metrics before
+// tx commits), and Admit's error, db.ErrUnavailable, or another error; tx
+// is then to be rolled back, and nothing of the list is left.
+func AcceptList(ctx context.Context, tx pgx.Tx, ins ManyInserter, s Settings, a ListAccept) (db.Accepted, error) {
 	l := a.List
 	l.ChunkRows, l.Retention = s.ListChunkRows, s.ListRetention
 	if l.Tier == classifier.TierEconomy {
 		l.ChunkRows = s.BatchMaxRequests
 	}
 	l.Chunks = (l.Rows + l.ChunkRows - 1) / l.ChunkRows
-	if _, err := db.ListRowsCopy(ctx, tx, l.ID, a.Rows); err != nil {
-		return err
+	var known db.Accepted
+	if r := a.Answer; r != nil {
+		var err error
+		if known, err = db.ListRowsAccept(ctx, tx, l, r.Rows, r.Freshness, r.Now, r.Dir); err != nil {
+			return known, err
+		}
+		l.Completed, l.Override, l.Cache = known.Rows, known.OverrideRows, known.CacheRows
+	} else if _, err := db.ListRowsCopy(ctx, tx, l.ID, a.Rows); err != nil {
+		return known, err
 	}
 	if a.Admit != nil {
 		if err := a.Admit(ctx, tx, l); err != nil {
-			return err
+			return known, err
 		}
 	}
 	first := FirstChunks(l.ID)
 	if err := db.ListInsert(ctx, tx, l, len(first)); err != nil {
-		return err
+		return known, err
 	}
 	if _, err := ins.InsertManyTx(ctx, tx, first); err != nil {
-		return fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err))
+		return known, fmt.Errorf("error enqueueing the list's chunks: %w", db.Translate(err))
 	}
 	if a.Key != nil {
-		return db.IdempotencyKeyInsert(ctx, tx, *a.Key)
+		return known, db.IdempotencyKeyInsert(ctx, tx, *a.Key)
 	}
-	return nil
+	return known, nil
 }

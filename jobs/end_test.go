@@ -161,7 +161,8 @@ func TestAcceptList(t *testing.T) {
 			src.add(db.ListRowIn{Row: i + 1, Input: d, Domain: d})
 		}
 		key := &db.IdempotencyKey{Caller: "test", Key: "k1", ListID: l.ID, Fingerprint: []byte{1}, Response: []byte(`{}`)}
-		require.NoError(t, jobs.AcceptList(ctx, b.tx, b.client, b.s, jobs.ListAccept{List: l, Rows: src, Key: key}))
+		_, err := jobs.AcceptList(ctx, b.tx, b.client, b.s, jobs.ListAccept{List: l, Rows: src, Key: key})
+		require.NoError(t, err)
 		got, err := db.ListGet(ctx, b.tx, l.ID)
 		require.NoError(t, err)
 		require.Equal(t, [3]int{5, 2, 3}, [3]int{got.Rows, got.ChunkRows, got.Chunks}, "rows, rows a chunk, chunks")
@@ -180,7 +181,7 @@ func TestAcceptList(t *testing.T) {
 		src.add(db.ListRowIn{Row: 1, Input: "a.com", Domain: "a.com"})
 		src.add(db.ListRowIn{Row: 2, Input: "b.com", Domain: "b.com"})
 		refused := errors.New("over the budget")
-		err := jobs.AcceptList(ctx, b.tx, b.client, b.s, jobs.ListAccept{List: l, Rows: src,
+		_, err := jobs.AcceptList(ctx, b.tx, b.client, b.s, jobs.ListAccept{List: l, Rows: src,
 			Admit: func(ctx context.Context, tx pgx.Tx, got *classifier.List) error {
 				require.Equal(t, 2, count(t, tx, `SELECT count(*) FROM list_row WHERE list_id = $1`, got.ID), "the rows are in")
 				return refused
@@ -200,7 +201,7 @@ func TestAcceptList(t *testing.T) {
 		src.add(db.ListRowIn{Row: 1, Input: "a.com", Domain: "a.com"})
 		sp, err := b.tx.Begin(ctx) // the caller's transaction, rolled back as a handler's is
 		require.NoError(t, err)
-		err = jobs.AcceptList(ctx, sp, failingInserter{}, b.s, jobs.ListAccept{List: l, Rows: src,
+		_, err = jobs.AcceptList(ctx, sp, failingInserter{}, b.s, jobs.ListAccept{List: l, Rows: src,
 			Key: &db.IdempotencyKey{Caller: "test", Key: "k2", ListID: l.ID, Fingerprint: []byte{1}, Response: []byte(`{}`)}})
 		require.ErrorIs(t, err, errRiverDown)
 		require.NoError(t, sp.Rollback(ctx))

@@ -64,6 +64,9 @@ func TestListAnswerKnown_AnswersAsThePipelineDoes(t *testing.T) {
 	want := classifier.Want{MaxAge: 15 * day}
 	one := acceptTier(t, b.tx, b.client, s, &classifier.List{Want: want}, inputs...)
 	set := acceptTier(t, b.tx, b.client, s, &classifier.List{Want: want}, inputs...)
+	// And at the upload, as the API writes a list (db.ListRowsAccept).
+	f, at := p.CacheRules()
+	up := acceptAnswering(t, b.tx, b.client, s, &classifier.List{Want: want}, &jobs.AnswerRules{Freshness: f, Now: at}, inputs...)
 
 	// A domain at a time, as the chunk did until now.
 	pending, err := db.ListPending(ctx, b.tx, one.ID, 1, one.Rows)
@@ -80,7 +83,6 @@ func TestListAnswerKnown_AnswersAsThePipelineDoes(t *testing.T) {
 	}
 
 	// As a set, in two ranges as two chunks would.
-	f, at := p.CacheRules()
 	k1, err := db.ListAnswerKnown(ctx, b.tx, set.ID, "cpg", 1, 6, f, want, at)
 	require.NoError(t, err)
 	k2, err := db.ListAnswerKnown(ctx, b.tx, set.ID, "cpg", 7, set.Rows, f, want, at)
@@ -93,11 +95,16 @@ func TestListAnswerKnown_AnswersAsThePipelineDoes(t *testing.T) {
 	require.Equal(t, db.Known{Override: 1, Cache: 1, Rows: 5}, k2,
 		"rows 7-13: cached-too.com by its override, no-evidence.com, and the duplicates of rows 1, 2 and 6")
 
-	oneRows, setRows := listRows(t, b.tx, one), listRows(t, b.tx, set)
+	oneRows, setRows, upRows := listRows(t, b.tx, one), listRows(t, b.tx, set), listRows(t, b.tx, up)
 	require.Len(t, setRows, len(inputs))
+	require.Len(t, upRows, len(inputs))
 	for row := 1; row <= len(inputs); row++ {
 		require.Equal(t, oneRows[row], setRows[row], "row %d (%s)", row, inputs[row-1])
+		require.Equal(t, oneRows[row], upRows[row], "row %d (%s) answered at the upload", row, inputs[row-1])
 	}
+	again, err = db.ListAnswerKnown(ctx, b.tx, up.ID, "cpg", 1, up.Rows, f, want, at)
+	require.NoError(t, err)
+	require.Equal(t, db.Known{}, again, "the upload answered every row a chunk would")
 	var urls []string
 	for _, e := range setRows[2].Result.Evidence {
 		urls = append(urls, e.URL)
@@ -111,6 +118,9 @@ func TestListAnswerKnown_AnswersAsThePipelineDoes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, progress(oneList), progress(setList))
 	require.Equal(t, "done 9, completed 8, override 3, cache 5", progress(setList))
+	upList, err := db.ListGet(ctx, b.tx, up.ID)
+	require.NoError(t, err)
+	require.Equal(t, progress(setList), progress(upList), "the upload counts what it answered")
 }
 
 func progress(l *classifier.List) string {
@@ -154,4 +164,72 @@ func TestClassifyListWorker_AnsweredListEndsInItsFirstChunk(t *testing.T) {
 	var chunks int
 	require.NoError(t, b.tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'classify_list'`).Scan(&chunks))
 	require.Equal(t, 1, chunks, "no other chunk was queued")
+}
+
+// A list re-uploaded whole (a weekly CRM export) is answered by its upload
+// (db.ListRowsAccept); its first chunk finds nothing left, ends it and
+// queues no other chunk, asking the model nothing.
+func TestClassifyListWorker_ListAnsweredAtItsUploadEndsInItsFirstChunk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := listSettings(2, 2)
+	b, w := setupListTx(t, nil, s)
+	p := newPipeline(t, b.tx, b.llm, setupOpts{}, s, testLogger(t))
+	_, _, err := db.OverrideSet(ctx, b.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true,
+		Confidence: 5, Note: "Makes soap.", SetBy: "ops"}})
+	require.NoError(t, err)
+	for _, d := range []string{"a.com", "b.com", "c.com"} {
+		_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: d, Classifier: "cpg",
+			Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
+			ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
+		require.NoError(t, err)
+	}
+	f, at := p.CacheRules()
+	l := acceptAnswering(t, b.tx, b.client, s, &classifier.List{}, &jobs.AnswerRules{Freshness: f, Now: at},
+		"a.com", "unilever.com", "b.com", "www.c.com", "c.com", "b.com", "a.com", "bad input!")
+	written, err := db.ListGet(ctx, b.tx, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, "done 8, completed 7, override 1, cache 6", progress(written), "answered as the upload wrote it")
+
+	first := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+	res, err := w.WorkJob(ctx, t, b.tx, first.JobRow)
+	require.NoError(t, err)
+	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+	require.Zero(t, b.llm.Total())
+	now, err := db.ListGet(ctx, b.tx, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusCompleted, now.Status, "the first chunk ended the list")
+	require.Equal(t, progress(written), progress(now), "nothing counted twice")
+	var chunks int
+	require.NoError(t, b.tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'classify_list'`).Scan(&chunks))
+	require.Equal(t, 1, chunks, "no other chunk was queued")
+}
+
+// The upload looks a list up only when its first domains say it is mostly
+// answered (one in four, or more): a list mostly new to the service is
+// written as it was, every valid row PENDING, and its chunks answer what
+// they can from the cache first.
+func TestAcceptList_LooksUpOnlyAListMostlyAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := listSettings(2, 2)
+	b, _ := setupListTx(t, nil, s)
+	p := newPipeline(t, b.tx, b.llm, setupOpts{}, s, testLogger(t))
+	_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: "a.com", Classifier: "cpg",
+		Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
+		ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
+	require.NoError(t, err)
+	f, at := p.CacheRules()
+	status := func(inputs ...string) (string, classifier.Status) {
+		l := acceptAnswering(t, b.tx, b.client, s, &classifier.List{}, &jobs.AnswerRules{Freshness: f, Now: at}, inputs...)
+		got, err := db.ListGet(ctx, b.tx, l.ID)
+		require.NoError(t, err)
+		return progress(got), listRows(t, b.tx, l)[1].Result.Status
+	}
+	done, first := status("a.com", "n1.com", "n2.com", "n3.com", "n4.com")
+	require.Equal(t, "done 0, completed 0, override 0, cache 0", done, "one in five answered: not looked up")
+	require.Equal(t, classifier.StatusPending, first)
+	done, first = status("a.com", "n1.com", "n2.com", "n3.com")
+	require.Equal(t, "done 1, completed 1, override 0, cache 1", done, "one in four answered: looked up")
+	require.Equal(t, classifier.StatusCompleted, first)
 }

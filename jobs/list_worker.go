@@ -230,9 +230,12 @@ const knownParallel = 2
 // run of the upload's first chunk (a later run, after a snooze or an
 // error, would read the whole list again for its fresh rows: each chunk's
 // own pass answers what it left), a range of rows per transaction, and
-// counts them.
+// counts them. A list its upload looked up (db.ListRowsAccept: its
+// counters start above zero) had those rows written answered then; each
+// chunk's own pass finds what changed since (an override set, a domain
+// another list answered meanwhile).
 func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, l *classifier.List, job *river.Job[ClassifyListArgs], from, to int) (db.Known, error) {
-	if job.Args.Chunk == 0 && job.Args.Pass == 0 && job.Attempt == 1 {
+	if job.Args.Chunk == 0 && job.Args.Pass == 0 && job.Attempt == 1 && l.Override+l.Cache == 0 {
 		from, to = 1, l.Rows
 	}
 	f, now := w.Pipeline.CacheRules()

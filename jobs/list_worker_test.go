@@ -52,6 +52,13 @@ func acceptList(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, call
 // URL).
 func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, l *classifier.List, inputs ...string) *classifier.List {
 	t.Helper()
+	return acceptAnswering(t, tx, ins, s, l, nil, inputs...)
+}
+
+// acceptAnswering is acceptTier, and with rules not nil, the upload
+// answers the rows it can as the API's does (its Rows are set here).
+func acceptAnswering(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, l *classifier.List, rules *jobs.AnswerRules, inputs ...string) *classifier.List {
+	t.Helper()
 	src := &rowSlice{}
 	seen := map[string]int{}
 	l.ID, l.Caller, l.Classifier = uuid.New(), "test", "cpg"
@@ -71,7 +78,14 @@ func acceptTier(t *testing.T, tx pgx.Tx, ins *jobs.Client, s jobs.Settings, l *c
 		}
 	}
 	l.Rows = src.count()
-	require.NoError(t, jobs.AcceptList(context.Background(), tx, ins, s, jobs.ListAccept{List: l, Rows: src.reset()}))
+	a := jobs.ListAccept{List: l, Rows: src.reset()}
+	if rules != nil {
+		a.Answer = rules
+		a.Answer.Rows = func() (db.ListRowSource, error) { return src.reset(), nil }
+		a.Answer.Dir = t.TempDir()
+	}
+	_, err := jobs.AcceptList(context.Background(), tx, ins, s, a)
+	require.NoError(t, err)
 	return l
 }
 
