@@ -187,8 +187,9 @@ type ListLimits struct {
 	// be taken within DownloadRateWindow, or the download is cut off.
 	DownloadMinRate    int64
 	DownloadRateWindow time.Duration
-	// SpoolDir holds the uploads' spool files (each deleted as soon as it
-	// is created: it lives while its request does); "" is os.TempDir().
+	// SpoolDir holds the uploads' spool files, and the answers of those
+	// looked up (db.ListRowsAccept), each deleted as soon as it is created
+	// (it lives while its request does); "" is os.TempDir().
 	SpoolDir string
 }
 
@@ -240,12 +241,22 @@ func (l ListLimits) CheckSpoolDir() error {
 	return sp.Close()
 }
 
-// ListCounters count, for metrics, the rows made final here (rejected at
-// upload, cancelled) and the lists ended here (cancelled); a nil func
-// counts nothing.
+// ListCounters count, for metrics, the rows made final here (rejected or
+// answered at upload, cancelled), the domains an upload answered, and the
+// lists ended here (cancelled); a nil func counts nothing.
 type ListCounters struct {
 	Rows  func(status classifier.Status, n int)
 	Ended func(status classifier.Status)
+	// Answered counts n domains of a classifier an upload answered from
+	// source (an override, the cache).
+	Answered func(classifierName string, source classifier.Source, n int)
+}
+
+// OnAnswered counts n domains an upload answered from source.
+func (c ListCounters) OnAnswered(classifierName string, source classifier.Source, n int) {
+	if c.Answered != nil && n > 0 {
+		c.Answered(classifierName, source, n)
+	}
 }
 
 // OnRows counts n rows made final with status.

@@ -172,11 +172,6 @@ func (s *Server) spoolRows(rows *listReader) (*spool, error) {
 // else jobs.AcceptList writes the rows, the list, its first chunk and the
 // key, and it answers 202. fingerprint identifies the request for the key.
 func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, req listRequest, rows *listReader, sp *spool, fingerprint []byte) {
-	src, err := sp.read()
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		s.writeError(c, err)
@@ -220,11 +215,17 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 		accepted.RejectedSample = []wire.RejectedRow{}
 	}
 	resp, _ := json.Marshal(accepted)
-	a := jobs.ListAccept{List: l, Rows: src, Admit: s.listAdmit(caller, req.partial)}
+	// The rows an override or a fresh cached answer answers are written
+	// answered (a CRM export uploaded again ends with its upload).
+	a := jobs.ListAccept{List: l, Admit: s.listAdmit(caller, req.partial),
+		Answer: &jobs.AnswerRules{Rows: func() (db.ListRowSource, error) { return sp.read() },
+			Freshness: s.cfg.Estimate.Freshness, Now: time.Now(), Dir: s.cfg.Lists.SpoolDir}}
 	if req.idemKey != "" {
 		a.Key = &db.IdempotencyKey{Caller: caller.Name, Key: req.idemKey, ListID: id, Fingerprint: fingerprint, Response: resp}
 	}
-	if err := jobs.AcceptList(ctx, tx, s.cfg.River, s.cfg.Queue, a); err != nil {
+	start := time.Now()
+	answered, err := jobs.AcceptList(ctx, tx, s.cfg.River, s.cfg.Queue, a)
+	if err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -233,6 +234,14 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 		return
 	}
 	s.cfg.ListCounts.OnRows(classifier.StatusRejected, l.Rejected)
+	s.cfg.ListCounts.OnRows(classifier.StatusCompleted, answered.Rows)
+	s.cfg.ListCounts.OnAnswered(l.Classifier, classifier.SourceOverride, answered.Override)
+	s.cfg.ListCounts.OnAnswered(l.Classifier, classifier.SourceCache, answered.Cache)
+	if answered.LookedUp {
+		s.cfg.Logger.InfoContext(ctx, "list rows answered at upload", "list_id", id.String(), "rows", l.Rows,
+			"answered", answered.Rows, "override", answered.OverrideRows, "cache", answered.CacheRows,
+			"scratch_bytes", answered.ScratchBytes, "took", time.Since(start).Round(time.Millisecond).String())
+	}
 	c.Header("Location", accepted.StatusURL)
 	c.Data(http.StatusAccepted, "application/json", resp)
 }

@@ -94,8 +94,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // ListMetrics count lists' rows and ends. The API counts the rows it
-// rejects at upload and the rows a cancel leaves unanswered; workers count
-// the rest. A process registers them once, whatever its roles. A nil
+// rejects or answers at upload and the rows a cancel leaves unanswered;
+// workers count the rest. A process registers them once, whatever its roles. A nil
 // *ListMetrics records nothing.
 type ListMetrics struct {
 	rows  *prometheus.CounterVec

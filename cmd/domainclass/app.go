@@ -159,6 +159,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
 	}
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
+	// Registered by every role: the API counts the domains an upload
+	// answers from overrides and the cache, as a worker counts its own.
+	m.jobMetrics = jobs.NewMetrics(m.Metrics)
 
 	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
 		Schema: cfg.DatabaseSchema, TestOnly: m.TestOnly, Middleware: riverMW}
@@ -235,7 +238,6 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 // startWorkers starts River's working client on the workers' pool, with
 // the workers and the periodic jobs.
 func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
-	m.jobMetrics = jobs.NewMetrics(m.Metrics)
 	m.process = holderName()
 	working.ID = m.process
 	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval),
@@ -399,7 +401,8 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
 		Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
-		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded},
+		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded,
+			Answered: m.jobMetrics.DomainsAnswered},
 	}
 	if traced {
 		api.TracerProvider, api.TrustIncomingTrace = otel.GetTracerProvider(), cfg.TraceTrustIncoming
