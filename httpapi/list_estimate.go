@@ -18,7 +18,8 @@ import (
 // (issue 27: "about 11m" for a million rows that took hours on a loaded
 // two-core machine, and 51 s for 10k rows while another list shared the
 // slots). A list's rows answered by overrides and the cache come first,
-// as sets (the list's first chunk answers them all, issue 37); then two
+// as sets (its upload answers them all when the list is mostly answered,
+// else its first chunk does, issue 37); then two
 // resources bound its fresh domains, and the slower one decides:
 //
 //   - the model: fresh domains at the model answers a second the
@@ -62,10 +63,11 @@ const (
 )
 
 // setRowCPUSeconds is what one row answered by an override or the cache
-// costs, answered as a set (db.ListAnswerKnown), when no recent list says:
-// a million such rows went from upload to COMPLETED at 57,000 rows a second
-// on two cores shared with other work (docs/BENCHMARKS.md, the sets
-// section), about 35 µs of CPU a row; 50 µs is within 2× of it.
+// costs, answered as a set (db.ListRowsAccept at the upload, or
+// db.ListAnswerKnown), when no recent list says: a million such rows went
+// from upload to COMPLETED in 13.9 s, upload included, on two cores shared
+// with other work (docs/BENCHMARKS.md, the sets section), about 28 µs of
+// CPU a row; 50 µs is within 2× of it.
 const setRowCPUSeconds = 0.00005
 
 // freshRowCPUSeconds is what one row of a fresh domain costs the service
