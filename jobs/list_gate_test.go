@@ -17,15 +17,39 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// beginCounter is the pool, counting the transactions begun on it.
+// beginCounter is the pool, counting the transactions begun on it (n,
+// counted as Begin is asked) and those ended (a failed Begin, or the first
+// Commit or Rollback once it returned): the gates hold none once they are
+// equal.
 type beginCounter struct {
 	db.Executor
-	n atomic.Int64
+	n, ended atomic.Int64
 }
 
 func (c *beginCounter) Begin(ctx context.Context) (pgx.Tx, error) {
 	c.n.Add(1)
-	return c.Executor.Begin(ctx)
+	tx, err := c.Executor.Begin(ctx)
+	if err != nil {
+		c.ended.Add(1)
+		return nil, err
+	}
+	return &countedTx{Tx: tx, c: c}, nil
+}
+
+type countedTx struct {
+	pgx.Tx
+	c    *beginCounter
+	once sync.Once
+}
+
+func (x *countedTx) Commit(ctx context.Context) error {
+	defer x.once.Do(func() { x.c.ended.Add(1) })
+	return x.Tx.Commit(ctx)
+}
+
+func (x *countedTx) Rollback(ctx context.Context) error {
+	defer x.once.Do(func() { x.c.ended.Add(1) })
+	return x.Tx.Rollback(ctx)
 }
 
 // gateBundle is a list of caller "test" on a schema of the test's own, and
@@ -65,6 +89,16 @@ func (b *gateBundle) sessions(t *testing.T, cond string) int {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND `+cond, b.db.Schema).Scan(&n))
 	return n
+}
+
+// idle waits until the gates hold no transaction (every one begun has
+// ended), and checks that Postgres agrees: no session of the test's is
+// left in a transaction.
+func (b *gateBundle) idle(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return b.begins.ended.Load() == b.begins.n.Load() },
+		dbtest.Patience(), 5*time.Millisecond, "the gate transactions end once no call comes")
+	require.Zero(t, b.sessions(t, idleInTx), "a gate transaction left open")
 }
 
 const (
@@ -114,13 +148,17 @@ func TestListGates_CallsStartingTogetherShareOneTransaction(t *testing.T) {
 	}
 	require.EqualValues(t, 1, b.begins.n.Load(), "transactions opened for %d calls", calls)
 	letGo()
-	require.Eventually(t, func() bool { return b.sessions(t, idleInTx) == 0 },
-		dbtest.Patience(), 10*time.Millisecond, "the gate transaction commits once its calls released and its window is over")
+	// The transaction commits once its calls released and its window is
+	// over.
+	b.idle(t)
 
-	// A call after the window opens the next transaction.
+	// A call after the window opens the next transaction, which commits
+	// at the end of its window: idle gates hold no transaction.
 	release, err := gate(ctx)
 	require.NoError(t, err)
 	release()
+	require.EqualValues(t, 2, b.begins.n.Load())
+	b.idle(t)
 	require.EqualValues(t, 2, b.begins.n.Load())
 }
 
@@ -163,6 +201,7 @@ func TestListGates_CancelWaitsForAHeldCall(t *testing.T) {
 	}
 	_, err = gate(ctx)
 	require.ErrorIs(t, err, db.ErrListEnded)
+	b.idle(t)
 }
 
 func TestListGates_CallsArrivingContinuouslyDoNotStarveACancel(t *testing.T) {
@@ -223,6 +262,7 @@ func TestListGates_CallsArrivingContinuouslyDoNotStarveACancel(t *testing.T) {
 	}
 	_, err := gate(ctx)
 	require.ErrorIs(t, err, db.ErrListEnded)
+	b.idle(t)
 }
 
 func TestListGates_EndedListIsRefusedWithoutPostgres(t *testing.T) {
