@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -232,4 +233,33 @@ func TestAcceptList_LooksUpOnlyAListMostlyAnswered(t *testing.T) {
 	done, first = status("a.com", "n1.com", "n2.com", "n3.com")
 	require.Equal(t, "done 1, completed 1, override 0, cache 1", done, "one in four answered: looked up")
 	require.Equal(t, classifier.StatusCompleted, first)
+}
+
+// An upload whose look-up cannot keep its answers (LIST_SPOOL_DIR gone or
+// full) is refused whole: its transaction rolls back, no row is left.
+func TestAcceptList_AnUploadThatCannotKeepItsAnswersWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := listSettings(2, 2)
+	b, _ := setupListTx(t, nil, s)
+	p := newPipeline(t, b.tx, b.llm, setupOpts{}, s, testLogger(t))
+	_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: "a.com", Classifier: "cpg",
+		Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
+		ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
+	require.NoError(t, err)
+	src := &rowSlice{}
+	src.add(db.ListRowIn{Row: 1, Input: "a.com", Domain: "a.com"})
+	src.add(db.ListRowIn{Row: 2, Input: "b.com", Domain: "b.com"})
+	l := &classifier.List{ID: uuid.New(), Caller: "test", Classifier: "cpg", Rows: 2, Domains: 2}
+	f, at := p.CacheRules()
+	sp, err := b.tx.Begin(ctx) // the handler's transaction
+	require.NoError(t, err)
+	_, err = jobs.AcceptList(ctx, sp, b.client, s, jobs.ListAccept{List: l, Answer: &jobs.AnswerRules{
+		Rows: func() (db.ListRowSource, error) { return src.reset(), nil }, Freshness: f, Now: at,
+		Dir: filepath.Join(t.TempDir(), "gone")}})
+	require.ErrorContains(t, err, "scratch file")
+	require.NoError(t, sp.Rollback(ctx))
+	require.Zero(t, count(t, b.tx, `SELECT count(*) FROM list_row WHERE list_id = $1`, l.ID))
+	_, err = db.ListGet(ctx, b.tx, l.ID)
+	require.ErrorIs(t, err, db.ErrNotFound)
 }
