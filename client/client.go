@@ -267,21 +267,9 @@ func (c *Client) once(ctx context.Context, x *exchange) (wait time.Duration, rea
 		stall.Stop() // runs only while the answer's body is awaited
 		defer stall.Stop()
 	}
-	req, err := http.NewRequestWithContext(reqCtx, x.method, c.BaseURL+x.path, body)
+	req, err := c.newRequest(reqCtx, x, body)
 	if err != nil {
-		if rc, ok := body.(io.Closer); ok {
-			_ = rc.Close()
-		}
-		return 0, "", fmt.Errorf("invalid API URL: %w", err)
-	}
-	if x.open != nil {
-		req.ContentLength = -1 // unknown: sent chunked
-	}
-	for k, v := range x.header {
-		req.Header[k] = v
-	}
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+		return 0, "", err
 	}
 	resp, err := c.httpClientFor(x).Do(req)
 	if err != nil {
@@ -300,6 +288,35 @@ func (c *Client) once(ctx context.Context, x *exchange) (wait time.Duration, rea
 		return 0, fmt.Sprintf("cannot reach %s (%v)", c.BaseURL, unwrapURLError(err)), nil
 	}
 	defer resp.Body.Close()
+	return c.answer(ctx, reqCtx, x, resp, stall)
+}
+
+// newRequest builds exchange x's request on reqCtx, sending body (closed
+// here when the request cannot be built).
+func (c *Client) newRequest(reqCtx context.Context, x *exchange, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(reqCtx, x.method, c.BaseURL+x.path, body)
+	if err != nil {
+		if rc, ok := body.(io.Closer); ok {
+			_ = rc.Close()
+		}
+		return nil, fmt.Errorf("invalid API URL: %w", err)
+	}
+	if x.open != nil {
+		req.ContentLength = -1 // unknown: sent chunked
+	}
+	for k, v := range x.header {
+		req.Header[k] = v
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	return req, nil
+}
+
+// answer reads the API's answer resp to exchange x: the one it wants is
+// x's to read (a streamed one watched by stall), any other is a problem,
+// retried after a wait when x retries on its status.
+func (c *Client) answer(ctx, reqCtx context.Context, x *exchange, resp *http.Response, stall *time.Timer) (wait time.Duration, reason string, err error) {
 	if resp.StatusCode == x.want {
 		if stall != nil {
 			resp.Body = &idleBody{ReadCloser: resp.Body, ctx: reqCtx, stall: stall}
