@@ -118,19 +118,9 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	log := w.Logger.With("list_id", id.String(), "chunk", job.Args.Chunk, "river_job_id", job.ID, "attempt", job.Attempt)
 
 	// 1. Load the list (and mark it RUNNING).
-	l, err := db.ListStart(ctx, w.DB, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("list %s does not exist", id))
-	} else if err != nil {
-		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error starting list: %w", err), nil)
-	}
-	if l.Ended() {
-		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
-		return river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
-	}
-	c, err := w.Registry.Get(l.Classifier)
-	if err != nil {
-		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
+	l, c, err := w.start(ctx, log, job, id)
+	if l == nil {
+		return err
 	}
 	// Rows an override or a cached answer answers, as sets, before any
 	// domain's own work: the whole list by the upload's first chunk, so
@@ -174,11 +164,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	o, pending := w.answerRows(ctx, log, l, c, a, owner, rows, claimed)
 	o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 	o.summary(ctx, log, "list chunk run", pending)
-	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
-	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
-		out.ListDone, out.ListRows = now.Done, now.Rows
-	}
-	if err := river.RecordOutput(ctx, out); err != nil {
+	if err := w.recordOutput(ctx, job, id, o, pending); err != nil {
 		return err
 	}
 	if o.ended {
@@ -199,6 +185,38 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error finishing chunk: %w", err), nil)
 	}
 	return nil
+}
+
+// start loads list id for the chunk, marking it RUNNING, and its
+// classifier. When the chunk cannot go on (the list is gone or has ended,
+// its classifier is not configured, an error) l is nil and Work returns
+// err.
+func (w *ClassifyListWorker) start(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID) (l *classifier.List, c *classifier.Classifier, err error) {
+	l, err = db.ListStart(ctx, w.DB, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, nil, river.JobCancel(fmt.Errorf("list %s does not exist", id))
+	} else if err != nil {
+		return nil, nil, w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error starting list: %w", err), nil)
+	}
+	if l.Ended() {
+		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
+		return nil, nil, river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
+	}
+	c, err = w.Registry.Get(l.Classifier)
+	if err != nil {
+		return nil, nil, w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
+	}
+	return l, c, nil
+}
+
+// recordOutput records the chunk's run as its River job's output: its
+// counts, how many domains were pending, and the list's progress.
+func (w *ClassifyListWorker) recordOutput(ctx context.Context, job *river.Job[ClassifyListArgs], id uuid.UUID, o outcome, pending int) error {
+	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
+	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
+		out.ListDone, out.ListRows = now.Done, now.Rows
+	}
+	return river.RecordOutput(ctx, out)
 }
 
 // answerer is the chunk's answerer, the one a run of it uses whether it
