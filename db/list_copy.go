@@ -3,10 +3,11 @@ package db
 import (
 	"context"
 
-	"github.com/domainclass/domainclass/classifier"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // ListRowIn is one uploaded row as COPY writes it.

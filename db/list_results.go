@@ -5,9 +5,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/domainclass/domainclass/classifier"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/domainclass/domainclass/classifier"
 )
 
 // ListResultsParams selects the rows of a list to read for a download.

@@ -7,9 +7,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/gin-gonic/gin"
 )
 
 // disputeRequest is POST /domains/{domain}/disputes's body.

@@ -5,9 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
-	"github.com/gin-gonic/gin"
 )
 
 // reviewAgreement is the agreement of a group of reviewed answers, with

@@ -6,11 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/db"
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
 )
 
 // answerer is the chunk's answerer, the one a run of it uses whether it

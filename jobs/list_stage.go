@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/db"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db"
 )
 
 // stage works a chunk of an economy list with a: overridden and cached
