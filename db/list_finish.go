@@ -171,68 +171,7 @@ func queueRowsFinish(batch *pgx.Batch, listID uuid.UUID, answers []RowAnswer, ow
 	if held {
 		queueProvenanceHold(batch)
 	}
-	batch.Queue(`
-		WITH a AS (
-			SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::smallint[],
-			                     $9::text[], $10::text[], $11::timestamptz[], $12::uuid[], $13::text[], $14::text[], $15::text[],
-			                     $16::jsonb[], $17::text[], $18::float8[], $19::bigint[], $20::bigint[], $21::bigint[],
-			                     $22::text[], $23::bool[], $24::text[])
-			    AS u (row, domain, classifier, status, source, answer, confidence, reasoning, error, classified_at,
-			          provenance_id, model, prompt_version, search, evidence, evidence_urls, cost, latency_ms,
-			          prompt_tokens, completion_tokens, batch_id, from_model, owner)
-		), provenance_written AS (
-			INSERT INTO provenance (id, model, prompt_version, search, evidence, created_at)
-			SELECT provenance_id, model, prompt_version, search, evidence, classified_at FROM a WHERE from_model
-			ON CONFLICT (id) DO NOTHING
-		), result_written AS (
-			INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, error,
-			                    provenance_id, classified_at, latency_ms, prompt_tokens, completion_tokens, batch_id)
-			SELECT domain, classifier, status, answer, confidence, NULLIF(reasoning, ''), NULLIF(error, ''),
-			       provenance_id, classified_at, latency_ms, prompt_tokens, completion_tokens, NULLIF(batch_id, '')
-			FROM a WHERE from_model
-			ON CONFLICT (domain, classifier) DO UPDATE
-			SET status = excluded.status, answer = excluded.answer, confidence = excluded.confidence,
-			    reasoning = excluded.reasoning, error = excluded.error, provenance_id = excluded.provenance_id,
-			    classified_at = excluded.classified_at, latency_ms = excluded.latency_ms,
-			    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
-			    batch_id = excluded.batch_id
-			WHERE excluded.status = 'COMPLETED' OR result.status = 'FAILED'
-		), released AS (
-			DELETE FROM domain_claim c USING a
-			WHERE c.domain = ANY($3) AND c.classifier = a.classifier AND c.domain = a.domain AND c.owner = a.owner
-		), firsts AS (
-			UPDATE list_row t SET status = a.status, answer = a.answer, confidence = a.confidence, reasoning = NULLIF(a.reasoning, ''),
-			       source = NULLIF(a.source, ''), error = NULLIF(a.error, ''), classified_at = a.classified_at,
-			       provenance_id = a.provenance_id, model = NULLIF(a.model, ''), prompt_version = NULLIF(a.prompt_version, ''),
-			       evidence_urls = a.evidence_urls
-			FROM a WHERE t.list_id = $1 AND t.row BETWEEN $25 AND $26 AND t.row = ANY($2) AND t.row = a.row AND t.status = 'PENDING'
-			RETURNING a.status, a.source, a.cost
-		), dups AS (
-			UPDATE list_row t SET status = a.status, answer = a.answer, confidence = a.confidence, reasoning = NULLIF(a.reasoning, ''),
-			       source = NULLIF(a.source, ''), error = NULLIF(a.error, ''), classified_at = a.classified_at,
-			       provenance_id = a.provenance_id, model = NULLIF(a.model, ''), prompt_version = NULLIF(a.prompt_version, ''),
-			       evidence_urls = a.evidence_urls
-			FROM a WHERE t.list_id = $1 AND t.first_row BETWEEN $25 AND $26 AND t.first_row = ANY($2) AND t.first_row = a.row AND t.status = 'PENDING'
-			RETURNING a.status, a.source, 0::float8 AS cost
-		), final AS (
-			SELECT * FROM firsts UNION ALL SELECT * FROM dups
-		), n AS (
-			SELECT count(*)::int AS n_rows,
-			       count(*) FILTER (WHERE status = 'COMPLETED')::int AS n_completed,
-			       count(*) FILTER (WHERE status <> 'COMPLETED')::int AS n_failed,
-			       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'override')::int AS n_override,
-			       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'known')::int AS n_known,
-			       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'cache')::int AS n_cache,
-			       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'llm')::int AS n_llm,
-			       coalesce(sum(cost), 0) AS n_cost
-			FROM final
-		), counted AS (
-			UPDATE list SET done = done + n_rows, completed = completed + n_completed, failed = failed + n_failed,
-			       override = override + n_override, known = known + n_known, cache = cache + n_cache, llm = llm + n_llm,
-			       cost_usd = cost_usd + n_cost
-			FROM n WHERE list.id = $1 AND n_rows > 0
-		)
-		SELECT n_rows, n_completed, n_failed FROM n`,
+	batch.Queue(rowsFinishSQL,
 		listID, rows, domains, classifiers, statuses, sources, answerVals, confidences, reasonings, errs, classifiedAt,
 		provenanceIDs, models, prompts, searches, evidence, urls, costs, latency, promptTok, complTk, batchIDs, fromModel,
 		owners, slices.Min(rows), slices.Max(rows)).QueryRow(func(row pgx.Row) error { return row.Scan(&done.Rows, &done.Completed, &done.Failed) })
@@ -241,3 +180,71 @@ func queueRowsFinish(batch *pgx.Batch, listID uuid.UUID, answers []RowAnswer, ow
 	}
 	return nil
 }
+
+// rowsFinishSQL is queueRowsFinish's statement: $1 is the list, $2 to $24
+// the answers' columns (unnested as a), $25 and $26 the least and greatest
+// row. It writes the model's provenance and results, releases the domains'
+// claims, answers the PENDING rows (first rows, then their duplicates),
+// adds the counts to the list and returns them.
+const rowsFinishSQL = `
+	WITH a AS (
+		SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::smallint[],
+		                     $9::text[], $10::text[], $11::timestamptz[], $12::uuid[], $13::text[], $14::text[], $15::text[],
+		                     $16::jsonb[], $17::text[], $18::float8[], $19::bigint[], $20::bigint[], $21::bigint[],
+		                     $22::text[], $23::bool[], $24::text[])
+		    AS u (row, domain, classifier, status, source, answer, confidence, reasoning, error, classified_at,
+		          provenance_id, model, prompt_version, search, evidence, evidence_urls, cost, latency_ms,
+		          prompt_tokens, completion_tokens, batch_id, from_model, owner)
+	), provenance_written AS (
+		INSERT INTO provenance (id, model, prompt_version, search, evidence, created_at)
+		SELECT provenance_id, model, prompt_version, search, evidence, classified_at FROM a WHERE from_model
+		ON CONFLICT (id) DO NOTHING
+	), result_written AS (
+		INSERT INTO result (domain, classifier, status, answer, confidence, reasoning, error,
+		                    provenance_id, classified_at, latency_ms, prompt_tokens, completion_tokens, batch_id)
+		SELECT domain, classifier, status, answer, confidence, NULLIF(reasoning, ''), NULLIF(error, ''),
+		       provenance_id, classified_at, latency_ms, prompt_tokens, completion_tokens, NULLIF(batch_id, '')
+		FROM a WHERE from_model
+		ON CONFLICT (domain, classifier) DO UPDATE
+		SET status = excluded.status, answer = excluded.answer, confidence = excluded.confidence,
+		    reasoning = excluded.reasoning, error = excluded.error, provenance_id = excluded.provenance_id,
+		    classified_at = excluded.classified_at, latency_ms = excluded.latency_ms,
+		    prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
+		    batch_id = excluded.batch_id
+		WHERE excluded.status = 'COMPLETED' OR result.status = 'FAILED'
+	), released AS (
+		DELETE FROM domain_claim c USING a
+		WHERE c.domain = ANY($3) AND c.classifier = a.classifier AND c.domain = a.domain AND c.owner = a.owner
+	), firsts AS (
+		UPDATE list_row t SET status = a.status, answer = a.answer, confidence = a.confidence, reasoning = NULLIF(a.reasoning, ''),
+		       source = NULLIF(a.source, ''), error = NULLIF(a.error, ''), classified_at = a.classified_at,
+		       provenance_id = a.provenance_id, model = NULLIF(a.model, ''), prompt_version = NULLIF(a.prompt_version, ''),
+		       evidence_urls = a.evidence_urls
+		FROM a WHERE t.list_id = $1 AND t.row BETWEEN $25 AND $26 AND t.row = ANY($2) AND t.row = a.row AND t.status = 'PENDING'
+		RETURNING a.status, a.source, a.cost
+	), dups AS (
+		UPDATE list_row t SET status = a.status, answer = a.answer, confidence = a.confidence, reasoning = NULLIF(a.reasoning, ''),
+		       source = NULLIF(a.source, ''), error = NULLIF(a.error, ''), classified_at = a.classified_at,
+		       provenance_id = a.provenance_id, model = NULLIF(a.model, ''), prompt_version = NULLIF(a.prompt_version, ''),
+		       evidence_urls = a.evidence_urls
+		FROM a WHERE t.list_id = $1 AND t.first_row BETWEEN $25 AND $26 AND t.first_row = ANY($2) AND t.first_row = a.row AND t.status = 'PENDING'
+		RETURNING a.status, a.source, 0::float8 AS cost
+	), final AS (
+		SELECT * FROM firsts UNION ALL SELECT * FROM dups
+	), n AS (
+		SELECT count(*)::int AS n_rows,
+		       count(*) FILTER (WHERE status = 'COMPLETED')::int AS n_completed,
+		       count(*) FILTER (WHERE status <> 'COMPLETED')::int AS n_failed,
+		       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'override')::int AS n_override,
+		       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'known')::int AS n_known,
+		       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'cache')::int AS n_cache,
+		       count(*) FILTER (WHERE status = 'COMPLETED' AND source = 'llm')::int AS n_llm,
+		       coalesce(sum(cost), 0) AS n_cost
+		FROM final
+	), counted AS (
+		UPDATE list SET done = done + n_rows, completed = completed + n_completed, failed = failed + n_failed,
+		       override = override + n_override, known = known + n_known, cache = cache + n_cache, llm = llm + n_llm,
+		       cost_usd = cost_usd + n_cost
+		FROM n WHERE list.id = $1 AND n_rows > 0
+	)
+	SELECT n_rows, n_completed, n_failed FROM n`

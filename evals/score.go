@@ -109,7 +109,6 @@ type KindScore struct {
 	Correct int    `json:"correct"`
 }
 
-// ScoreAll scores every candidate of a run, pricing tokens with prices.
 // SliceScore is a score over some of the rows.
 type SliceScore struct {
 	Split    string  `json:"split"`
@@ -135,6 +134,7 @@ func (sl *SliceScore) add(correct, fn, fp, failed bool) {
 	sl.Accuracy = ratio(sl.Correct, sl.Total)
 }
 
+// ScoreAll scores every candidate of a run, pricing tokens with prices.
 func ScoreAll(res *Results, prices Prices) []Score {
 	scores := make([]Score, len(res.Candidates))
 	for i, cr := range res.Candidates {
@@ -144,92 +144,143 @@ func ScoreAll(res *Results, prices Prices) []Score {
 }
 
 func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
-	s := Score{Candidate: cr.Candidate, Name: cr.Candidate.String(), ModelCalls: cr.ModelCalls, CacheHits: cr.CacheHits}
-	byConf := make([]ConfidenceScore, 5)
-	for i := range byConf {
-		byConf[i].Confidence = i + 1
-	}
-	kinds := map[string]*KindScore{}
-	slices := map[[2]string]*SliceScore{}
-	s.Clear = SliceScore{Split: "all"}
-	var latencies []float64
-	flipped := 0
-
+	t := newScoreTally(cr)
 	for ci, c := range cases {
-		answers := cr.Answers[ci*repeat : (ci+1)*repeat]
-		var fn, fp, failed []Answer
-		for _, a := range answers {
-			s.Total++
-			correct := a.Status == classifier.StatusCompleted && a.Answer == c.Label
-			switch {
-			case a.Status != classifier.StatusCompleted && c.Label:
-				s.Confusion.FailedYes++
-				failed = append(failed, a)
-			case a.Status != classifier.StatusCompleted:
-				s.Confusion.FailedNo++
-				failed = append(failed, a)
-			case c.Label && a.Answer:
-				s.Confusion.TP++
-			case c.Label:
-				s.Confusion.FN++
-				fn = append(fn, a)
-			case a.Answer:
-				s.Confusion.FP++
-				fp = append(fp, a)
-			default:
-				s.Confusion.TN++
-			}
-			if correct {
-				s.Correct++
-			}
-			split := cmp.Or(c.Split, "all")
-			key := [2]string{split, strconv.FormatBool(c.Doubtful)}
-			if slices[key] == nil {
-				slices[key] = &SliceScore{Split: split, Doubtful: c.Doubtful}
-			}
-			isFN := a.Status == classifier.StatusCompleted && c.Label && !a.Answer
-			isFP := a.Status == classifier.StatusCompleted && !c.Label && a.Answer
-			isFailed := a.Status != classifier.StatusCompleted
-			slices[key].add(correct, isFN, isFP, isFailed)
-			if !c.Doubtful {
-				s.Clear.add(correct, isFN, isFP, isFailed)
-			}
-			if a.Status == classifier.StatusCompleted && a.Confidence >= 1 && a.Confidence <= 5 {
-				b := &byConf[a.Confidence-1]
-				b.Answers++
-				if correct {
-					b.Correct++
-				}
-			}
-			kind := c.Kind
-			if kind == "" {
-				kind = "-"
-			}
-			if kinds[kind] == nil {
-				kinds[kind] = &KindScore{Kind: kind}
-			}
-			kinds[kind].Total++
-			if correct {
-				kinds[kind].Correct++
-			}
-			if a.Called {
-				latencies = append(latencies, a.LatencyMS)
-				s.PromptTokens += a.PromptTokens
-				s.CompletionTokens += a.CompletionTokens
-			}
-		}
-		s.FalseNegatives = appendMiss(s.FalseNegatives, c, fn, repeat)
-		s.FalsePositives = appendMiss(s.FalsePositives, c, fp, repeat)
-		s.Failures = appendMiss(s.Failures, c, failed, repeat)
-		for _, a := range answers[1:] {
-			if a.Outcome() != answers[0].Outcome() {
-				flipped++
-				s.Flipped = append(s.Flipped, c.Domain)
-				break
-			}
+		t.addCase(c, cr.Answers[ci*repeat:(ci+1)*repeat], repeat)
+	}
+	return t.finish(len(cases), repeat, cr.Candidate.Model, prices)
+}
+
+// scoreTally is what score counts answer by answer, before the counts are
+// turned into rates.
+type scoreTally struct {
+	s         Score
+	byConf    []ConfidenceScore
+	kinds     map[string]*KindScore
+	bySlice   map[[2]string]*SliceScore
+	latencies []float64
+	flipped   int
+}
+
+// caseMisses are one case's answers that were wrong, by how.
+type caseMisses struct {
+	fn, fp, failed []Answer
+}
+
+func newScoreTally(cr CandidateResult) *scoreTally {
+	t := &scoreTally{
+		s:       Score{Candidate: cr.Candidate, Name: cr.Candidate.String(), ModelCalls: cr.ModelCalls, CacheHits: cr.CacheHits},
+		byConf:  make([]ConfidenceScore, 5),
+		kinds:   map[string]*KindScore{},
+		bySlice: map[[2]string]*SliceScore{},
+	}
+	for i := range t.byConf {
+		t.byConf[i].Confidence = i + 1
+	}
+	t.s.Clear = SliceScore{Split: "all"}
+	return t
+}
+
+// addCase counts the repeat answers to case c, keeps its misses and notes
+// whether its answers flipped between runs.
+func (t *scoreTally) addCase(c Case, answers []Answer, repeat int) {
+	var m caseMisses
+	for _, a := range answers {
+		t.s.Total++
+		t.countConfusion(c, a, &m)
+		t.countAnswer(c, a)
+	}
+	s := &t.s
+	s.FalseNegatives = appendMiss(s.FalseNegatives, c, m.fn, repeat)
+	s.FalsePositives = appendMiss(s.FalsePositives, c, m.fp, repeat)
+	s.Failures = appendMiss(s.Failures, c, m.failed, repeat)
+	for _, a := range answers[1:] {
+		if a.Outcome() != answers[0].Outcome() {
+			t.flipped++
+			s.Flipped = append(s.Flipped, c.Domain)
+			break
 		}
 	}
+}
 
+// countConfusion puts answer a to case c in its cell of the confusion
+// matrix and, when it is wrong, among m's misses.
+func (t *scoreTally) countConfusion(c Case, a Answer, m *caseMisses) {
+	cm := &t.s.Confusion
+	switch {
+	case a.Status != classifier.StatusCompleted && c.Label:
+		cm.FailedYes++
+		m.failed = append(m.failed, a)
+	case a.Status != classifier.StatusCompleted:
+		cm.FailedNo++
+		m.failed = append(m.failed, a)
+	case c.Label && a.Answer:
+		cm.TP++
+	case c.Label:
+		cm.FN++
+		m.fn = append(m.fn, a)
+	case a.Answer:
+		cm.FP++
+		m.fp = append(m.fp, a)
+	default:
+		cm.TN++
+	}
+}
+
+// countAnswer adds answer a to case c to the totals, its slice, its
+// confidence, its kind and the latency and token sums.
+func (t *scoreTally) countAnswer(c Case, a Answer) {
+	correct := a.Status == classifier.StatusCompleted && a.Answer == c.Label
+	if correct {
+		t.s.Correct++
+	}
+	t.countSlices(c, a, correct)
+	if a.Status == classifier.StatusCompleted && a.Confidence >= 1 && a.Confidence <= 5 {
+		b := &t.byConf[a.Confidence-1]
+		b.Answers++
+		if correct {
+			b.Correct++
+		}
+	}
+	kind := c.Kind
+	if kind == "" {
+		kind = "-"
+	}
+	if t.kinds[kind] == nil {
+		t.kinds[kind] = &KindScore{Kind: kind}
+	}
+	t.kinds[kind].Total++
+	if correct {
+		t.kinds[kind].Correct++
+	}
+	if a.Called {
+		t.latencies = append(t.latencies, a.LatencyMS)
+		t.s.PromptTokens += a.PromptTokens
+		t.s.CompletionTokens += a.CompletionTokens
+	}
+}
+
+// countSlices adds answer a to case c to its split's slice and, for a case
+// that is not doubtful, to the clear cases' slice.
+func (t *scoreTally) countSlices(c Case, a Answer, correct bool) {
+	split := cmp.Or(c.Split, "all")
+	key := [2]string{split, strconv.FormatBool(c.Doubtful)}
+	if t.bySlice[key] == nil {
+		t.bySlice[key] = &SliceScore{Split: split, Doubtful: c.Doubtful}
+	}
+	isFN := a.Status == classifier.StatusCompleted && c.Label && !a.Answer
+	isFP := a.Status == classifier.StatusCompleted && !c.Label && a.Answer
+	isFailed := a.Status != classifier.StatusCompleted
+	t.bySlice[key].add(correct, isFN, isFP, isFailed)
+	if !c.Doubtful {
+		t.s.Clear.add(correct, isFN, isFP, isFailed)
+	}
+}
+
+// finish turns the counts into the Score's rates, breakdowns, latencies
+// and cost (when prices know the model).
+func (t *scoreTally) finish(cases, repeat int, model string, prices Prices) Score {
+	s := t.s
 	s.Failed = s.Confusion.FailedYes + s.Confusion.FailedNo
 	s.Accuracy = ratio(s.Correct, s.Total)
 	s.Precision = ratio(s.Confusion.TP, s.Confusion.TP+s.Confusion.FP)
@@ -237,27 +288,27 @@ func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
 	if s.Precision+s.Recall > 0 {
 		s.F1 = 2 * s.Precision * s.Recall / (s.Precision + s.Recall)
 	}
-	for i := range byConf {
-		byConf[i].Accuracy = ratio(byConf[i].Correct, byConf[i].Answers)
+	for i := range t.byConf {
+		t.byConf[i].Accuracy = ratio(t.byConf[i].Correct, t.byConf[i].Answers)
 	}
-	s.ByConfidence = byConf
-	for _, k := range sortedKeys(kinds) {
-		s.ByKind = append(s.ByKind, *kinds[k])
+	s.ByConfidence = t.byConf
+	for _, k := range sortedKeys(t.kinds) {
+		s.ByKind = append(s.ByKind, *t.kinds[k])
 	}
 	for _, split := range []string{SplitDev, SplitTest, "all"} {
 		for _, doubtful := range []bool{false, true} {
-			if sl := slices[[2]string{split, strconv.FormatBool(doubtful)}]; sl != nil {
+			if sl := t.bySlice[[2]string{split, strconv.FormatBool(doubtful)}]; sl != nil {
 				s.Slices = append(s.Slices, *sl)
 			}
 		}
 	}
 	if repeat > 1 {
-		r := ratio(flipped, len(cases))
+		r := ratio(t.flipped, cases)
 		s.FlipRate = &r
 	}
-	s.LatencyP50MS = percentile(latencies, 50)
-	s.LatencyP95MS = percentile(latencies, 95)
-	if p, ok := prices.Lookup(cr.Candidate.Model); ok {
+	s.LatencyP50MS = percentile(t.latencies, 50)
+	s.LatencyP95MS = percentile(t.latencies, 95)
+	if p, ok := prices.Lookup(model); ok {
 		cost := p.Cost(s.PromptTokens, s.CompletionTokens)
 		per1k := cost / float64(max(s.Total, 1)) * 1000
 		s.CostUSD, s.CostPer1K, s.Price = &cost, &per1k, &p

@@ -69,27 +69,8 @@ func (s *Server) listResults(c *gin.Context) {
 	if !ok {
 		return
 	}
-	q := c.Request.URL.Query()
-	after, err := intParam(q, "after", maxRowParam)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	statuses, err := statusParam(q)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	escape, err := boolParam(q, "escape_formulas")
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
-	format, ok := negotiateResults(c.GetHeader("Accept"))
+	rq, ok := s.readResultsQuery(c)
 	if !ok {
-		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
-			"Results come as text/csv or application/x-ndjson; send one of them in Accept.", nil)
 		return
 	}
 	leave, _, err := s.downloads.enter(callerOf(c).Name, false)
@@ -110,8 +91,8 @@ func (s *Server) listResults(c *gin.Context) {
 
 	// The list's status is read once: every page shows the rows not final
 	// as of it (CANCELLED, FAILED), so that the rows agree with one another.
-	r := s.newResultsReader(format, s.cfg.Registry.AnswerField(l.Classifier), escape, db.ListResultsParams{ListID: id,
-		After: after, Statuses: statuses, ListStatus: l.Status, ListError: l.Error, URLsOnly: format == formatCSV}, l.Rows)
+	r := s.newResultsReader(rq.format, s.cfg.Registry.AnswerField(l.Classifier), rq.escape, db.ListResultsParams{ListID: id,
+		After: rq.after, Statuses: rq.statuses, ListStatus: l.Status, ListError: l.Error, URLsOnly: rq.format == formatCSV}, l.Rows)
 	// The first page is read before the header goes out, so that a database
 	// that cannot be had is a 503 still.
 	pg := r.next(ctx)
@@ -119,7 +100,7 @@ func (s *Server) listResults(c *gin.Context) {
 		s.writeError(c, pg.err)
 		return
 	}
-	c.Header("Content-Type", string(format)+"; charset=utf-8")
+	c.Header("Content-Type", string(rq.format)+"; charset=utf-8")
 	c.Status(http.StatusOK)
 	w := newRateWriter(c.Writer, http.NewResponseController(c.Writer), s.cfg.Lists.DownloadMinRate, s.cfg.Lists.DownloadRateWindow)
 	rctx, rcancel := context.WithCancel(ctx)
@@ -151,6 +132,43 @@ func (s *Server) listResults(c *gin.Context) {
 		s.stopResults(ctx, id, w, err)
 	}
 	w.finish()
+}
+
+// resultsQuery is what a GET /lists/{list_id}/results asks for.
+type resultsQuery struct {
+	after    int
+	statuses []classifier.Status
+	escape   bool
+	format   listFormat
+}
+
+// readResultsQuery reads listResults' ?after=, ?status=, ?escape_formulas= and
+// Accept, or writes the problem with them and returns false.
+func (s *Server) readResultsQuery(c *gin.Context) (resultsQuery, bool) {
+	q := c.Request.URL.Query()
+	after, err := intParam(q, "after", maxRowParam)
+	if err != nil {
+		s.writeError(c, err)
+		return resultsQuery{}, false
+	}
+	statuses, err := statusParam(q)
+	if err != nil {
+		s.writeError(c, err)
+		return resultsQuery{}, false
+	}
+	escape, err := boolParam(q, "escape_formulas")
+	if err != nil {
+		s.writeError(c, err)
+		return resultsQuery{}, false
+	}
+	escape = escape || firstOf(q["escape_formulas"]) == "" // on unless turned off
+	format, ok := negotiateResults(c.GetHeader("Accept"))
+	if !ok {
+		writeProblem(c, http.StatusNotAcceptable, "not-acceptable",
+			"Results come as text/csv or application/x-ndjson; send one of them in Accept.", nil)
+		return resultsQuery{}, false
+	}
+	return resultsQuery{after: after, statuses: statuses, escape: escape, format: format}, true
 }
 
 // stopResults ends a download whose header is out without its last chunk,

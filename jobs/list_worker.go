@@ -2,11 +2,9 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,7 +12,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
@@ -118,19 +115,9 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	log := w.Logger.With("list_id", id.String(), "chunk", job.Args.Chunk, "river_job_id", job.ID, "attempt", job.Attempt)
 
 	// 1. Load the list (and mark it RUNNING).
-	l, err := db.ListStart(ctx, w.DB, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("list %s does not exist", id))
-	} else if err != nil {
-		return w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error starting list: %w", err), nil)
-	}
-	if l.Ended() {
-		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
-		return river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
-	}
-	c, err := w.Registry.Get(l.Classifier)
-	if err != nil {
-		return w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
+	l, c, err := w.start(ctx, log, job, id)
+	if l == nil {
+		return err
 	}
 	// Rows an override or a cached answer answers, as sets, before any
 	// domain's own work: the whole list by the upload's first chunk, so
@@ -174,11 +161,7 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	o, pending := w.answerRows(ctx, log, l, c, a, owner, rows, claimed)
 	o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 	o.summary(ctx, log, "list chunk run", pending)
-	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
-	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
-		out.ListDone, out.ListRows = now.Done, now.Rows
-	}
-	if err := river.RecordOutput(ctx, out); err != nil {
+	if err := w.recordOutput(ctx, job, id, o, pending); err != nil {
 		return err
 	}
 	if o.ended {
@@ -201,291 +184,36 @@ func (w *ClassifyListWorker) Work(ctx context.Context, job *river.Job[ClassifyLi
 	return nil
 }
 
-// answerer is the chunk's answerer, the one a run of it uses whether it
-// answers its domains or stages them for a batch: the list's concurrency,
-// domain retries and run budget (ListRunBudget, from the run's start), and,
-// once all its domains have started, the feed of the chunk after the
-// window (this one still counted in it). Its model calls are the list's
-// (its share and gate, answerRows), counted against its caller's budget.
-func (w *ClassifyListWorker) answerer(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], l *classifier.List) answerer {
-	inFlight := w.Settings.ListChunksInFlight
-	return answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()),
-		call:       classifier.CallOptions{Spender: w.Spend.For(l.Caller)},
-		allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
-}
-
-// knownRangeRows is how many rows one transaction of answerKnown looks
-// at: a fraction of a second's work, so that the list's progress moves as a
-// large list is answered, and no transaction holds many rows' locks long.
-const knownRangeRows = 50_000
-
-// knownParallel is how many of those transactions answerKnown runs at once
-// (at most ListDomainConcurrency): Postgres does the work, and one
-// statement uses one of its cores.
-const knownParallel = 2
-
-// answerKnown answers the rows an override or a fresh cached answer
-// answers (db.ListAnswerKnown), from..to, or the whole list in the first
-// run of the upload's first chunk (a later run, after a snooze or an
-// error, would read the whole list again for its fresh rows: each chunk's
-// own pass answers what it left), a range of rows per transaction, and
-// counts them. A list its upload looked up (db.ListRowsAccept: its
-// counters start above zero) had those rows written answered then; each
-// chunk's own pass finds what changed since (an override set, a domain
-// another list answered meanwhile).
-func (w *ClassifyListWorker) answerKnown(ctx context.Context, log *slog.Logger, l *classifier.List, job *river.Job[ClassifyListArgs], from, to int) (db.Known, error) {
-	if job.Args.Chunk == 0 && job.Args.Pass == 0 && job.Attempt == 1 && l.Override+l.Cache == 0 {
-		from, to = 1, l.Rows
+// start loads list id for the chunk, marking it RUNNING, and its
+// classifier. When the chunk cannot go on (the list is gone or has ended,
+// its classifier is not configured, an error) l is nil and Work returns
+// err.
+func (w *ClassifyListWorker) start(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID) (l *classifier.List, c *classifier.Classifier, err error) {
+	l, err = db.ListStart(ctx, w.DB, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, nil, river.JobCancel(fmt.Errorf("list %s does not exist", id))
+	} else if err != nil {
+		return nil, nil, w.retryOrGiveUp(ctx, log, job, id, fmt.Errorf("error starting list: %w", err), nil)
 	}
-	f, now := w.Pipeline.CacheRules()
-	start := time.Now()
-	var (
-		mu  sync.Mutex
-		all db.Known
-		g   errgroup.Group
-	)
-	g.SetLimit(min(knownParallel, w.Settings.ListDomainConcurrency))
-	for lo := from; lo <= to; lo += knownRangeRows {
-		g.Go(func() error {
-			k, err := db.ListAnswerKnown(ctx, w.DB, l.ID, l.Classifier, lo, min(lo+knownRangeRows-1, to), f, l.Want, now)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			all.Override, all.Cache, all.Rows = all.Override+k.Override, all.Cache+k.Cache, all.Rows+k.Rows
-			mu.Unlock()
-			w.Lists.ListRows(classifier.StatusCompleted, k.Rows)
-			w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceOverride, k.Override)
-			w.Metrics.DomainsAnswered(l.Classifier, classifier.SourceCache, k.Cache)
-			return nil
-		})
+	if l.Ended() {
+		log.InfoContext(ctx, "list has ended; chunk not needed", "status", string(l.Status))
+		return nil, nil, river.JobCancel(fmt.Errorf("list %s is %s", id, l.Status))
 	}
-	err := g.Wait()
-	if all.Rows > 0 {
-		log.InfoContext(ctx, "rows answered by overrides and the cache", "rows", all.Rows, "override", all.Override,
-			"cache", all.Cache, "looked_at", to-from+1, "took", time.Since(start).Round(time.Millisecond).String())
-	}
-	return all, err
-}
-
-// rows is where the chunk's answers are stored: the process's RowStore,
-// or one that stores each answer as it comes.
-func (w *ClassifyListWorker) rows() *RowStore {
-	if w.Rows != nil {
-		return w.Rows
-	}
-	return &RowStore{DB: w.DB, RetryFor: w.Settings.StoreRetryFor(), Lists: w.Lists, Logger: w.Logger}
-}
-
-// hand hands an answer of list l's row (stored with its duplicates, and
-// owner's claim released) to the row store.
-func (w *ClassifyListWorker) hand(l *classifier.List) func(pendingDomain, classifier.Result, string, func(error)) {
-	rs := w.rows()
-	return func(d pendingDomain, r classifier.Result, owner string, done func(error)) {
-		rs.Put(l.ID, db.RowAnswer{Row: d.Key, Result: r, Owner: owner}, done)
-	}
-}
-
-// releaseClaims gives back the claims of a run on the domains it did not
-// answer (those it answered were released as their answers were stored):
-// one statement, past the run's context.
-func (w *ClassifyListWorker) releaseClaims(ctx context.Context, log *slog.Logger, l *classifier.List, claimed []string, owner string) {
-	if len(claimed) == 0 {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
-	defer cancel()
-	if err := db.DomainClaimsRelease(rctx, w.DB, l.Classifier, claimed, owner); err != nil {
-		log.WarnContext(ctx, "error giving the chunk's claims back; they run out with their lease", "error", err)
-	}
-}
-
-// answerRows answers the chunk's rows with a, handing each answer over
-// to be stored with others as it comes, and returns the outcome and how
-// many domains it had to answer. A domain the chunk claimed (claimed) is
-// asked of the model with no look-up, on its first try; the others, and a
-// claimed domain tried again, the cheapest way, as a job's. A model call
-// starts only through the list's gate, which a cancel closes, and in its
-// list's turn: behind interactive jobs, beside other callers' lists
-// (classifier.Share).
-func (w *ClassifyListWorker) answerRows(ctx context.Context, log *slog.Logger, l *classifier.List, c *classifier.Classifier,
-	a answerer, owner string, rows []classifier.ListRow, claimed []string) (outcome, int) {
-	pending := make([]pendingDomain, len(rows))
-	for i, r := range rows {
-		pending[i] = pendingDomain{Key: r.Row, Domain: r.Result.Domain}
-	}
-	a.cost, a.want = w.cost(false), l.Want
-	a.call.Share = classifier.Share{Class: classifier.ClassList, Caller: l.Caller, List: l.ID.String()}
-	a.call.Gate = w.gate(l.ID)
-	a.hand = w.hand(l)
-	var mu sync.Mutex
-	mine := make(map[string]bool, len(claimed))
-	for _, d := range claimed {
-		mine[d] = true
-	}
-	fresh := 0
-	for _, d := range pending {
-		if mine[d.Domain] {
-			fresh++
-		}
-	}
-	// The calls the claimed domains will make, counted against the
-	// caller's budget at once (a call past it is refused, as one at a
-	// time), and corrected from their usage, with what was not called
-	// given back, as the run ends: two statements a run.
-	spend := w.Spend.Set(l.Caller)
-	if err := spend.Prepare(ctx, w.Pipeline.Model(), fresh); err != nil {
-		log.WarnContext(ctx, "error counting the chunk's model calls as a set; each is counted on its own", "error", err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTryTimeout)
-		defer cancel()
-		if err := spend.Close(cctx); err != nil {
-			log.WarnContext(ctx, "error correcting the caller's model spend", "error", err)
-		}
-	}()
-	a.call.Spender = spend
-	call := a.call
-	a.classify = func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-		mu.Lock()
-		first := mine[d.Domain]
-		delete(mine, d.Domain) // a try again claims it the usual way: its claim went back
-		mu.Unlock()
-		if first {
-			return w.Pipeline.ClassifyClaimed(ctx, c, d.Domain, owner, l.Want, call)
-		}
-		return w.Pipeline.ClassifyWant(ctx, c, d.Domain, owner, l.Want, call)
-	}
-	o := a.answer(ctx, log, c, owner, pending, nil)
-	return o, len(pending)
-}
-
-// stage works a chunk of an economy list with a: overridden and cached
-// domains are answered now; each fresh one is claimed (for the batch's
-// whole window: no other job pays for it meanwhile), searched, and its
-// request staged in the chunk's batch. When every row of the chunk is
-// answered or staged, the batch goes to its own job (BatchWorker), in the
-// transaction that completes this one.
-func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs],
-	l *classifier.List, c *classifier.Classifier, a answerer, from, to int, known db.Known) error {
-	b, err := db.BatchOfChunk(ctx, w.DB, l.ID, job.Args.Chunk)
+	c, err = w.Registry.Get(l.Classifier)
 	if err != nil {
-		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error making the chunk's batch: %w", err), nil)
+		return nil, nil, w.cannotGoOn(ctx, log, l, fmt.Sprintf("classifier %q is not configured in this deployment", l.Classifier))
 	}
-	if b.Status == db.BatchStaging {
-		nums, domains, err := db.ListUnstaged(ctx, w.DB, l.ID, from, to, b.ID)
-		if err != nil {
-			return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error loading rows: %w", err), nil)
-		}
-		pending := make([]pendingDomain, len(nums))
-		for i := range nums {
-			pending[i] = pendingDomain{Key: nums[i], Domain: domains[i]}
-		}
-		call := a.call
-		call.Spender = w.Spend.ForBatch(l.Caller)
-		a.classify = w.stageInto(b, l, call)
-		a.hand = w.hand(l)
-		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, nil)
-		o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
-		o.summary(ctx, log, "list chunk staged", len(pending))
-		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
-		if o.busy {
-			// Mostly another list's provider batch, which answers in
-			// minutes to hours: look again as a batch looks at its own.
-			o.busyFor = max(o.busyFor, w.Settings.BatchPollInterval)
-		}
-		if err, failed := o.unfinished(ctx, log, w.Settings); err != nil {
-			if failed {
-				return w.retryOrGiveUp(ctx, log, job, l.ID, err, o.failures)
-			}
-			return err
-		}
-	}
-	if err := w.handOver(ctx, log, job, l.ID, b); err != nil {
-		return w.retryOrGiveUp(ctx, log, job, l.ID, fmt.Errorf("error handing the batch over: %w", err), nil)
-	}
-	return nil
+	return l, c, nil
 }
 
-// stageInto answers a domain of list l the way a batch will: by override or
-// cache now, else claimed and searched, its request staged in batch b (a
-// PENDING result, stored when the batch answers), counted with call's
-// spender.
-func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call classifier.CallOptions) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
-	return func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-		var spent reservation
-		call := call
-		call.Spender = recordStaged(call.Spender, &spent)
-		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want, call)
-		if err != nil || pr == nil {
-			return r, err
-		}
-		body, err := json.Marshal(pr.Request)
-		if err == nil {
-			err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
-				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources, SpendDay: spent.day, SpendUSD: spent.usd})
-		}
-		if err != nil && !spent.day.IsZero() {
-			// Not staged: the next run stages it, and counts it, again.
-			if gerr := db.CallerSpendAdd(context.WithoutCancel(ctx), w.DB, l.Caller, spent.day, -1, -spent.usd); gerr != nil {
-				w.Logger.WarnContext(ctx, "error giving a staged call back", "domain", d.Domain, "error", gerr)
-			}
-		}
-		return r, err
+// recordOutput records the chunk's run as its River job's output: its
+// counts, how many domains were pending, and the list's progress.
+func (w *ClassifyListWorker) recordOutput(ctx context.Context, job *river.Job[ClassifyListArgs], id uuid.UUID, o outcome, pending int) error {
+	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
+	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
+		out.ListDone, out.ListRows = now.Done, now.Rows
 	}
-}
-
-// handOver queues the batch's job (when it holds requests), ends the list
-// if every row is final, and completes the chunk's job: one transaction.
-func (w *ClassifyListWorker) handOver(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], id uuid.UUID, b *db.Batch) error {
-	return w.finish(ctx, log, job, id, func(client *Client, tx pgx.Tx) error {
-		if b.Status != db.BatchStaging {
-			return nil // handed over by an earlier run
-		}
-		n, err := db.BatchMarkReady(ctx, tx, b.ID)
-		if err != nil || n == 0 {
-			return err
-		}
-		if _, err := client.InsertTx(ctx, tx, BatchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
-			return fmt.Errorf("error queueing the batch: %w", err)
-		}
-		log.InfoContext(ctx, "chunk staged for a batch", "requests", n)
-		return nil
-	})
-}
-
-// cost prices a call's usage for the answerer.
-func (w *ClassifyListWorker) cost(batch bool) func(string, *classifier.Usage) float64 {
-	if w.Price == nil {
-		return nil
-	}
-	return func(model string, u *classifier.Usage) float64 { return w.Price.Usage(model, u, batch) }
-}
-
-// gate refuses a model call once the list has ended, and holds the list's
-// gate lock until the call's request is written (see db.ListGate): in a
-// transaction shared by the calls of the list that start together
-// (w.Gates), or without Gates in one of the call's own.
-func (w *ClassifyListWorker) gate(id uuid.UUID) classifier.Gate {
-	if w.Gates != nil {
-		return w.Gates.Gate(id)
-	}
-	return func(ctx context.Context) (func(), error) {
-		tx, err := db.Begin(ctx, w.DB)
-		if err != nil {
-			return nil, err
-		}
-		if err := db.ListGate(ctx, tx, id); err != nil {
-			db.Rollback(ctx, tx)
-			return nil, err
-		}
-		return func() {
-			if err := db.Commit(context.WithoutCancel(ctx), tx); err != nil {
-				db.Rollback(ctx, tx)
-			}
-		}, nil
-	}
+	return river.RecordOutput(ctx, out)
 }
 
 // begin opens a transaction, with the River client that inserts and

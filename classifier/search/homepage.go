@@ -126,88 +126,107 @@ const maxField = 300
 // aria-hidden="true", or an inline style with display:none or
 // visibility:hidden), which is where a page hides instructions for a model.
 func ExtractPage(r io.Reader) Page {
-	var (
-		p        Page
-		text     strings.Builder
-		skip     int    // depth inside script, style and similar
-		hidden   string // the tag of the hidden element we are inside, "" when none
-		depth    int    // nesting of that tag inside itself
-		inTitle  bool
-		tokenize = html.NewTokenizer(r)
-	)
+	pr := pageReader{tokenize: html.NewTokenizer(r)}
 	for {
-		tt := tokenize.Next()
-		switch tt {
+		switch tt := pr.tokenize.Next(); tt {
 		case html.ErrorToken:
-			p.Text = fold(text.String())
-			p.Title = classifier.Truncate(fold(p.Title), maxField)
-			return p
+			pr.p.Text = fold(pr.text.String())
+			pr.p.Title = classifier.Truncate(fold(pr.p.Title), maxField)
+			return pr.p
 		case html.StartTagToken, html.SelfClosingTagToken:
-			name, hasAttr := tokenize.TagName()
-			tag := string(name)
-			if hidden != "" {
-				if tag == hidden && tt == html.StartTagToken {
-					depth++
-				}
-				continue
-			}
-			switch tag {
-			case "script", "style", "noscript", "template", "svg", "iframe":
-				if tt == html.StartTagToken {
-					skip++
-				}
-				continue
-			case "title":
-				inTitle = true
-				continue
-			case "meta":
-				if hasAttr {
-					readMeta(tokenize, &p)
-				}
-				continue
-			}
-			if hasAttr && tt == html.StartTagToken && !voidElements[tag] && isHidden(tokenize) {
-				hidden, depth = tag, 1
-				continue
-			}
-			switch tag {
-			case "br", "p", "div", "li", "h1", "h2", "h3", "h4", "section", "td":
-				text.WriteByte(' ')
-			}
+			pr.startTag(tt)
 		case html.EndTagToken:
-			name, _ := tokenize.TagName()
-			tag := string(name)
-			if hidden != "" {
-				if tag == hidden {
-					if depth--; depth == 0 {
-						hidden = ""
-					}
-				}
-				continue
-			}
-			switch tag {
-			case "script", "style", "noscript", "template", "svg", "iframe":
-				if skip > 0 {
-					skip--
-				}
-			case "title":
-				inTitle = false
-			}
+			pr.endTag()
 		case html.TextToken:
-			if skip > 0 || hidden != "" {
-				continue
-			}
-			t := string(tokenize.Text())
-			if inTitle {
-				if len(p.Title) < 4*maxField {
-					p.Title += t
-				}
-				continue
-			}
-			text.WriteString(t)
-			text.WriteByte(' ')
+			pr.addText()
 		}
 	}
+}
+
+// pageReader is ExtractPage's state between tokens.
+type pageReader struct {
+	tokenize *html.Tokenizer
+	p        Page
+	text     strings.Builder
+	skip     int    // depth inside script, style and similar
+	hidden   string // the tag of the hidden element we are inside, "" when none
+	depth    int    // nesting of that tag inside itself
+	inTitle  bool
+}
+
+// startTag follows a start (or self-closing) tag of type tt: into a hidden
+// or skipped element, the title, a meta tag, or a break in the text.
+func (pr *pageReader) startTag(tt html.TokenType) {
+	name, hasAttr := pr.tokenize.TagName()
+	tag := string(name)
+	if pr.hidden != "" {
+		if tag == pr.hidden && tt == html.StartTagToken {
+			pr.depth++
+		}
+		return
+	}
+	switch tag {
+	case "script", "style", "noscript", "template", "svg", "iframe":
+		if tt == html.StartTagToken {
+			pr.skip++
+		}
+		return
+	case "title":
+		pr.inTitle = true
+		return
+	case "meta":
+		if hasAttr {
+			readMeta(pr.tokenize, &pr.p)
+		}
+		return
+	}
+	if hasAttr && tt == html.StartTagToken && !voidElements[tag] && isHidden(pr.tokenize) {
+		pr.hidden, pr.depth = tag, 1
+		return
+	}
+	switch tag {
+	case "br", "p", "div", "li", "h1", "h2", "h3", "h4", "section", "td":
+		pr.text.WriteByte(' ')
+	}
+}
+
+// endTag follows an end tag out of a hidden or skipped element or the
+// title.
+func (pr *pageReader) endTag() {
+	name, _ := pr.tokenize.TagName()
+	tag := string(name)
+	if pr.hidden != "" {
+		if tag == pr.hidden {
+			if pr.depth--; pr.depth == 0 {
+				pr.hidden = ""
+			}
+		}
+		return
+	}
+	switch tag {
+	case "script", "style", "noscript", "template", "svg", "iframe":
+		if pr.skip > 0 {
+			pr.skip--
+		}
+	case "title":
+		pr.inTitle = false
+	}
+}
+
+// addText keeps a text token a visitor sees, in the title or the text.
+func (pr *pageReader) addText() {
+	if pr.skip > 0 || pr.hidden != "" {
+		return
+	}
+	t := string(pr.tokenize.Text())
+	if pr.inTitle {
+		if len(pr.p.Title) < 4*maxField {
+			pr.p.Title += t
+		}
+		return
+	}
+	pr.text.WriteString(t)
+	pr.text.WriteByte(' ')
 }
 
 // voidElements have no end tag, so they cannot hide anything inside them.

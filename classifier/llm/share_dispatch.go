@@ -1,0 +1,145 @@
+package llm
+
+import (
+	"time"
+
+	"github.com/domainclass/domainclass/classifier"
+)
+
+// dispatch grants free slots to waiting calls while the cool-down, the
+// rate and the tokens allow; when they do not, a timer calls dispatch
+// again once they will.
+func (s *scheduler) dispatch() {
+	for s.busy < s.slots {
+		w := s.next()
+		if w == nil {
+			return
+		}
+		now := time.Now()
+		if now.Before(s.cooldown) {
+			s.wakeIn(s.cooldown.Sub(now))
+			return
+		}
+		s.requests.refill(now)
+		s.tokens.refill(now)
+		var reserve [2]float64
+		if w.share.Class == classifier.ClassList {
+			reserve = s.reserve
+		}
+		if wait := max(s.requests.wait(1+reserve[0]), s.tokens.wait(w.tokens+reserve[1])); wait > 0 {
+			s.wakeIn(wait)
+			return
+		}
+		s.take(w)
+		s.requests.take(1)
+		s.tokens.take(w.tokens)
+		s.busy++
+		s.inUse[w.share.Class]++
+		if w.share.Class == classifier.ClassList {
+			c := s.callers[w.share.Caller]
+			c.inUse++
+			c.lists[w.share.List].inUse++
+		}
+		w.granted = true
+		close(w.ready)
+		s.observe(w.share.Class)
+	}
+}
+
+// wakeIn makes dispatch run again in d, unless a timer runs it sooner.
+func (s *scheduler) wakeIn(d time.Duration) {
+	at := time.Now().Add(d)
+	if s.timer != nil && !s.timerAt.After(at) {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if d > time.Hour {
+		s.timer = nil // a rate of 0: setLimits dispatches when it changes
+		return
+	}
+	s.timerAt = at
+	s.timer = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.timer = nil
+		s.dispatch()
+	})
+}
+
+// next returns the call to serve next; nil when none waits.
+func (s *scheduler) next() *waiter {
+	if len(s.interactive) > 0 {
+		return s.interactive[0]
+	}
+	// The caller first, then its list.
+	var bestC *callerShare
+	for _, c := range s.callers {
+		if c.waiting() && (bestC == nil || s.before(c, bestC)) {
+			bestC = c
+		}
+	}
+	if bestC == nil {
+		return nil
+	}
+	var best *listShare
+	for _, l := range bestC.lists {
+		if len(l.waiting) == 0 {
+			continue
+		}
+		if best == nil || l.inUse < best.inUse || (l.inUse == best.inUse && l.waiting[0].since.Before(best.waiting[0].since)) {
+			best = l
+		}
+	}
+	return best.waiting[0]
+}
+
+// take takes w, which next returned, out of its queue.
+func (s *scheduler) take(w *waiter) {
+	if w.share.Class != classifier.ClassList {
+		s.interactive = s.interactive[1:]
+		return
+	}
+	c := s.callers[w.share.Caller]
+	l := c.lists[w.share.List]
+	l.waiting = l.waiting[1:]
+	s.grants++
+	c.lastGrant = s.grants
+}
+
+// before reports whether caller c is served before caller bc: the caller
+// holding fewer slots for its weight first; between equals, the one served
+// longer ago, in turn. Not the one with more lists, nor the one whose call
+// waited longer: a caller with two lists asks twice as often, so each of
+// its lists holds fewer slots than the other caller's one and its oldest
+// call is older, and when ties went either way that caller won every tie
+// (with an odd number of slots, 3 of 5 for good).
+func (s *scheduler) before(c, bc *callerShare) bool {
+	if a, b := float64(c.inUse)/s.weight(c.name), float64(bc.inUse)/s.weight(bc.name); a != b {
+		return a < b
+	}
+	if c.lastGrant != bc.lastGrant {
+		return c.lastGrant < bc.lastGrant
+	}
+	return c.name < bc.name
+}
+
+// waiting reports whether a call of one of c's lists waits.
+func (c *callerShare) waiting() bool {
+	for _, l := range c.lists {
+		if len(l.waiting) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// weight is a caller's weight: the budget's, or 1 (the weights are
+// normalised to a mean of 1) for a caller it does not know yet.
+func (s *scheduler) weight(caller string) float64 {
+	if w, ok := s.weights[caller]; ok && w > 0 {
+		return w
+	}
+	return 1
+}
