@@ -35,7 +35,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -212,7 +212,7 @@ func benchAccept(t *testing.T) []benchRow {
 	// in the way: what is measured is the accept path, limits checked.
 	keys := make([]string, 1000)
 	for i := range keys {
-		key, hash := httpapi.NewAPIKey()
+		key, hash := apikey.New()
 		require.NoError(t, db.APIKeyInsert(ctx, api.DB.Pool, db.APIKey{Name: fmt.Sprintf("caller-%04d", i), Prefix: key[:8],
 			RatePerMinute: 1_000_000}, hash))
 		keys[i] = key
@@ -307,7 +307,7 @@ func benchAccept(t *testing.T) []benchRow {
 	// counter row, in both steps alike.
 	keyOf := map[string]string{}
 	for _, name := range []string{"backlog", "fresh"} {
-		key, hash := httpapi.NewAPIKey()
+		key, hash := apikey.New()
 		require.NoError(t, db.APIKeyInsert(ctx, api.DB.Pool, db.APIKey{Name: name, Prefix: key[:8],
 			RatePerMinute: 1_000_000, MaxQueuedDomains: 100_000_000}, hash))
 		keyOf[name] = key

@@ -18,7 +18,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 )
 
 // benchTracing: what tracing costs, measured on and off side by side:
@@ -62,7 +62,7 @@ func benchTracing(t *testing.T) []benchRow {
 		defer e.stop(api)
 		keys := make([]string, 100)
 		for i := range keys {
-			key, hash := httpapi.NewAPIKey()
+			key, hash := apikey.New()
 			require.NoError(t, db.APIKeyInsert(context.Background(), api.DB.Pool, db.APIKey{Name: fmt.Sprintf("caller-%03d", i),
 				Prefix: key[:8]}, hash))
 			keys[i] = key

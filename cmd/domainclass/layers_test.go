@@ -28,8 +28,12 @@ func TestLayers(t *testing.T) {
 		{"httpapi", []string{"github.com/riverqueue/"}},
 		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
 		// The commands reach the service only through what main wires.
-		{"cli", []string{mod + "cmd/", "github.com/riverqueue/river/riverdriver", "github.com/jackc/pgx"}},
+		// and an API key's form is internal/apikey's, not the server's.
+		{"cli", []string{mod + "cmd/", mod + "httpapi", "github.com/riverqueue/river/riverdriver", "github.com/jackc/pgx"}},
 		// The callers' client speaks HTTP and the wire shapes only.
+		// An API key's form: the standard library only, so that the server
+		// and the CLI both may use it.
+		{"internal/apikey", []string{"github.com/", "golang.org/"}}, // ours too: the module is github.com/…
 		{"client", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 	}
 	t.Run("NothingButMainImportsTheCLI", func(t *testing.T) {
