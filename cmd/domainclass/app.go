@@ -25,17 +25,11 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/jobs"
-)
-
-// Roles a process can run.
-const (
-	RoleAPI    = "api"
-	RoleWorker = "worker"
-	RoleAll    = "all"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -110,8 +104,8 @@ func NewMain(cfg Config, role string, logger *slog.Logger) *Main {
 	return &Main{Config: cfg, Role: role, Logger: logger, Registry: classifier.DefaultRegistry()}
 }
 
-func (m *Main) runsAPI() bool    { return m.Role == RoleAPI || m.Role == RoleAll }
-func (m *Main) runsWorker() bool { return m.Role == RoleWorker || m.Role == RoleAll }
+func (m *Main) runsAPI() bool    { return m.Role == cli.RoleAPI || m.Role == cli.RoleAll }
+func (m *Main) runsWorker() bool { return m.Role == cli.RoleWorker || m.Role == cli.RoleAll }
 
 // Run opens the database, starts the River client and the HTTP listeners of
 // the role, and returns once they serve. It does not migrate.
@@ -177,7 +171,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if m.River == nil {
 			m.River = m.WorkerRiver
 		}
-		if m.Role == RoleWorker {
+		if m.Role == cli.RoleWorker {
 			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
 				return err
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/internal/apikey"
@@ -206,7 +207,7 @@ func benchAccept(t *testing.T) []benchRow {
 	ctx := context.Background()
 	seconds := time.Duration(envInt("BENCH_SECONDS", 5)) * time.Second
 	e := newE2E(t, nil, map[string]string{"AUTH": "on", "LOG_LEVEL": "error"})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 
 	// 1000 callers (each client cycles through them), without a rate limit
 	// in the way: what is measured is the accept path, limits checked.
@@ -422,7 +423,7 @@ func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct i
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(perMinute),
 		"LOG_LEVEL": "error", "CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	jobsWanted := distinct * 2 / 10
 	var ids []uuid.UUID
 	for j := range jobsWanted {
@@ -433,7 +434,7 @@ func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct i
 		}
 		ids = append(ids, createJob(t, api, ds))
 	}
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	waitAllCompleted(t, api.DB, len(ids), 5*time.Minute)
 	end := time.Now()
 
@@ -488,7 +489,7 @@ func benchCached(t *testing.T) []benchRow {
 	ctx := context.Background()
 	const cachedJobs = 600
 	e := newE2E(t, nil, map[string]string{"LOG_LEVEL": "error"})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	_, err := api.DB.Pool.Exec(ctx, `
 		WITH p AS (
 			INSERT INTO provenance (id, model, prompt_version, search, evidence)
@@ -509,7 +510,7 @@ func benchCached(t *testing.T) []benchRow {
 		createJob(t, api, ds)
 	}
 	begin := time.Now()
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	waitAllCompleted(t, api.DB, cachedJobs, 5*time.Minute)
 	cachedPerSecond := float64(cachedJobs*10) / time.Since(begin).Seconds()
 	require.Zero(t, e.llm.Total(), "every domain came from the cache")

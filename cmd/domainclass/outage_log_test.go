@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
@@ -125,7 +126,7 @@ func outageDrill(t *testing.T, cut time.Duration, minRefused int64) (during []st
 	cfg, err := LoadConfig(e.environ())
 	require.NoError(t, err)
 	var logs logLines
-	m := NewMain(cfg, RoleAll, slog.New(slog.NewTextHandler(&logs.w, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	m := NewMain(cfg, cli.RoleAll, slog.New(slog.NewTextHandler(&logs.w, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	m.TestOnly = true
 	require.NoError(t, m.Run(context.Background()))
 	e.mains, e.api = append(e.mains, m), m

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 )
 
@@ -86,10 +87,10 @@ func (m *Main) openPools(ctx context.Context, tracer pgx.QueryTracer) (err error
 	cfg := m.Config
 	open := func(name string, maxConns int32) (*db.DB, error) {
 		return db.Open(ctx, db.Config{URL: cfg.DatabaseURL, Schema: cfg.DatabaseSchema, MaxConns: maxConns,
-			ApplicationName: "domainclass-" + name, ForceCustomPlans: name != RoleAPI, Tracer: tracer})
+			ApplicationName: "domainclass-" + name, ForceCustomPlans: name != cli.RoleAPI, Tracer: tracer})
 	}
 	if m.runsWorker() {
-		if m.WorkerDB, err = open(RoleWorker, cfg.jobsDBMaxConns()); err != nil {
+		if m.WorkerDB, err = open(cli.RoleWorker, cfg.jobsDBMaxConns()); err != nil {
 			return err
 		}
 		if m.ListDB, err = open("lists", cfg.listDBMaxConns()); err != nil {
@@ -100,7 +101,7 @@ func (m *Main) openPools(ctx context.Context, tracer pgx.QueryTracer) (err error
 		m.DB = m.WorkerDB
 		return nil
 	}
-	m.DB, err = open(RoleAPI, cfg.apiDBMaxConns())
+	m.DB, err = open(cli.RoleAPI, cfg.apiDBMaxConns())
 	return err
 }
 
@@ -108,10 +109,10 @@ func (m *Main) openPools(ctx context.Context, tracer pgx.QueryTracer) (err error
 func (m *Main) pools() map[string]*pgxpool.Pool {
 	pools := map[string]*pgxpool.Pool{}
 	if m.runsAPI() {
-		pools[RoleAPI] = m.DB.Pool
+		pools[cli.RoleAPI] = m.DB.Pool
 	}
 	if m.runsWorker() {
-		pools[RoleWorker], pools["lists"] = m.WorkerDB.Pool, m.ListDB.Pool
+		pools[cli.RoleWorker], pools["lists"] = m.WorkerDB.Pool, m.ListDB.Pool
 	}
 	return pools
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
@@ -33,7 +34,7 @@ func TestAll_APIAndJobsGoOnWhileListWorkHoldsEveryListConnection(t *testing.T) {
 		// LLM_MAX_CONCURRENCY=32 and a fast model in issue 26.
 		"LLM_MAX_CONCURRENCY": "64", "LIST_DOMAIN_CONCURRENCY": "1", "LIST_CHUNKS_IN_FLIGHT": "2",
 	})
-	m := e.start(RoleAll)
+	m := e.start(cli.RoleAll)
 	require.NotSame(t, m.DB.Pool, m.WorkerDB.Pool, "the API and the workers have a pool each")
 	require.NotSame(t, m.ListDB.Pool, m.WorkerDB.Pool, "list work has a pool of its own")
 	listConns := int(m.Config.listDBMaxConns())
