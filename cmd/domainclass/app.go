@@ -29,6 +29,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -92,8 +93,8 @@ type Main struct {
 	// limited bounds the worker's model calls; Close stops it first.
 	limited     *llm.Limited
 	stopTracing func(context.Context) error
-	// outage collapses a database outage's lines (logging.go).
-	outage *outageLog
+	// outage collapses a database outage's lines (internal/logging).
+	outage *logging.Outage
 }
 
 // NewMain returns a Main for role with cfg.
@@ -116,10 +117,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
-	// An outage of the database reads as a few lines (logging.go), from
-	// River's and ours alike: the logger every part of the process gets.
-	m.outage = newOutageLog(m.Logger.Handler())
-	m.Logger = slog.New(m.outage.handler())
+	// An outage of the database reads as a few lines (internal/logging),
+	// from River's and ours alike: the logger every part of the process gets.
+	m.outage = logging.NewOutage(m.Logger.Handler())
+	m.Logger = slog.New(m.outage.Handler())
 	if m.runsAPI() {
 		if err := cfg.checkSpoolDir(); err != nil {
 			return err
@@ -140,7 +141,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openPools(ctx, pgTracer); err != nil {
 		return err
 	}
-	m.outage.watch(m.DB.Ping)
+	m.outage.Watch(m.DB.Ping)
 
 	m.Metrics = prometheus.NewRegistry()
 	m.Metrics.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -157,7 +158,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// answers from overrides and the cache, as a worker counts its own.
 	m.jobMetrics = jobs.NewMetrics(m.Metrics)
 
-	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
+	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: logging.Library(m.Logger, cfg.LogLevel),
 		Schema: cfg.DatabaseSchema, TestOnly: m.TestOnly, Middleware: riverMW}
 	if m.runsAPI() {
 		if m.River, err = jobs.NewClient(m.DB.Pool, riverConfig); err != nil {
@@ -407,7 +408,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 	if cfg.RiverUIUser != "" || cfg.Auth == "off" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(m.River, nil),
-			Logger:    libraryLogger(m.Logger, cfg.LogLevel),
+			Logger:    logging.Library(m.Logger, cfg.LogLevel),
 			Prefix:    httpapi.RiverUIPrefix,
 		})
 		if err != nil {

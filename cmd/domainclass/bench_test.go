@@ -37,6 +37,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/internal/apikey"
+	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -550,7 +551,7 @@ func riverNoopThroughput(t *testing.T, maxWorkers, n int) float64 {
 	river.AddWorker(workers, &noopWorker{done: &done})
 	client, err := river.NewClient(riverpgxv5.New(d.Pool), &river.Config{
 		Schema: schema, Workers: workers, Queues: map[string]river.QueueConfig{jobs.QueueClassify: {MaxWorkers: maxWorkers}},
-		Logger: libraryLogger(DefaultConfig().NewLogger(io.Discard), "info"),
+		Logger: logging.Library(DefaultConfig().NewLogger(io.Discard), "info"),
 	})
 	require.NoError(t, err)
 	params := make([]river.InsertManyParams, n)

@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -361,12 +362,7 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("AUTH must be on or off, got %q", c.Auth)
 	}
-	switch c.LogFormat {
-	case "json", "text":
-	default:
-		return fmt.Errorf("LOG_FORMAT must be json or text, got %q", c.LogFormat)
-	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	if err := logging.Check(c.LogFormat, c.LogLevel); err != nil {
 		return err
 	}
 	switch {
@@ -428,22 +424,7 @@ func (c Config) checkSpoolDir() error {
 }
 
 // NewLogger returns the process logger: JSON (or text) on w.
-func (c Config) NewLogger(w io.Writer) *slog.Logger {
-	level, _ := parseLevel(c.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", s)
-	}
-	return l, nil
-}
+func (c Config) NewLogger(w io.Writer) *slog.Logger { return logging.New(w, c.LogFormat, c.LogLevel) }
 
 // openDB opens a small pool for a command (migrate, override import, jobs, apikey).
 func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db.DB, error) {
