@@ -30,6 +30,7 @@ import (
 	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/internal/logging"
+	"github.com/domainclass/domainclass/internal/tracing"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -126,14 +127,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
-		return err
+	if cfg.tracing() {
+		if m.stopTracing, err = tracing.Start(ctx, Version, m.Role); err != nil {
+			return err
+		}
 	}
 	traced := m.Traced || cfg.tracing()
 	var pgTracer pgx.QueryTracer
 	var riverMW []rivertype.Middleware
 	if traced {
-		pgTracer, riverMW = pgxTracer(), riverMiddleware()
+		pgTracer, riverMW = tracing.Postgres(), tracing.River()
 	}
 	if m.QueryTracer != nil {
 		pgTracer = m.QueryTracer

@@ -37,6 +37,8 @@ func TestLayers(t *testing.T) {
 		// The logs: db's errors (an outage's), nothing of the service above.
 		{"internal/logging", []string{mod + "httpapi", mod + "jobs", mod + "cli", mod + "cmd/", mod + "classifier", mod + "wire",
 			"github.com/riverqueue/", "github.com/gin-gonic/"}},
+		// The traces: OpenTelemetry's and its pgx and River instruments only.
+		{"internal/tracing", []string{mod, "github.com/gin-gonic/"}},
 		{"client", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 	}
 	t.Run("NothingButMainImportsTheCLI", func(t *testing.T) {

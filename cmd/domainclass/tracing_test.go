@@ -131,7 +131,7 @@ func TestTracing(t *testing.T) {
 	find("a Postgres query under the POST", func(s sdktrace.ReadOnlySpan) bool {
 		return (attr(s, "db.system") == "postgresql" || attr(s, "db.system.name") == "postgresql") && childOf(s, post)
 	})
-	for _, s := range spans { // a transaction's own statements have no spans (cmd/domainclass/tracing.go)
+	for _, s := range spans { // a transaction's own statements have no spans (internal/tracing)
 		require.NotContains(t, []string{"BEGIN", "COMMIT", "ROLLBACK", "begin", "commit", "rollback"}, s.Name())
 	}
 	work := find("classify work linked to the insert", func(s sdktrace.ReadOnlySpan) bool {
