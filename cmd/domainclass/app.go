@@ -27,6 +27,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/pools"
 	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/internal/logging"
@@ -63,7 +64,7 @@ type Main struct {
 	// classify jobs, River and webhooks (list work has ListDB), and the
 	// River client that works the queues on it. In `all` the API's pool is
 	// apart, so that the API never waits behind a worker's connection (see
-	// pools.go).
+	// db/pools).
 	WorkerDB    *db.DB
 	WorkerRiver *jobs.Client
 	// ListDB is the pool of the workers' list work (chunks and batches):
@@ -152,7 +153,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
 	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
-	m.Metrics.MustRegister(newPoolCollector(m.pools()))
+	m.Metrics.MustRegister(pools.NewCollector(m.poolsByName()))
 	if m.runsAPI() { // the review queues and agreement, once per deployment's api
 		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
 	}
@@ -324,7 +325,7 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	}); err != nil {
 		return nil, err
 	}
-	// List work on its own pool (pools.go), with the same model slots.
+	// List work on its own pool (db/pools), with the same model slots.
 	listPipeline := pipeline.WithStore(jobs.NewPipelineStore(m.ListDB.Pool))
 	listSpend := &jobs.Spenders{DB: m.ListDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{

@@ -31,7 +31,7 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslm
 type Config struct {
 	DatabaseURL    string
 	DatabaseSchema string // holds all tables; "" = search_path
-	// Pool sizes (pools.go): DBMaxConns sizes each pool of the process
+	// Pool sizes (db/pools): DBMaxConns sizes each pool of the process
 	// whose own size is not set; 0 everywhere is each role's default.
 	DBMaxConns       int32
 	APIDBMaxConns    int32 // the API's pool (api, all)
@@ -146,7 +146,7 @@ type envVar struct {
 // jobs/settings.go (queues, attempts, timeouts, lists' chunks, webhooks),
 // httpapi/limits.go (callers, list limits), classifier/freshness.go (cache), classifier/pipeline.go
 // (CLAIM_WAIT), classifier/llm (model bounds and timeout),
-// classifier/search (search timeout) and pools.go (the database pools).
+// classifier/search (search timeout) and db/pools (the database pools).
 func (c *Config) environment() []envVar {
 	return slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv())
 }
@@ -157,10 +157,10 @@ func (c *Config) serviceEnv() []envVar {
 	return []envVar{
 		{"DATABASE_URL", &c.DatabaseURL, ""},
 		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
-		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
-		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
-		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
-		{"LIST_DB_MAX_CONNS", &c.ListDBMaxConns, ""},
+		{"DB_MAX_CONNS", &c.DBMaxConns, "DBMaxConns"},
+		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, "APIDBMaxConns"},
+		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, "WorkerDBMaxConns"},
+		{"LIST_DB_MAX_CONNS", &c.ListDBMaxConns, "ListDBMaxConns"},
 		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
@@ -385,8 +385,8 @@ func (c Config) Validate() error {
 	case c.AuthCacheTTL < 0:
 		return errors.New("AUTH_CACHE_TTL must not be negative")
 	}
-	if err := c.validatePools(); err != nil {
-		return err
+	if err := c.poolSizes().Validate(); err != nil {
+		return errors.New(envNames(err.Error(), c.environment()))
 	}
 	if c.WebhookSecret != "" {
 		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {

@@ -39,6 +39,8 @@ func TestLayers(t *testing.T) {
 			"github.com/riverqueue/", "github.com/gin-gonic/"}},
 		// The traces: OpenTelemetry's and its pgx and River instruments only.
 		{"internal/tracing", []string{mod, "github.com/gin-gonic/"}},
+		// The pools' sizes and metrics: pgx's pool and Prometheus only.
+		{"db/pools", []string{mod, "github.com/riverqueue/", "github.com/gin-gonic/"}},
 		{"client", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 	}
 	t.Run("NothingButMainImportsTheCLI", func(t *testing.T) {
