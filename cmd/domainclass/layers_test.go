@@ -34,6 +34,8 @@ func TestLayers(t *testing.T) {
 		// An API key's form: the standard library only, so that the server
 		// and the CLI both may use it.
 		{"internal/apikey", []string{"github.com/", "golang.org/"}}, // ours too: the module is github.com/…
+		// The reader of the table of environment variables: the standard library.
+		{"internal/envvar", []string{"github.com/", "golang.org/"}},
 		// The logs: db's errors (an outage's), nothing of the service above.
 		{"internal/logging", []string{mod + "httpapi", mod + "jobs", mod + "cli", mod + "cmd/", mod + "classifier", mod + "wire",
 			"github.com/riverqueue/", "github.com/gin-gonic/"}},
