@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 )
 
 var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -60,7 +60,7 @@ func (o *apikeyCreate) Validate() error {
 func (o *apikeyCreate) Run(ctx context.Context) error {
 	name := o.args[0]
 	return o.withDB(ctx, "apikey", func(d *db.DB, _ Deployment) error {
-		key, hash := httpapi.NewAPIKey()
+		key, hash := apikey.New()
 		k := o.key
 		k.Name, k.Prefix = name, key[:8]
 		err := db.APIKeyInsert(ctx, d.Pool, k, hash)

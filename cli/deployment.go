@@ -11,7 +11,9 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// The roles a process of the service runs as (`domainclass api`, ...).
+// The roles a process of the service runs as (`domainclass api`, ...):
+// defined here once, for the commands that start them and for the Main
+// of cmd/domainclass that runs them.
 const (
 	RoleAPI    = "api"
 	RoleWorker = "worker"

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/internal/apikey"
 )
 
 // Caller is who sent a request, with their limits.
@@ -51,29 +50,6 @@ type AuthNone struct{}
 // Authenticate always fails.
 func (AuthNone) Authenticate(*http.Request) (Caller, error) {
 	return Caller{}, errUnauthorized("Authentication is required.")
-}
-
-// APIKeyPrefix starts every key, so a leaked one is easy to recognise (and
-// to find with secret scanners).
-const APIKeyPrefix = "dc_"
-
-// apiKeyRandomBytes of randomness: 256 bits.
-const apiKeyRandomBytes = 32
-
-var apiKeyLength = len(APIKeyPrefix) + base64.RawURLEncoding.EncodedLen(apiKeyRandomBytes)
-
-// NewAPIKey returns a new key and the hash to store. The key is shown once.
-func NewAPIKey() (key string, hash []byte) {
-	b := make([]byte, apiKeyRandomBytes)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
-	key = APIKeyPrefix + base64.RawURLEncoding.EncodeToString(b)
-	return key, HashAPIKey(key)
-}
-
-// HashAPIKey is the stored form of a key.
-func HashAPIKey(key string) []byte {
-	h := sha256.Sum256([]byte(key))
-	return h[:]
 }
 
 // APIKeyAuth checks "Authorization: Bearer dc_…" against the stored hashes.
@@ -116,10 +92,10 @@ func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
 	}
 	scheme, key, ok := strings.Cut(h, " ")
 	key = strings.TrimSpace(key)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(key, APIKeyPrefix) || len(key) != apiKeyLength {
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !apikey.WellFormed(key) {
 		return Caller{}, errUnauthorized("The Authorization header is malformed: it must be \"Bearer dc_…\".")
 	}
-	sum := sha256.Sum256([]byte(key))
+	sum := apikey.Hash(key)
 
 	now := time.Now()
 	a.mu.Lock()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 )
 
 func TestAPIKeys(t *testing.T) {
@@ -22,7 +22,7 @@ func TestAPIKeys(t *testing.T) {
 		b := setup(t, setupOpts{})
 		revoked := createKey(t, b.db, "gone", db.APIKey{})
 		require.NoError(t, db.APIKeyRevoke(context.Background(), b.db.Pool, "gone"))
-		unknown, _ := httpapi.NewAPIKey()
+		unknown, _ := apikey.New()
 
 		routes := []struct{ method, path, body string }{
 			{"POST", "/domains/classify", `{"domains": ["acme.com"]}`},

@@ -28,6 +28,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 	"github.com/domainclass/domainclass/jobs"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -113,7 +114,7 @@ func operator(creds []string, i int) string {
 // createKey stores a new API key for name and returns it.
 func createKey(t testing.TB, d *db.DB, name string, override db.APIKey) string {
 	t.Helper()
-	key, hash := httpapi.NewAPIKey()
+	key, hash := apikey.New()
 	override.Name, override.Prefix = name, key[:8]
 	require.NoError(t, db.APIKeyInsert(context.Background(), d.Pool, override, hash))
 	return key

@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -124,7 +125,7 @@ func TestHostile(t *testing.T) {
 		t.Cleanup(d.Close)
 		auth := httpapi.NewAPIKeyAuth(d.Pool, time.Minute, httpapi.Limits{RatePerMinute: 60, MaxQueuedDomains: 100},
 			slog.New(slog.DiscardHandler))
-		unknown, _ := httpapi.NewAPIKey()
+		unknown, _ := apikey.New()
 		for range 5 {
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			req.Header.Set("Authorization", "Bearer "+unknown)

@@ -7,17 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"regexp"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
@@ -25,17 +21,14 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/search"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/db/pools"
 	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/logging"
+	"github.com/domainclass/domainclass/internal/tracing"
 	"github.com/domainclass/domainclass/jobs"
-)
-
-// Roles a process can run.
-const (
-	RoleAPI    = "api"
-	RoleWorker = "worker"
-	RoleAll    = "all"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -67,7 +60,7 @@ type Main struct {
 	// classify jobs, River and webhooks (list work has ListDB), and the
 	// River client that works the queues on it. In `all` the API's pool is
 	// apart, so that the API never waits behind a worker's connection (see
-	// pools.go).
+	// db/pools).
 	WorkerDB    *db.DB
 	WorkerRiver *jobs.Client
 	// ListDB is the pool of the workers' list work (chunks and batches):
@@ -98,8 +91,8 @@ type Main struct {
 	// limited bounds the worker's model calls; Close stops it first.
 	limited     *llm.Limited
 	stopTracing func(context.Context) error
-	// outage collapses a database outage's lines (logging.go).
-	outage *outageLog
+	// outage collapses a database outage's lines (internal/logging).
+	outage *logging.Outage
 }
 
 // NewMain returns a Main for role with cfg.
@@ -110,8 +103,8 @@ func NewMain(cfg Config, role string, logger *slog.Logger) *Main {
 	return &Main{Config: cfg, Role: role, Logger: logger, Registry: classifier.DefaultRegistry()}
 }
 
-func (m *Main) runsAPI() bool    { return m.Role == RoleAPI || m.Role == RoleAll }
-func (m *Main) runsWorker() bool { return m.Role == RoleWorker || m.Role == RoleAll }
+func (m *Main) runsAPI() bool    { return m.Role == cli.RoleAPI || m.Role == cli.RoleAll }
+func (m *Main) runsWorker() bool { return m.Role == cli.RoleWorker || m.Role == cli.RoleAll }
 
 // Run opens the database, starts the River client and the HTTP listeners of
 // the role, and returns once they serve. It does not migrate.
@@ -122,23 +115,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
-	// An outage of the database reads as a few lines (logging.go), from
-	// River's and ours alike: the logger every part of the process gets.
-	m.outage = newOutageLog(m.Logger.Handler())
-	m.Logger = slog.New(m.outage.handler())
+	// An outage of the database reads as a few lines (internal/logging),
+	// from River's and ours alike: the logger every part of the process gets.
+	m.outage = logging.NewOutage(m.Logger.Handler())
+	m.Logger = slog.New(m.outage.Handler())
 	if m.runsAPI() {
 		if err := cfg.checkSpoolDir(); err != nil {
 			return err
 		}
 	}
-	if m.stopTracing, err = startTracing(ctx, cfg, m.Role); err != nil {
-		return err
+	if cfg.tracing() {
+		if m.stopTracing, err = tracing.Start(ctx, Version, m.Role); err != nil {
+			return err
+		}
 	}
 	traced := m.Traced || cfg.tracing()
 	var pgTracer pgx.QueryTracer
 	var riverMW []rivertype.Middleware
 	if traced {
-		pgTracer, riverMW = pgxTracer(), riverMiddleware()
+		pgTracer, riverMW = tracing.Postgres(), tracing.River()
 	}
 	if m.QueryTracer != nil {
 		pgTracer = m.QueryTracer
@@ -146,24 +141,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openPools(ctx, pgTracer); err != nil {
 		return err
 	}
-	m.outage.watch(m.DB.Ping)
+	m.outage.Watch(m.DB.Ping)
 
-	m.Metrics = prometheus.NewRegistry()
-	m.Metrics.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
-		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
-	m.Metrics.MustRegister(m.QueueCollector)
-	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
-	m.Metrics.MustRegister(newPoolCollector(m.pools()))
-	if m.runsAPI() { // the review queues and agreement, once per deployment's api
-		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
-	}
-	m.listMetrics = jobs.NewListMetrics(m.Metrics)
-	// Registered by every role: the API counts the domains an upload
-	// answers from overrides and the cache, as a worker counts its own.
-	m.jobMetrics = jobs.NewMetrics(m.Metrics)
+	m.registerMetrics()
 
-	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: libraryLogger(m.Logger, cfg.LogLevel),
+	riverConfig := jobs.ClientConfig{Settings: cfg.Queue, Logger: logging.Library(m.Logger, cfg.LogLevel),
 		Schema: cfg.DatabaseSchema, TestOnly: m.TestOnly, Middleware: riverMW}
 	if m.runsAPI() {
 		if m.River, err = jobs.NewClient(m.DB.Pool, riverConfig); err != nil {
@@ -177,7 +159,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if m.River == nil {
 			m.River = m.WorkerRiver
 		}
-		if m.Role == RoleWorker {
+		if m.Role == cli.RoleWorker {
 			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
 				return err
 			}
@@ -200,16 +182,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// runBudget renews the model budget's lease until the returned stop, which
-// gives the lease up and returns once it has.
-func (m *Main) runBudget(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.budget.Run(ctx)
-	}()
-	return func() { cancel(); <-done }
+// registerMetrics makes the process's Prometheus registry: the runtime's,
+// the queues', the callers' spend, the pools', the review's (api), and the
+// workers' and lists' counters, which every role registers.
+func (m *Main) registerMetrics() {
+	cfg := m.Config
+	m.Metrics = prometheus.NewRegistry()
+	m.Metrics.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
+		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
+	m.Metrics.MustRegister(m.QueueCollector)
+	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
+	m.Metrics.MustRegister(pools.NewCollector(m.poolsByName()))
+	if m.runsAPI() { // the review queues and agreement, once per deployment's api
+		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
+	}
+	m.listMetrics = jobs.NewListMetrics(m.Metrics)
+	// Registered by every role: the API counts the domains an upload
+	// answers from overrides and the cache, as a worker counts its own.
+	m.jobMetrics = jobs.NewMetrics(m.Metrics)
 }
 
 // goCollector is the Go runtime's default metrics plus
@@ -222,172 +213,11 @@ func goCollector() prometheus.Collector {
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}))
 }
 
-// holderName names this process's lease: host, pid and a random suffix
-// (a pid is reused across restarts and containers).
-func holderName() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
-}
-
 // APIURL is the base URL the API serves on.
 func (m *Main) APIURL() string { return "http://" + m.apiLn.Addr().String() }
 
 // WorkerURL is the base URL of the worker's health and metrics server.
 func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String() }
-
-// startWorkers starts River's working client on the workers' pool, with
-// the workers and the periodic jobs.
-func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
-	m.process = holderName()
-	working.ID = m.process
-	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval),
-		jobs.ChangeFanoutPeriodicJob())
-	if working.Workers, err = m.buildWorkers(ctx); err != nil {
-		return err
-	}
-	if m.WorkerRiver, err = jobs.NewClient(m.WorkerDB.Pool, working); err != nil {
-		return fmt.Errorf("error creating River client: %w", err)
-	}
-	// River's context is not the signal context: Close stops River with a
-	// soft stop, so a signal never cancels running jobs at once.
-	riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.riverCancel = cancel
-	if m.budget != nil {
-		m.budgetStop = m.runBudget(riverCtx)
-	}
-	if err := m.WorkerRiver.Start(riverCtx); err != nil {
-		return fmt.Errorf("error starting River: %w", err)
-	}
-	m.leaseStop = m.runProcessLease(riverCtx)
-	return nil
-}
-
-// runProcessLease renews this process's lease, and hands back the work of
-// dead ones, until the returned func is called: with clean true (River
-// stopped and put its jobs back) the lease is given up; otherwise it runs
-// out and another process hands the jobs back.
-func (m *Main) runProcessLease(ctx context.Context) (stop func(clean bool)) {
-	cfg := m.WorkerDB.Pool.Config().ConnConfig.Copy()
-	lease := &jobs.ProcessLease{
-		ID: m.process, Settings: m.Config.Queue, Logger: m.Logger, Metrics: m.jobMetrics,
-		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var clean atomic.Bool
-	go func() {
-		defer close(done)
-		lease.Run(ctx, clean.Load)
-	}()
-	return func(c bool) { clean.Store(c); cancel(); <-done }
-}
-
-func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
-	cfg := m.Config
-	var (
-		completer classifier.Completer
-		batcher   jobs.Batcher
-	)
-	if cfg.OpenAIAPIKey != "" {
-		// The process's bounds are caps; the deployment's budget (one
-		// provider account, every worker process) bounds them further.
-		id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
-		m.budget = llm.NewBudget(llm.BudgetConfig{
-			RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
-			Holder: m.process, Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
-		}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
-		c, err := cfg.newLLMClient(m.jobMetrics, m.budget)
-		if err != nil {
-			return nil, err
-		}
-		limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
-		m.budget.Govern(limited)
-		m.logModelLimits(ctx, id, name)
-		completer, m.limited = limited, limited
-		batcher = c // a batch's requests are the provider's to pace, not our model slots
-	} else {
-		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
-	}
-	searcher, err := cfg.newSearcher(cfg.SearchProvider)
-	if err != nil {
-		return nil, err
-	}
-	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
-		Store: jobs.NewPipelineStore(m.WorkerDB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
-		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
-		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
-	})
-	workers := river.NewWorkers()
-	price := modelPrices()
-	spend := &jobs.Spenders{DB: m.WorkerDB.Pool, Price: price, Logger: m.Logger}
-	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
-		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Price: price, Spend: spend,
-	}); err != nil {
-		return nil, err
-	}
-	// List work on its own pool (pools.go), with the same model slots.
-	listPipeline := pipeline.WithStore(jobs.NewPipelineStore(m.ListDB.Pool))
-	listSpend := &jobs.Spenders{DB: m.ListDB.Pool, Price: price, Logger: m.Logger}
-	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
-		DB: m.ListDB.Pool, Pipeline: listPipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: listSpend,
-		Rows:  jobs.NewRowStore(m.ListDB.Pool, cfg.Queue.StoreRetryFor(), m.listMetrics, m.Logger),
-		Gates: &jobs.ListGates{DB: m.ListDB.Pool, Logger: m.Logger},
-	}); err != nil {
-		return nil, err
-	}
-	if err := river.AddWorkerSafely(workers, &jobs.BatchWorker{
-		DB: m.ListDB.Pool, Batcher: batcher, Pipeline: listPipeline, Registry: m.Registry, Settings: cfg.Queue,
-		Logger: m.Logger, Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price,
-	}); err != nil {
-		return nil, err
-	}
-	// Without WEBHOOK_SECRET the API accepts no callbacks; deliveries queued
-	// by an API that had one fail with an error saying so, and are retried.
-	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
-	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
-		DB: m.WorkerDB.Pool, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Queue.WebhookTimeout),
-		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
-		OnDelivery: m.jobMetrics.WebhookDelivery,
-	}); err != nil {
-		return nil, err
-	}
-	if err := river.AddWorkerSafely(workers, &jobs.ListSweepWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger,
-		Lists: m.listMetrics}); err != nil {
-		return nil, err
-	}
-	if err := river.AddWorkerSafely(workers, &jobs.ChangeFanoutWorker{DB: m.WorkerDB.Pool, Settings: cfg.Queue, Logger: m.Logger}); err != nil {
-		return nil, err
-	}
-	if err := river.AddWorkerSafely(workers, &jobs.PurgeWorker{DB: m.WorkerDB.Pool, Logger: m.Logger, JobRetention: cfg.Queue.JobRetention}); err != nil {
-		return nil, err
-	}
-	return workers, nil
-}
-
-// logModelLimits says once, at a worker's start, what bounds its model
-// calls and where each bound came from (issue 36: nothing said that
-// LLM_RATE_PER_MINUTE's default held 32 slots to 5 calls a second): the
-// process's own caps (the default, or the variable that set them), the
-// account's limits that every worker process leases a share of (0: none),
-// and the limits the provider's x-ratelimit headers last stated, which
-// lower the account's (0: none stated yet).
-func (m *Main) logModelLimits(ctx context.Context, account, host string) {
-	cfg := m.Config
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	statedRPM, statedTPM, err := db.LLMAccountStatedGet(ctx, m.WorkerDB.Pool, account)
-	stated := "provider headers"
-	if err != nil {
-		stated = "provider headers (unread: " + err.Error() + ")"
-	}
-	m.Logger.Info("model limits", "concurrency", cfg.LLMMaxConcurrency, "concurrency_from", cfg.LLMConcurrencyFrom,
-		"rate_per_minute", cfg.LLMRatePerMinute, "rate_from", cfg.LLMRateFrom,
-		"account", host, "account_rpm", cfg.LLMAccountRPM, "account_tpm", cfg.LLMAccountTPM,
-		"account_concurrency", cfg.LLMAccountConcurrency, "account_from", "LLM_ACCOUNT_*, leased among the worker processes",
-		"stated_rpm", statedRPM, "stated_tpm", statedTPM, "stated_from", stated)
-}
 
 func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error) {
 	cfg := m.Config
@@ -413,7 +243,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 	if cfg.RiverUIUser != "" || cfg.Auth == "off" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(m.River, nil),
-			Logger:    libraryLogger(m.Logger, cfg.LogLevel),
+			Logger:    logging.Library(m.Logger, cfg.LogLevel),
 			Prefix:    httpapi.RiverUIPrefix,
 		})
 		if err != nil {

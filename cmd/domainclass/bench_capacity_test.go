@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
@@ -79,7 +80,7 @@ func benchCapacity(t *testing.T) []benchRow {
 	code, _, errOut := e.cli(context.Background(), "", nil, "migrate")
 	require.Equal(t, 0, code, errOut)
 	count := &counter{}
-	api := e.startCounted(RoleAPI, count)
+	api := e.startCounted(cli.RoleAPI, count)
 	c := client.New(api.APIURL(), e.apiKey("capacity"))
 	conn, err := pgx.Connect(context.Background(), e.env["DATABASE_URL"])
 	require.NoError(t, err)
@@ -104,7 +105,7 @@ func benchCapacity(t *testing.T) []benchRow {
 	var elapsed time.Duration
 	drain := m.measure(func() {
 		start := time.Now()
-		e.startCounted(RoleWorker, count)
+		e.startCounted(cli.RoleWorker, count)
 		id := m.listID()
 		_, err := c.WaitList(context.Background(), id, 100*time.Millisecond, nil)
 		require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -42,8 +43,8 @@ func benchEconomy(t *testing.T) []benchRow {
 	})
 	hold := make(chan struct{})
 	e.llm.Batch.Hold, e.llm.Batch.End, e.llm.Batch.ExpireAfter = hold, "expired", perBatch-undone
-	api := e.start(RoleAPI)
-	worker := e.start(RoleWorker)
+	api := e.start(cli.RoleAPI)
+	worker := e.start(cli.RoleWorker)
 	upload := func(tier, prefix string, from, n int) string {
 		var b strings.Builder
 		for i := from; i < from+n; i++ {

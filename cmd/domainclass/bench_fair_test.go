@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -95,10 +96,10 @@ func fairRun(t *testing.T, workers int) []benchRow {
 	e := newE2E(t, llmtest.Steady(true, 4, "x", latency), env)
 	// Processes of their own, as a deployment runs them (the fake model
 	// and search serve from this one).
-	api := e.startProcess(RoleAPI)
+	api := e.startProcess(cli.RoleAPI)
 	var workerURLs []string
 	for range workers {
-		workerURLs = append(workerURLs, e.startProcess(RoleWorker).URL)
+		workerURLs = append(workerURLs, e.startProcess(cli.RoleWorker).URL)
 	}
 	f := &fairBench{t: t, e: e, workers: workers, ideal: math.Min(ideal*float64(workers), float64(account)/60),
 		app:   client.New(api.URL, e.apiKey("app")),
@@ -325,7 +326,7 @@ func fairAllRun(t *testing.T) []benchRow {
 	// A process of its own, as a user runs it: in this test process the
 	// API would share its Go scheduler with the fake model's and the fake
 	// search's servers and with the clients that measure it.
-	all := e.startProcess(RoleAll)
+	all := e.startProcess(cli.RoleAll)
 	keyA := e.apiKey("team-a")
 	f := &fairBench{t: t, e: e, workers: 1, ideal: c / latency.Seconds(),
 		app:   client.New(all.URL, e.apiKey("app")),
@@ -464,7 +465,7 @@ func poolWaits(t *testing.T, base string) string {
 		}
 	}
 	var parts []string
-	for _, name := range []string{RoleAPI, RoleWorker, "lists"} {
+	for _, name := range []string{cli.RoleAPI, cli.RoleWorker, "lists"} {
 		parts = append(parts, fmt.Sprintf("%s %.0f (%.1f s)", name, waits[name], seconds[name]))
 	}
 	return "pool waits " + strings.Join(parts, ", ")

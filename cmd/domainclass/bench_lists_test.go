@@ -31,6 +31,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
@@ -210,7 +211,7 @@ func benchLists(t *testing.T) []benchRow {
 	t.Cleanup(func() { close(model.hold) })
 	e := newE2E(t, model.reply, map[string]string{"LOG_LEVEL": "error", "LLM_MAX_CONCURRENCY": "16",
 		"LLM_RATE_PER_MINUTE": "1000000", "CALLER_MAX_ACTIVE_LISTS": "10"})
-	api := e.startProcess(RoleAPI)
+	api := e.startProcess(cli.RoleAPI)
 	pid := api.Process.Pid
 
 	// Upload, against a bare COPY of the same rows into a table of the same
@@ -269,7 +270,7 @@ func benchLists(t *testing.T) []benchRow {
 
 	// Worker memory with this list queued, against a 10k-row list.
 	small := newE2E(t, (&switchable{hold: model.hold}).reply, map[string]string{"LOG_LEVEL": "error", "LLM_MAX_CONCURRENCY": "16"})
-	smallAPI := small.startProcess(RoleAPI)
+	smallAPI := small.startProcess(cli.RoleAPI)
 	code, body, _ = uploadList(t, smallAPI.URL, genList(t, 10_000, 7).gz, "")
 	require.Equal(t, http.StatusAccepted, code, "%.300s", body)
 	rssSmall, rssBig := workerRSS(t, small), workerRSS(t, e)
@@ -279,7 +280,7 @@ func benchLists(t *testing.T) []benchRow {
 
 	// Status while the big list drains (a worker process), then cancel it.
 	model.on.Store(true)
-	e.startProcess(RoleWorker)
+	e.startProcess(cli.RoleWorker)
 	require.Eventually(t, func() bool { return e.llm.Total() > 50 }, time.Minute, 50*time.Millisecond)
 	within, all := statusWithin10ms(t, api.URL)
 	lat := pollStatus(t, api.URL, accepted.ListID, 20*time.Second)
@@ -461,7 +462,7 @@ func benchProvenanceResults(t *testing.T, e *e2e, base, id string, n int, pendin
 func workerRSS(t *testing.T, e *e2e) float64 {
 	t.Helper()
 	before := e.llm.InFlight()
-	w := e.startProcess(RoleWorker)
+	w := e.startProcess(cli.RoleWorker)
 	deadline := time.Now().Add(time.Minute)
 	for e.llm.InFlight() < before+16 {
 		require.True(t, time.Now().Before(deadline), "the worker never filled its model slots")
@@ -577,7 +578,7 @@ func benchListDrain(t *testing.T) []benchRow {
 	e := newE2E(t, llmtest.Steady(true, 4, "x", latency), map[string]string{
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(int(ideal*60) * 10), "LOG_LEVEL": "error",
 	})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	var b strings.Builder
 	b.WriteString("domain\n")
 	for i := range n {
@@ -587,7 +588,7 @@ func benchListDrain(t *testing.T) []benchRow {
 	require.Equal(t, http.StatusAccepted, code, "%.300s", body)
 	var a wire.ListAccepted
 	require.NoError(t, json.Unmarshal(body, &a))
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	end := waitListEnded(t, api.APIURL(), a.ListID, 15*time.Minute)
 	starts := e.llm.Starts()
 	first := slices.MinFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
@@ -633,9 +634,9 @@ func benchListCost(t *testing.T) benchRow {
 		"LLM_MAX_CONCURRENCY": "16", "LLM_RATE_PER_MINUTE": "1000000", "LOG_LEVEL": "error",
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
-	api := e.start(RoleAPI)
-	e.start(RoleWorker)
-	e.start(RoleWorker) // two worker processes' worth of slots racing for shared domains
+	api := e.start(cli.RoleAPI)
+	e.start(cli.RoleWorker)
+	e.start(cli.RoleWorker) // two worker processes' worth of slots racing for shared domains
 	const size = 2000
 	domain := func(i int) string { return fmt.Sprintf("shared-%d.com", i) }
 	// List A: 0..1999; list B: 1400..3399 (30% shared with A); jobs: 10

@@ -16,6 +16,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
@@ -64,7 +65,7 @@ func benchAnswered(t *testing.T) []benchRow {
 		require.NoError(t, err)
 	}
 
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	// As many rows nothing answers, uploaded first and cancelled before a
 	// worker starts: what the same upload costs a list new to the service,
 	// which the look-up leaves as it was.
@@ -74,7 +75,7 @@ func benchAnswered(t *testing.T) []benchRow {
 	var f wire.ListAccepted
 	require.NoError(t, json.Unmarshal(body, &f))
 	cancelList(t, api.APIURL(), f.ListID)
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	start := time.Now()
 	code, body, upload := uploadList(t, api.APIURL(), list.gz, "")
 	require.Equal(t, http.StatusAccepted, code, "%.300s", body)

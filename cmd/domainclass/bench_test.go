@@ -33,9 +33,11 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
+	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -206,13 +208,13 @@ func benchAccept(t *testing.T) []benchRow {
 	ctx := context.Background()
 	seconds := time.Duration(envInt("BENCH_SECONDS", 5)) * time.Second
 	e := newE2E(t, nil, map[string]string{"AUTH": "on", "LOG_LEVEL": "error"})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 
 	// 1000 callers (each client cycles through them), without a rate limit
 	// in the way: what is measured is the accept path, limits checked.
 	keys := make([]string, 1000)
 	for i := range keys {
-		key, hash := httpapi.NewAPIKey()
+		key, hash := apikey.New()
 		require.NoError(t, db.APIKeyInsert(ctx, api.DB.Pool, db.APIKey{Name: fmt.Sprintf("caller-%04d", i), Prefix: key[:8],
 			RatePerMinute: 1_000_000}, hash))
 		keys[i] = key
@@ -307,7 +309,7 @@ func benchAccept(t *testing.T) []benchRow {
 	// counter row, in both steps alike.
 	keyOf := map[string]string{}
 	for _, name := range []string{"backlog", "fresh"} {
-		key, hash := httpapi.NewAPIKey()
+		key, hash := apikey.New()
 		require.NoError(t, db.APIKeyInsert(ctx, api.DB.Pool, db.APIKey{Name: name, Prefix: key[:8],
 			RatePerMinute: 1_000_000, MaxQueuedDomains: 100_000_000}, hash))
 		keyOf[name] = key
@@ -422,7 +424,7 @@ func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct i
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(perMinute),
 		"LOG_LEVEL": "error", "CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	jobsWanted := distinct * 2 / 10
 	var ids []uuid.UUID
 	for j := range jobsWanted {
@@ -433,7 +435,7 @@ func drainOnce(t *testing.T, c int, latency time.Duration, perMinute, distinct i
 		}
 		ids = append(ids, createJob(t, api, ds))
 	}
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	waitAllCompleted(t, api.DB, len(ids), 5*time.Minute)
 	end := time.Now()
 
@@ -488,7 +490,7 @@ func benchCached(t *testing.T) []benchRow {
 	ctx := context.Background()
 	const cachedJobs = 600
 	e := newE2E(t, nil, map[string]string{"LOG_LEVEL": "error"})
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	_, err := api.DB.Pool.Exec(ctx, `
 		WITH p AS (
 			INSERT INTO provenance (id, model, prompt_version, search, evidence)
@@ -509,7 +511,7 @@ func benchCached(t *testing.T) []benchRow {
 		createJob(t, api, ds)
 	}
 	begin := time.Now()
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	waitAllCompleted(t, api.DB, cachedJobs, 5*time.Minute)
 	cachedPerSecond := float64(cachedJobs*10) / time.Since(begin).Seconds()
 	require.Zero(t, e.llm.Total(), "every domain came from the cache")
@@ -549,7 +551,7 @@ func riverNoopThroughput(t *testing.T, maxWorkers, n int) float64 {
 	river.AddWorker(workers, &noopWorker{done: &done})
 	client, err := river.NewClient(riverpgxv5.New(d.Pool), &river.Config{
 		Schema: schema, Workers: workers, Queues: map[string]river.QueueConfig{jobs.QueueClassify: {MaxWorkers: maxWorkers}},
-		Logger: libraryLogger(DefaultConfig().NewLogger(io.Discard), "info"),
+		Logger: logging.Library(DefaultConfig().NewLogger(io.Discard), "info"),
 	})
 	require.NoError(t, err)
 	params := make([]river.InsertManyParams, n)

@@ -17,8 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
-	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/apikey"
 )
 
 // benchTracing: what tracing costs, measured on and off side by side:
@@ -58,11 +59,11 @@ func benchTracing(t *testing.T) []benchRow {
 			defer os.Unsetenv("OTEL_TRACES_SAMPLER_ARG")
 		}
 		e := newE2E(t, nil, env(traced))
-		api := e.start(RoleAPI)
+		api := e.start(cli.RoleAPI)
 		defer e.stop(api)
 		keys := make([]string, 100)
 		for i := range keys {
-			key, hash := httpapi.NewAPIKey()
+			key, hash := apikey.New()
 			require.NoError(t, db.APIKeyInsert(context.Background(), api.DB.Pool, db.APIKey{Name: fmt.Sprintf("caller-%03d", i),
 				Prefix: key[:8]}, hash))
 			keys[i] = key
@@ -75,7 +76,7 @@ func benchTracing(t *testing.T) []benchRow {
 	drain := func(traced bool) float64 {
 		const jobs = 160 // 1,600 distinct domains: 20 s at C/L
 		e := newE2E(t, llmtest.Steady(true, 4, "x", latency), env(traced))
-		api := e.start(RoleAPI)
+		api := e.start(cli.RoleAPI)
 		defer e.stop(api)
 		for j := range jobs {
 			var ds []string
@@ -84,7 +85,7 @@ func benchTracing(t *testing.T) []benchRow {
 			}
 			createJob(t, api, ds)
 		}
-		worker := e.start(RoleWorker)
+		worker := e.start(cli.RoleWorker)
 		defer e.stop(worker)
 		start := time.Now()
 		waitAllCompleted(t, api.DB, jobs, 5*time.Minute)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 )
 
 // benchWebhooks: a healthy receiver's delivery latency (job completed_at
@@ -27,8 +28,8 @@ func benchWebhooks(t *testing.T) []benchRow {
 		"AUTH": "on", "LOG_LEVEL": "error", "WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true",
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
-	e.start(RoleAPI)
-	e.start(RoleWorker)
+	e.start(cli.RoleAPI)
+	e.start(cli.RoleWorker)
 	healthyKey, hangingKey := e.apiKey("healthy"), e.apiKey("hanging")
 	e.key = healthyKey // the jobs waited for are the healthy caller's
 	rc := newHookReceiver(t)

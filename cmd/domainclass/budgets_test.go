@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/jobs"
@@ -112,7 +113,7 @@ func TestCallerBudget(t *testing.T) {
 	t.Run("BoundsACallersPaidCalls", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, map[string]string{"AUTH": "on", "CALLER_MAX_ACTIVE_LISTS": "10", "QUEUE_METRICS_INTERVAL": "100ms"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		a, b := as{e, e.apiKey("team-a")}, as{e, e.apiKey("team-b")}
 		code, out, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--model-calls-per-day", "150")
 		require.Equal(t, 0, code, errOut)
@@ -179,7 +180,7 @@ func TestCallerBudget(t *testing.T) {
 	t.Run("PartialListRunsUpToTheBudget", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, map[string]string{"AUTH": "on"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		a := as{e, e.apiKey("team-a")}
 		code, _, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--model-calls-per-day", "30")
 		require.Equal(t, 0, code, errOut)
@@ -204,7 +205,7 @@ func TestCallerBudget(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") },
 			map[string]string{"AUTH": "on", "OPENAI_MODEL": "gpt-5.4-mini"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		a := as{e, e.apiKey("team-a")}
 		// A call is 120 prompt and 25 completion tokens: $0.0002025.
 		code, _, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--spend-per-day-usd", "0.002")

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -56,7 +57,7 @@ func TestSubmit(t *testing.T) {
 		e := newE2E(t, func(r llmtest.Request) llmtest.Reply {
 			return llmtest.Answer(r.Domain != "brand07.com", 4, "Sells "+r.Domain+" snacks.")
 		}, map[string]string{"AUTH": "on"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL(), "DOMAINCLASS_API_KEY=" + e.apiKey("team-a")}
 
 		answers := filepath.Join(t.TempDir(), "answers.csv")
@@ -105,7 +106,7 @@ func TestSubmit(t *testing.T) {
 	t.Run("RefusesBadInputBeforeSubmittingAnything", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") }, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		code, _, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 			"submit", "ok.com", "10.0.0.1", "localhost")
 		require.Equal(t, 1, code)
@@ -126,7 +127,7 @@ func TestSubmit(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusInternalServerError, nil) },
 			map[string]string{"JOB_MAX_ATTEMPTS": "1"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		code, out, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 			"submit", "--wait", "--poll", "100ms", "acme.com")
 		require.Equal(t, 3, code, errOut)
@@ -142,7 +143,7 @@ func TestSubmit(t *testing.T) {
 			}
 			return llmtest.Answer(true, 4, "Snacks.")
 		}, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		code, out, errOut := e.cli(context.Background(), "", client, "submit", "--wait", "--csv", "--poll", "100ms", "acme.com", "garbled.com")
 		require.Equal(t, 3, code, errOut)
@@ -158,7 +159,7 @@ func TestSubmit(t *testing.T) {
 	t.Run("WrongKeyIsOneClearLine", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") }, map[string]string{"AUTH": "on"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		code, _, errOut := e.cli(context.Background(), "", []string{"DOMAINCLASS_URL=" + e.api.APIURL(), "DOMAINCLASS_API_KEY=dc_nope"},
 			"submit", "acme.com")
 		require.Equal(t, 1, code)
@@ -173,7 +174,7 @@ func TestSubmit(t *testing.T) {
 			a.Wait = release
 			return a
 		}, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		ctx, interrupt := context.WithCancel(context.Background())
 		var (
 			wg     sync.WaitGroup
@@ -236,7 +237,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	var logs lockedBuffer
 	cfg, err := LoadConfig(e.environ())
 	require.NoError(t, err)
-	m := NewMain(cfg, RoleAll, cfg.NewLogger(&logs))
+	m := NewMain(cfg, cli.RoleAll, cfg.NewLogger(&logs))
 	m.TestOnly = true
 	require.NoError(t, m.Run(context.Background()))
 	e.mains, e.api = append(e.mains, m), m

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 )
@@ -41,7 +42,7 @@ func TestSecondClassifier(t *testing.T) {
 		}
 		return llmtest.AnswerAs(key, vendors[r.Domain], 4, "Judged from the name.")
 	}, map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	rc := newHookReceiver(t)
 	callback := rc.srv.URL + "/hooks/domainclass"
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI)

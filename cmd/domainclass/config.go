@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -17,6 +14,8 @@ import (
 	"github.com/domainclass/domainclass/classifier/search"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
+	"github.com/domainclass/domainclass/internal/envvar"
+	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -30,7 +29,7 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslm
 type Config struct {
 	DatabaseURL    string
 	DatabaseSchema string // holds all tables; "" = search_path
-	// Pool sizes (pools.go): DBMaxConns sizes each pool of the process
+	// Pool sizes (db/pools): DBMaxConns sizes each pool of the process
 	// whose own size is not set; 0 everywhere is each role's default.
 	DBMaxConns       int32
 	APIDBMaxConns    int32 // the API's pool (api, all)
@@ -131,35 +130,26 @@ func DefaultConfig() Config {
 	}
 }
 
-// envVar binds one environment variable to the setting it overrides.
-// Field is the setting's name in its owner's validation messages, so that
-// an error names the variable the operator set.
-type envVar struct {
-	Name    string
-	Setting any // a pointer: *string, *bool, *int, *int32, *int64, *time.Duration, *[]time.Duration
-	Field   string
-}
-
 // environment is the one table of environment variables: each one, and the
 // setting it overrides. The defaults and their reasons are with the owners:
 // jobs/settings.go (queues, attempts, timeouts, lists' chunks, webhooks),
 // httpapi/limits.go (callers, list limits), classifier/freshness.go (cache), classifier/pipeline.go
 // (CLAIM_WAIT), classifier/llm (model bounds and timeout),
-// classifier/search (search timeout) and pools.go (the database pools).
-func (c *Config) environment() []envVar {
+// classifier/search (search timeout) and db/pools (the database pools).
+func (c *Config) environment() []envvar.Var {
 	return slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv())
 }
 
 // serviceEnv: the process, its database, the model, search, security,
 // tracing and logs.
-func (c *Config) serviceEnv() []envVar {
-	return []envVar{
+func (c *Config) serviceEnv() []envvar.Var {
+	return []envvar.Var{
 		{"DATABASE_URL", &c.DatabaseURL, ""},
 		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
-		{"DB_MAX_CONNS", &c.DBMaxConns, ""},
-		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, ""},
-		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, ""},
-		{"LIST_DB_MAX_CONNS", &c.ListDBMaxConns, ""},
+		{"DB_MAX_CONNS", &c.DBMaxConns, "DBMaxConns"},
+		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, "APIDBMaxConns"},
+		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, "WorkerDBMaxConns"},
+		{"LIST_DB_MAX_CONNS", &c.ListDBMaxConns, "ListDBMaxConns"},
 		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
@@ -199,8 +189,8 @@ func (c *Config) serviceEnv() []envVar {
 }
 
 // limitsEnv: the callers' and the lists' limits, the cache's freshness.
-func (c *Config) limitsEnv() []envVar {
-	return []envVar{
+func (c *Config) limitsEnv() []envvar.Var {
+	return []envvar.Var{
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
 		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
@@ -226,9 +216,9 @@ func (c *Config) limitsEnv() []envVar {
 }
 
 // queueEnv: the queues' settings (jobs.Settings).
-func (c *Config) queueEnv() []envVar {
+func (c *Config) queueEnv() []envvar.Var {
 	q := &c.Queue
-	return []envVar{
+	return []envvar.Var{
 		{"CLASSIFY_WORKERS", &q.ClassifyWorkers, "ClassifyWorkers"},
 		{"DOMAIN_CONCURRENCY", &q.DomainConcurrency, "DomainConcurrency"},
 		{"JOB_MAX_ATTEMPTS", &q.MaxAttempts, "MaxAttempts"},
@@ -271,17 +261,9 @@ func (c *Config) queueEnv() []envVar {
 // range.
 func LoadConfig(environ []string) (Config, error) {
 	cfg := DefaultConfig()
-	env := envMap(environ)
-	var errs []string
-	for _, v := range cfg.environment() {
-		if s, ok := env[v.Name]; ok {
-			if err := setFromEnv(v.Setting, s); err != nil {
-				errs = append(errs, fmt.Sprintf("invalid %s: %v", v.Name, err))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return cfg, errors.New(strings.Join(errs, "; "))
+	env, err := envvar.Read(cfg.environment(), environ)
+	if err != nil {
+		return cfg, err
 	}
 	cfg.modelBounds(env)
 	return cfg, cfg.Validate()
@@ -319,40 +301,6 @@ func (cfg *Config) modelBounds(env map[string]string) {
 // slots, not the rate.
 const perSlotPerMinute = 60
 
-// setFromEnv parses s into the setting p points at.
-func setFromEnv(p any, s string) error {
-	var err error
-	switch p := p.(type) {
-	case *string:
-		*p = s
-	case *bool:
-		*p, err = strconv.ParseBool(s)
-	case *int:
-		*p, err = strconv.Atoi(s)
-	case *int64:
-		*p, err = strconv.ParseInt(s, 10, 64)
-	case *int32:
-		var n int64
-		n, err = strconv.ParseInt(s, 10, 32)
-		*p = int32(n)
-	case *time.Duration:
-		*p, err = time.ParseDuration(s)
-	case *[]time.Duration: // comma-separated: 0s,5s,5m
-		var ds []time.Duration
-		for _, f := range strings.Split(s, ",") {
-			d, perr := time.ParseDuration(strings.TrimSpace(f))
-			if perr != nil {
-				return perr
-			}
-			ds = append(ds, d)
-		}
-		*p = ds
-	default:
-		panic(fmt.Sprintf("setting of unsupported type %T", p))
-	}
-	return err
-}
-
 // Validate checks the values parsing cannot: the binary's own, and each
 // owner's settings (their messages name the environment variables).
 func (c Config) Validate() error {
@@ -361,12 +309,7 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("AUTH must be on or off, got %q", c.Auth)
 	}
-	switch c.LogFormat {
-	case "json", "text":
-	default:
-		return fmt.Errorf("LOG_FORMAT must be json or text, got %q", c.LogFormat)
-	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	if err := logging.Check(c.LogFormat, c.LogLevel); err != nil {
 		return err
 	}
 	switch {
@@ -389,8 +332,8 @@ func (c Config) Validate() error {
 	case c.AuthCacheTTL < 0:
 		return errors.New("AUTH_CACHE_TTL must not be negative")
 	}
-	if err := c.validatePools(); err != nil {
-		return err
+	if err := c.poolSizes().Validate(); err != nil {
+		return errors.New(envvar.Rename(err.Error(), c.environment()))
 	}
 	if c.WebhookSecret != "" {
 		if _, err := jobs.ParseWebhookSecret(c.WebhookSecret); err != nil {
@@ -400,21 +343,10 @@ func (c Config) Validate() error {
 	vars := c.environment()
 	for _, err := range []error{c.Queue.Validate(), c.Callers.Validate(), c.Lists.Validate(), c.Freshness.Validate()} {
 		if err != nil {
-			return errors.New(envNames(err.Error(), vars))
+			return errors.New(envvar.Rename(err.Error(), vars))
 		}
 	}
 	return nil
-}
-
-// envNames rewrites the settings' field names in an owner's validation
-// message as the environment variables that set them.
-func envNames(msg string, vars []envVar) string {
-	for _, v := range vars {
-		if v.Field != "" {
-			msg = regexp.MustCompile(`\b`+v.Field+`\b`).ReplaceAllString(msg, v.Name)
-		}
-	}
-	return msg
 }
 
 // checkSpoolDir is ListLimits.CheckSpoolDir in the environment's names:
@@ -422,43 +354,18 @@ func envNames(msg string, vars []envVar) string {
 // as they start.
 func (c Config) checkSpoolDir() error {
 	if err := c.Lists.CheckSpoolDir(); err != nil {
-		return errors.New(envNames(err.Error(), c.environment()))
+		return errors.New(envvar.Rename(err.Error(), c.environment()))
 	}
 	return nil
 }
 
 // NewLogger returns the process logger: JSON (or text) on w.
-func (c Config) NewLogger(w io.Writer) *slog.Logger {
-	level, _ := parseLevel(c.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error, got %q", s)
-	}
-	return l, nil
-}
+func (c Config) NewLogger(w io.Writer) *slog.Logger { return logging.New(w, c.LogFormat, c.LogLevel) }
 
 // openDB opens a small pool for a command (migrate, override import, jobs, apikey).
 func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db.DB, error) {
 	return db.Open(ctx, db.Config{URL: c.DatabaseURL, Schema: c.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + command})
-}
-
-func envMap(environ []string) map[string]string {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // tracing reports whether traces are exported: OTEL_TRACES_EXPORTER=otlp,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
 )
@@ -29,7 +30,7 @@ func TestDocsInABrowser(t *testing.T) {
 	t.Parallel()
 	_ = chromium(t)
 	e := newE2E(t, nil, map[string]string{"AUTH": "on"}) // the page needs no key
-	e.start(RoleAPI)
+	e.start(cli.RoleAPI)
 	origin := e.api.APIURL()
 
 	ctx := browser(t)
@@ -126,7 +127,7 @@ func TestDocsInABrowser(t *testing.T) {
 func TestDocsHeaders(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, nil, nil)
-	e.start(RoleAPI)
+	e.start(cli.RoleAPI)
 
 	page, err := http.Get(e.api.APIURL() + "/docs")
 	require.NoError(t, err)

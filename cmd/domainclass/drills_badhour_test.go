@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -95,8 +96,8 @@ func drillListBadHour(t *testing.T, s *drillSet) {
 	d := newDeployment(t, s.bin, fake, cluster.URL, "", settings)
 	out, err := d.run("migrate")
 	require.NoError(t, err, "domainclass migrate: %s", out)
-	d.start(RoleAPI)
-	d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	d.start(cli.RoleWorker)
 
 	rows, distinct := badHourList()
 	start := time.Now()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
@@ -60,8 +61,8 @@ func drillScale(t *testing.T, s *drillSet, drill string, a scaleAccount) {
 	fake := llmtest.New(t, llmtest.Sized(llmtest.Steady(true, 4, "Makes packaged food.", a.latency)))
 	fake.SetAccount(llmtest.Account{RPM: a.rpm, TPM: a.tpm, Window: time.Second})
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), scaleSettings(t, a))
-	d.start(RoleAPI)
-	workers := []*binProc{d.start(RoleWorker)}
+	d.start(cli.RoleAPI)
+	workers := []*binProc{d.start(cli.RoleWorker)}
 
 	domains := make([]string, a.domains)
 	for i := range domains {
@@ -78,7 +79,7 @@ func drillScale(t *testing.T, s *drillSet, drill string, a scaleAccount) {
 	require.True(t, eventually(time.Hour, func() bool { return done() >= a.domains/3 }))
 	phases[0][1] = time.Now()
 	for range 3 {
-		workers = append(workers, d.start(RoleWorker))
+		workers = append(workers, d.start(cli.RoleWorker))
 	}
 	phases[1][0] = time.Now()
 	require.True(t, eventually(time.Hour, func() bool { return done() >= 2*a.domains/3 }))
@@ -208,10 +209,10 @@ func drillBudgetWorkerKilled(t *testing.T, s *drillSet) {
 	// scheduler queues: a minute).
 	settings["JOB_TIMEOUT"], settings["RESCUE_STUCK_AFTER"] = "60s", "60s"
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
-	d.start(RoleAPI)
+	d.start(cli.RoleAPI)
 	var workers []*binProc
 	for range 3 {
-		workers = append(workers, d.start(RoleWorker))
+		workers = append(workers, d.start(cli.RoleWorker))
 	}
 	domains := make([]string, rows)
 	for i := range domains {
@@ -268,9 +269,9 @@ func drillCallerAtBudget(t *testing.T, s *drillSet) {
 	keyA, keyB := d.createKey("team-a"), d.createKey("team-b")
 	out, err := d.run("apikey", "limits", "team-a", "--model-calls-per-day", strconv.Itoa(budget))
 	require.NoError(t, err, out)
-	d.start(RoleAPI)
-	d.start(RoleWorker)
-	d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	d.start(cli.RoleWorker)
+	d.start(cli.RoleWorker)
 
 	list := func(key, prefix, query string) string {
 		var b strings.Builder

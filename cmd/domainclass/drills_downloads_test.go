@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -60,7 +61,7 @@ func drillSlowDownloads(t *testing.T, s *drillSet) {
 		out, err := d.run("migrate")
 		require.NoError(t, err, "domainclass migrate: %s", out)
 		reader, other := d.apiKey("reader"), d.apiKey("other")
-		all := d.start(RoleAll)
+		all := d.start(cli.RoleAll)
 		base := all.URL
 
 		// The reader's list: 36,000 rows of one domain with a 400-byte ref,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
@@ -38,8 +39,8 @@ func drillWorkerKilledLease(t *testing.T, s *drillSet) {
 	)
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", latency))
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), map[string]string{"LLM_MAX_CONCURRENCY": "8"})
-	d.start(RoleAPI)
-	a, b := d.start(RoleWorker), d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	a, b := d.start(cli.RoleWorker), d.start(cli.RoleWorker)
 
 	domains, distinct := killDrillList("leasekill", rows)
 	status, acc, err := d.uploadList(bytes.NewReader(gzipList(domains)))
@@ -91,7 +92,7 @@ func drillWorkerKilledLease(t *testing.T, s *drillSet) {
 	atKill := waiting.Progress.Done
 	s.check(t, drill, "the list's status while no worker runs", "says so (`waiting`)",
 		waiting.Waiting == db.NoWorkerWaiting, "%q", waiting.Waiting)
-	d.start(RoleWorker)
+	d.start(cli.RoleWorker)
 	restartedAt := time.Now()
 	var said string
 	resumed := eventually(time.Minute, func() bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -118,8 +119,8 @@ func drillListWorkerKilled(t *testing.T, s *drillSet) {
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", latency))
 	settings := map[string]string{"JOB_TIMEOUT": "10s", "RESCUE_STUCK_AFTER": "10s", "CLAIM_WAIT": "3s"}
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
-	d.start(RoleAPI)
-	first := d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	first := d.start(cli.RoleWorker)
 
 	domains, distinct := killDrillList("listkill", rows)
 	status, a, err := d.uploadList(bytes.NewReader(gzipList(domains)))
@@ -144,7 +145,7 @@ func drillListWorkerKilled(t *testing.T, s *drillSet) {
 	}
 	slices.Sort(lost)
 
-	d.start(RoleWorker)
+	d.start(cli.RoleWorker)
 	completed := d.waitListCompleted(a.ListID)
 	recovery := time.Since(killedAt)
 	end, _ := d.listStatus(a.ListID)
@@ -199,8 +200,8 @@ func drillEconomyWorkerKilled(t *testing.T, s *drillSet) {
 	settings := map[string]string{"JOB_TIMEOUT": "10s", "RESCUE_STUCK_AFTER": "10s",
 		"BATCH_MAX_REQUESTS": fmt.Sprint(perBatch), "BATCH_POLL_INTERVAL": "500ms"}
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
-	d.start(RoleAPI)
-	first := d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	first := d.start(cli.RoleWorker)
 
 	domains, distinct := killDrillList("econkill", rows)
 	status, a, err := d.uploadListTo("/lists?tier=economy", bytes.NewReader(gzipList(domains)))
@@ -223,7 +224,7 @@ func drillEconomyWorkerKilled(t *testing.T, s *drillSet) {
 	killedAt := time.Now()
 	atKill, _ := d.listStatus(a.ListID)
 	heldAtKill := inProgress()
-	d.start(RoleWorker)
+	d.start(cli.RoleWorker)
 	close(hold)
 	completed := d.waitListCompleted(a.ListID)
 	recovery := time.Since(killedAt)
@@ -298,7 +299,7 @@ func drillPostgresDuringUpload(t *testing.T, s *drillSet) {
 	d := newDeployment(t, s.bin, fake, cluster.URL, "", map[string]string{"CALLER_MAX_ACTIVE_LISTS": "10"})
 	out, err := d.run("migrate")
 	require.NoError(t, err, "domainclass migrate: %s", out)
-	d.start(RoleAPI)
+	d.start(cli.RoleAPI)
 	var domains []string
 	for i := range rows {
 		domains = append(domains, fmt.Sprintf("upload%06d.com", i))
@@ -365,8 +366,8 @@ func drillPostgresWhileListDrains(t *testing.T, s *drillSet) {
 	d := newDeployment(t, s.bin, fake, cluster.URL, "", nil)
 	out, err := d.run("migrate")
 	require.NoError(t, err, "domainclass migrate: %s", out)
-	d.start(RoleAPI)
-	d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	d.start(cli.RoleWorker)
 	var domains []string
 	for i := range rows {
 		domains = append(domains, fmt.Sprintf("drain%05d.com", i))

@@ -38,6 +38,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
@@ -122,8 +123,8 @@ func drillWorkerKilled(t *testing.T, s *drillSet) {
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", latency))
 	settings := map[string]string{"JOB_TIMEOUT": "10s", "RESCUE_STUCK_AFTER": "10s", "CLAIM_WAIT": "3s"}
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), settings)
-	d.start(RoleAPI)
-	first := d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	first := d.start(cli.RoleWorker)
 
 	var ids []string
 	distinct := map[string]bool{}
@@ -157,7 +158,7 @@ func drillWorkerKilled(t *testing.T, s *drillSet) {
 	t.Logf("killed the worker with %d jobs of %d ended, %d model calls in flight, %d answers stored, %d asked and not stored",
 		endedAtKill, jobs, inFlight, len(stored), len(lost))
 
-	d.start(RoleWorker)
+	d.start(cli.RoleWorker)
 	allEnded := eventually(3*time.Minute, func() bool { return d.ended(ids) == jobs })
 	recovery := time.Since(killedAt)
 
@@ -227,8 +228,8 @@ func drillPostgresRestart(t *testing.T, s *drillSet, crash bool) {
 	d := newDeployment(t, s.bin, fake, cluster.URL, "", nil)
 	out, err := d.run("migrate")
 	require.NoError(t, err, "domainclass migrate: %s", out)
-	d.start(RoleAPI)
-	d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	d.start(cli.RoleWorker)
 
 	type response struct {
 		status  int // 0: no response (connection error)
@@ -464,8 +465,8 @@ func drillLLMFailures(t *testing.T, s *drillSet) {
 		return answer
 	})
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), map[string]string{"LLM_TIMEOUT": llmTimeout.String()})
-	d.start(RoleAPI)
-	d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	d.start(cli.RoleWorker)
 
 	jobOf := map[string]string{} // domain → job
 	var ids []string
@@ -567,8 +568,8 @@ func drillWebhookDown(t *testing.T, s *drillSet) {
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), map[string]string{
 		"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "WEBHOOK_RETRY_SCHEDULE": "1s,2s,2s,4s",
 	})
-	d.start(RoleAPI)
-	d.start(RoleWorker)
+	d.start(cli.RoleAPI)
+	d.start(cli.RoleWorker)
 
 	downSince := time.Now()       // both receivers are down from the start
 	kindOf := map[string]string{} // job → receiver
@@ -685,9 +686,9 @@ func drillThreeWorkers(t *testing.T, s *drillSet) {
 	)
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes cosmetics.", latency))
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), map[string]string{"CLASSIFY_WORKERS": "4"})
-	d.start(RoleAPI)
+	d.start(cli.RoleAPI)
 	for range 3 {
-		d.start(RoleWorker)
+		d.start(cli.RoleWorker)
 	}
 	var ids []string
 	distinct := map[string]bool{}
@@ -837,7 +838,7 @@ func (d *deployment) start(role string) *binProc {
 	case <-time.After(30 * time.Second):
 		d.t.Fatalf("domainclass %s did not start serving:\n%s", role, tail(p.logPath, 20))
 	}
-	if role == RoleAPI && d.api == nil {
+	if role == cli.RoleAPI && d.api == nil {
 		d.api = p
 	}
 	return p

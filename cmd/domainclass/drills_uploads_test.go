@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
@@ -58,7 +59,7 @@ func drillTrickledUploads(t *testing.T, s *drillSet) {
 		out, err := d.run("migrate")
 		require.NoError(t, err, "domainclass migrate: %s", out)
 		trickler, other := d.apiKey("trickler"), d.apiKey("other")
-		all := d.start(RoleAll)
+		all := d.start(cli.RoleAll)
 		base := all.URL
 
 		idle, idleIDs := acceptLatencies(t, base, other, "idle", probes)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -52,7 +53,7 @@ func TestFreshnessPerRequest(t *testing.T) {
 		}
 		return a
 	}, nil)
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 
 	first := e.wait(e.submit("acme.com"), "COMPLETED", dbtest.Patience())
 	require.Equal(t, 1, e.llm.Calls("acme.com"))

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
@@ -30,7 +31,7 @@ import (
 func TestListsResults_HostileText(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, nil, nil)
-	e.start(RoleAPI) // no worker: the rows wait, and one is answered below
+	e.start(cli.RoleAPI) // no worker: the rows wait, and one is answered below
 	env := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 	const ref = `@SUM(1+1)*cmd|' /C calc'!A0`
 	file := filepath.Join(t.TempDir(), "hostile.csv")
@@ -112,7 +113,7 @@ func TestHostileSearchResults(t *testing.T) {
 	rc := newHookReceiver(t)
 	e := newE2E(t, nil, map[string]string{"SEARCH_PROVIDER": "brave", "BRAVE_API_KEY": "k", "BRAVE_BASE_URL": brave.URL,
 		"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 
 	status, body := e.post(`{"domains": ["evil.com"]}`, "X-Callback-URL", rc.srv.URL+"/hooks")
 	require.Equal(t, http.StatusAccepted, status, "%s", body)

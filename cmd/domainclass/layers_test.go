@@ -28,8 +28,21 @@ func TestLayers(t *testing.T) {
 		{"httpapi", []string{"github.com/riverqueue/"}},
 		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
 		// The commands reach the service only through what main wires.
-		{"cli", []string{mod + "cmd/", "github.com/riverqueue/river/riverdriver", "github.com/jackc/pgx"}},
+		// and an API key's form is internal/apikey's, not the server's.
+		{"cli", []string{mod + "cmd/", mod + "httpapi", "github.com/riverqueue/river/riverdriver", "github.com/jackc/pgx"}},
 		// The callers' client speaks HTTP and the wire shapes only.
+		// An API key's form: the standard library only, so that the server
+		// and the CLI both may use it.
+		{"internal/apikey", []string{"github.com/", "golang.org/"}}, // ours too: the module is github.com/…
+		// The reader of the table of environment variables: the standard library.
+		{"internal/envvar", []string{"github.com/", "golang.org/"}},
+		// The logs: db's errors (an outage's), nothing of the service above.
+		{"internal/logging", []string{mod + "httpapi", mod + "jobs", mod + "cli", mod + "cmd/", mod + "classifier", mod + "wire",
+			"github.com/riverqueue/", "github.com/gin-gonic/"}},
+		// The traces: OpenTelemetry's and its pgx and River instruments only.
+		{"internal/tracing", []string{mod, "github.com/gin-gonic/"}},
+		// The pools' sizes and metrics: pgx's pool and Prometheus only.
+		{"db/pools", []string{mod, "github.com/riverqueue/", "github.com/gin-gonic/"}},
 		{"client", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 	}
 	t.Run("NothingButMainImportsTheCLI", func(t *testing.T) {

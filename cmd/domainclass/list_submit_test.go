@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 )
 
 // Issue 27: a CRM export names its columns as it likes; submit names them
@@ -16,7 +17,7 @@ import (
 func TestSubmitList_ColumnMapping(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "Snacks.") }, nil)
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	dir := t.TempDir()
 	file, answers := filepath.Join(dir, "export.csv"), filepath.Join(dir, "answers.csv")
 	require.NoError(t, os.WriteFile(file, []byte("Account Name,Website,Account ID,Domain\n"+

@@ -20,6 +20,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -109,7 +110,7 @@ func TestSubmitList(t *testing.T) {
 	t.Run("DryRunPrintsTheEstimateAndWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		known := filepath.Join(t.TempDir(), "known.csv")
 		require.NoError(t, os.WriteFile(known, []byte("name,domain\nUnilever,unilever.com\n"), 0o600))
 		code, _, errOut := e.cli(context.Background(), "", nil, "override", "import", known)
@@ -153,7 +154,7 @@ func TestSubmitList(t *testing.T) {
 	t.Run("AnEconomyListIsAnsweredByBatchAtHalfTheModelCost", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, map[string]string{"OPENAI_MODEL": "gpt-5.4-mini", "BATCH_POLL_INTERVAL": "20ms"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		domains := strings.Fields(strings.ReplaceAll(brands(4), "\n", " "))
 
@@ -192,7 +193,7 @@ func TestSubmitList(t *testing.T) {
 	t.Run("ListOfTwoKeepsABadRowAsRejected", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Soap.") }, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 
 		// Without --wait: the id and where to look.
@@ -222,7 +223,7 @@ func TestSubmitList(t *testing.T) {
 	t.Run("AListOverTheLimitIsOneClearLine", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, map[string]string{"LIST_MAX_BYTES": "1000"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		var list strings.Builder
 		for range 20_000 {
 			fmt.Fprintf(&list, "%s.com\n", uuid.NewString()) // compresses badly: the body is sent for a while
@@ -238,7 +239,7 @@ func TestSubmitList(t *testing.T) {
 	t.Run("ACSVExportKeepsItsRefs", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "Snacks.") }, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		var export strings.Builder
 		export.WriteString("Company,Domain,Ref\n")
 		for i := range 11 {
@@ -276,7 +277,7 @@ func TestLists(t *testing.T) {
 	t.Run("StatusAndResultsOfAListThatEnded", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		code, _, errOut := e.cli(context.Background(), "", client, "submit", "--list", "acme.com", "www.acme.com", "10.0.0.1")
 		require.Equal(t, 0, code, errOut)
@@ -334,7 +335,7 @@ func TestLists(t *testing.T) {
 			}
 			return llmtest.Answer(true, 4, "Snacks.")
 		}, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		ctx := context.Background()
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		code, out, errOut := e.cli(ctx, "", client, "submit", "--list", "--wait", "--poll", "100ms", "--ndjson", "flaky.com", "steady.com")
@@ -382,7 +383,7 @@ func TestLists(t *testing.T) {
 		t.Parallel()
 		hold := holdDomain("slow.com")
 		e := newE2E(t, hold.reply, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		code, _, errOut := e.cli(context.Background(), "", client, "submit", "--list", "fast.com", "slow.com")
 		require.Equal(t, 0, code, errOut)
@@ -415,7 +416,7 @@ func TestLists(t *testing.T) {
 		t.Parallel()
 		hold := holdDomain("slow.com")
 		e := newE2E(t, hold.reply, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 		var stdout, stderr lockedBuffer
 		code := make(chan int, 1)
@@ -453,7 +454,7 @@ func TestLists(t *testing.T) {
 			a.Wait = release
 			return a
 		}, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		ctx, interrupt := context.WithCancel(context.Background())
 		var stdout, stderr lockedBuffer
 		code := make(chan int, 1)
@@ -478,7 +479,7 @@ func TestLists(t *testing.T) {
 	t.Run("WrongKeyIsOneClearLine", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, map[string]string{"AUTH": "on"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		client := []string{"DOMAINCLASS_URL=" + e.api.APIURL(), "DOMAINCLASS_API_KEY=dc_nope"}
 		const unauthorized = `domainclass: 401 Unauthorized: The Authorization header is malformed: it must be "Bearer dc_…".` + "\n"
 		for _, args := range [][]string{
@@ -500,7 +501,7 @@ func TestLists(t *testing.T) {
 	t.Run("EveryDocumentedProblemTypeIsServed", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, nil)
-		e.start(RoleAPI)
+		e.start(cli.RoleAPI)
 		doc := readDoc(t, "docs/api.md")
 		slugs := regexp.MustCompile("`/problems/([a-z-]+)`").FindAllStringSubmatch(doc, -1)
 		require.NotEmpty(t, slugs)

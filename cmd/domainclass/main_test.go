@@ -22,6 +22,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/client"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
@@ -262,8 +263,8 @@ func TestEndToEnd(t *testing.T) {
 			}
 			return llmtest.Answer(true, 4, "Makes packaged snacks.")
 		}, nil)
-		e.start(RoleAPI)
-		e.start(RoleWorker)
+		e.start(cli.RoleAPI)
+		e.start(cli.RoleWorker)
 
 		id := e.submit("https://www.Acme-Snacks.com/about", "crm.io", "unsure.com", "garbled.com")
 		v := e.wait(id, "COMPLETED", dbtest.Patience())
@@ -307,9 +308,9 @@ func TestEndToEnd(t *testing.T) {
 			}
 			return a
 		}, map[string]string{"CLASSIFY_WORKERS": "1"})
-		e.start(RoleAPI)
-		e.start(RoleWorker)
-		e.start(RoleWorker) // a second worker process on the same database
+		e.start(cli.RoleAPI)
+		e.start(cli.RoleWorker)
+		e.start(cli.RoleWorker) // a second worker process on the same database
 		first := e.submit("shared.com", "one.com")
 		second := e.submit("shared.com", "two.com")
 		require.Eventually(t, func() bool {
@@ -329,7 +330,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 			return llmtest.Answer(true, 5, "Snacks.")
 		}, nil)
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		v := e.wait(e.submit("acme.com"), "COMPLETED", dbtest.Patience())
 		status, _ := v.result("acme.com")
 		require.Equal(t, "COMPLETED", status)
@@ -340,7 +341,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Status(http.StatusInternalServerError, nil) },
 			map[string]string{"JOB_MAX_ATTEMPTS": "2"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		v := e.wait(e.submit("acme.com"), "FAILED", dbtest.Patience())
 		require.Contains(t, v.Error, "gave up after 2 attempts")
 		require.NotNil(t, v.CompletedAt)
@@ -358,8 +359,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Parallel()
 		hold := holdDomain("slow.com")
 		e := newE2E(t, hold.reply, nil)
-		e.start(RoleAPI)
-		w := e.start(RoleWorker)
+		e.start(cli.RoleAPI)
+		w := e.start(cli.RoleWorker)
 		id := e.submit("fast.com", "slow.com")
 		require.Eventually(t, func() bool {
 			status, _ := e.get(id).result("fast.com")
@@ -370,7 +371,7 @@ func TestEndToEnd(t *testing.T) {
 		require.Equal(t, "RUNNING", e.get(id).Status)
 		hold.letGo()
 
-		e.start(RoleWorker)
+		e.start(cli.RoleWorker)
 		v := e.wait(id, "COMPLETED", dbtest.Patience())
 		require.Equal(t, 2, v.Progress.Done)
 		require.Equal(t, 1, e.llm.Calls("fast.com"), "a finished domain is never paid for again")
@@ -381,8 +382,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Parallel()
 		hold := holdDomain("slow.com")
 		e := newE2E(t, hold.reply, map[string]string{"JOB_TIMEOUT": "2s", "RESCUE_STUCK_AFTER": "2s"})
-		e.start(RoleAPI)
-		child := e.startProcess(RoleWorker)
+		e.start(cli.RoleAPI)
+		child := e.startProcess(cli.RoleWorker)
 		id := e.submit("fast.com", "slow.com")
 		require.Eventually(t, func() bool {
 			status, _ := e.get(id).result("fast.com")
@@ -395,7 +396,7 @@ func TestEndToEnd(t *testing.T) {
 
 		// A new worker becomes leader once the dead one's lease runs out, and
 		// River's rescuer puts the stuck job back.
-		e.start(RoleWorker)
+		e.start(cli.RoleWorker)
 		v := e.wait(id, "COMPLETED", dbtest.Patience())
 		require.Equal(t, 2, v.Progress.Done)
 		require.Equal(t, 1, e.llm.Calls("fast.com"), "a finished domain is never paid for again")
@@ -428,8 +429,8 @@ func TestWorkerKilled_ItsWorkMovesInSeconds(t *testing.T) {
 		}
 		return a
 	}, map[string]string{"PROCESS_LEASE_TTL": "1s"})
-	e.start(RoleAPI)
-	child := e.startProcess(RoleWorker)
+	e.start(cli.RoleAPI)
+	child := e.startProcess(cli.RoleWorker)
 	domains := []string{"slow.com"}
 	for i := range 11 {
 		domains = append(domains, fmt.Sprintf("list-%d.com", i))
@@ -454,7 +455,7 @@ func TestWorkerKilled_ItsWorkMovesInSeconds(t *testing.T) {
 		return s.Waiting == db.NoWorkerWaiting
 	}, dbtest.Patience(), 20*time.Millisecond, "with no worker alive, the list says so: %+v", s)
 
-	e.start(RoleWorker) // River's own rescue would wait RESCUE_STUCK_AFTER, 10 minutes
+	e.start(cli.RoleWorker) // River's own rescue would wait RESCUE_STUCK_AFTER, 10 minutes
 	require.Eventually(t, func() bool {
 		s = e.listStatus(acc.ListID)
 		return strings.Contains(s.Waiting, "a worker process stopped at") && e.llm.Calls("slow.com") == 2
@@ -562,9 +563,9 @@ func TestRun_SpoolDirIsCheckedWhereUploadsAre(t *testing.T) {
 	}
 	code, errOut := run("migrate")
 	require.Equal(t, 0, code, "migrate spools nothing: %s", errOut)
-	e.start(RoleWorker) // a worker neither
+	e.start(cli.RoleWorker) // a worker neither
 
-	for _, role := range []string{RoleAPI, RoleAll} {
+	for _, role := range []string{cli.RoleAPI, cli.RoleAll} {
 		code, errOut = run(role)
 		require.Equal(t, 1, code, role)
 		require.Equal(t, 1, strings.Count(errOut, "\n"), "one clear line: %q", errOut)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/domainclass/domainclass/cli"
 	"github.com/stretchr/testify/require"
 )
 
@@ -77,7 +78,7 @@ func TestFirstSteps(t *testing.T) {
 		cfg, err := LoadConfig(e.environ())
 		require.NoError(t, err)
 		var logs lockedWriter
-		m := NewMain(cfg, RoleWorker, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		m := NewMain(cfg, cli.RoleWorker, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 		m.TestOnly = true
 		require.NoError(t, m.Run(context.Background()))
 		e.mains = append(e.mains, m)
@@ -98,7 +99,7 @@ func TestFirstSteps(t *testing.T) {
 	t.Run("WorkerHealthAnswersHEAD", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, nil)
-		w := e.start(RoleWorker)
+		w := e.start(cli.RoleWorker)
 		for _, path := range []string{"/healthz", "/readyz"} {
 			resp, err := http.Head(w.WorkerURL() + path)
 			require.NoError(t, err)

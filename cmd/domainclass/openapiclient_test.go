@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/internal/openapiclient"
 	"github.com/domainclass/domainclass/wire"
@@ -34,7 +35,7 @@ func TestGeneratedClient(t *testing.T) {
 		}
 		return llmtest.Answer(r.Domain != "crm.io", 4, "Sells "+r.Domain+" goods.")
 	}, map[string]string{"AUTH": "on", "WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	key := e.apiKey("team-generated")
 	hooks := newHookReceiver(t)
 	callback := hooks.srv.URL + "/hooks/domainclass"

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
@@ -58,8 +59,8 @@ func TestOperators(t *testing.T) {
 			}
 			return a
 		}, map[string]string{"QUEUE_METRICS_INTERVAL": "1ms"})
-		e.start(RoleAPI)
-		w := e.start(RoleWorker)
+		e.start(cli.RoleAPI)
+		w := e.start(cli.RoleWorker)
 
 		before := scrape(t, w.WorkerURL())
 		require.Zero(t, metric(t, before, `domainclass_domain_results_total{classifier="cpg",outcome="completed",source="llm"}`))
@@ -103,7 +104,7 @@ func TestOperators(t *testing.T) {
 	t.Run("ExpiredIdempotencyKeysArePurged", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, nil, nil)
-		api := e.start(RoleAPI)
+		api := e.start(cli.RoleAPI)
 		for _, key := range []string{"old", "new"} {
 			req, _ := http.NewRequest(http.MethodPost, api.APIURL()+"/domains/classify", strings.NewReader(`{"domains":["a.com"]}`))
 			req.Header.Set("Content-Type", "application/json")
@@ -115,7 +116,7 @@ func TestOperators(t *testing.T) {
 		}
 		_, err := api.DB.Pool.Exec(context.Background(), `UPDATE idempotency_key SET created_at = now() - interval '25 hours' WHERE key = 'old'`)
 		require.NoError(t, err)
-		e.start(RoleWorker) // River's leader enqueues the purge at start, then hourly
+		e.start(cli.RoleWorker) // River's leader enqueues the purge at start, then hourly
 		require.Eventually(t, func() bool {
 			var keys []string
 			rows, err := api.DB.Pool.Query(context.Background(), `SELECT key FROM idempotency_key ORDER BY key`)
@@ -132,7 +133,7 @@ func TestOperators(t *testing.T) {
 	t.Run("OneScrapeCostsAtMostOneQuery", func(t *testing.T) {
 		t.Parallel()
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "x") }, nil)
-		api := e.start(RoleAPI)
+		api := e.start(cli.RoleAPI)
 		for range 5 {
 			scrape(t, api.APIURL())
 		}
@@ -148,9 +149,9 @@ func TestOperators(t *testing.T) {
 			a.Delay = 20 * time.Millisecond
 			return a
 		}, map[string]string{"CLASSIFY_WORKERS": "4"})
-		e.start(RoleAPI)
-		e.startProcess(RoleWorker)
-		e.startProcess(RoleWorker)
+		e.start(cli.RoleAPI)
+		e.startProcess(cli.RoleWorker)
+		e.startProcess(cli.RoleWorker)
 
 		// 30 jobs of 5 domains drawn from 20: every domain is wanted by
 		// several jobs, often at the same time.
@@ -176,16 +177,16 @@ func TestOperators(t *testing.T) {
 		t.Parallel()
 		hold := holdDomain("slow.com")
 		e := newE2E(t, hold.reply, map[string]string{"SOFT_STOP_TIMEOUT": "1s"})
-		e.start(RoleAPI)
+		e.start(cli.RoleAPI)
 
 		// An idle worker stops at once.
-		idle := e.startProcess(RoleWorker)
+		idle := e.startProcess(cli.RoleWorker)
 		start := time.Now()
 		require.NoError(t, idle.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, idle.Wait(), "exit code 0")
 		t.Logf("shutdown of an idle worker: %s", time.Since(start).Round(time.Millisecond))
 
-		busy := e.startProcess(RoleWorker)
+		busy := e.startProcess(cli.RoleWorker)
 		id := e.submit("fast.com", "slow.com")
 		require.Eventually(t, func() bool {
 			status, _ := e.get(id).result("fast.com")
@@ -200,7 +201,7 @@ func TestOperators(t *testing.T) {
 		require.Equal(t, "RUNNING", e.get(id).Status)
 
 		hold.letGo()
-		e.startProcess(RoleWorker)
+		e.startProcess(cli.RoleWorker)
 		v := e.wait(id, "COMPLETED", dbtest.Patience())
 		require.Equal(t, 2, v.Progress.Done)
 		require.Equal(t, 1, e.llm.Calls("fast.com"))
@@ -216,7 +217,7 @@ func TestOperators(t *testing.T) {
 			}
 			return llmtest.Answer(true, 5, "Back.")
 		}, map[string]string{"JOB_MAX_ATTEMPTS": "1", "RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "pw"})
-		e.start(RoleAll)
+		e.start(cli.RoleAll)
 		id := e.submit("acme.com", "beta.com")
 		byUI := e.submit("gamma.com")
 		v := e.wait(id, "FAILED", dbtest.Patience())
@@ -270,8 +271,8 @@ func TestOperators(t *testing.T) {
 			map[string]string{"DATABASE_URL": cluster.URL, "DATABASE_SCHEMA": ""})
 		var out, errOut strings.Builder
 		require.Equal(t, 0, Run(context.Background(), []string{"migrate"}, e.environ(), nil, &out, &errOut), errOut.String())
-		api := e.start(RoleAPI)
-		w := e.start(RoleWorker)
+		api := e.start(cli.RoleAPI)
+		w := e.start(cli.RoleWorker)
 		ready := func(url string) int {
 			resp, err := http.Get(url + "/readyz")
 			require.NoError(t, err)

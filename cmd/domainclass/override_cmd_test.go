@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/evals"
@@ -134,7 +135,7 @@ func TestOverride_AnswersJobs(t *testing.T) {
 	code, _, errOut = e.cli(ctx, "", nil, "override", "set", "acme.com", "--no", "--note", "A software firm.", "--by", "alice")
 	require.Equal(t, 0, code, errOut)
 
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	code, out, errOut = e.cli(ctx, "", []string{"DOMAINCLASS_URL=" + e.api.APIURL()},
 		"submit", "--wait", "--json", "--poll", "100ms", "www.unilever.com", "acme.com")
 	require.Equal(t, 0, code, errOut)

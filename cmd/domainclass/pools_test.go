@@ -14,8 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/db/pools"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -33,10 +35,10 @@ func TestAll_APIAndJobsGoOnWhileListWorkHoldsEveryListConnection(t *testing.T) {
 		// LLM_MAX_CONCURRENCY=32 and a fast model in issue 26.
 		"LLM_MAX_CONCURRENCY": "64", "LIST_DOMAIN_CONCURRENCY": "1", "LIST_CHUNKS_IN_FLIGHT": "2",
 	})
-	m := e.start(RoleAll)
+	m := e.start(cli.RoleAll)
 	require.NotSame(t, m.DB.Pool, m.WorkerDB.Pool, "the API and the workers have a pool each")
 	require.NotSame(t, m.ListDB.Pool, m.WorkerDB.Pool, "list work has a pool of its own")
-	listConns := int(m.Config.listDBMaxConns())
+	listConns := int(m.Config.poolSizes().List())
 	owner, other := e.apiKey("team-a"), e.apiKey("app")
 	// A request that waits for a worker connection would wait as long as
 	// the gate is held (the whole test): the client gives up only after
@@ -145,29 +147,18 @@ func domainsOf(prefix string, n int) string {
 	return b.String()
 }
 
-// Each role's pool has its own size in `all`; DB_MAX_CONNS sizes every pool
-// whose own size is not set.
+// The pools' settings are read from their variables, and a refusal names
+// them (db/pools' TestSizes holds the arithmetic).
 func TestConfig_PoolSizes(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		env                     []string
-		api, worker, jobs, list int32
-	}{
-		{nil, DefaultAPIDBMaxConns, 10 + 16 + 10, 10 + 16 + 10 - 4, 4},
-		{[]string{"CLASSIFY_WORKERS=20", "LIST_WORKERS=2"}, DefaultAPIDBMaxConns, 20 + 2 + 10, 20 + 10, 2},
-		{[]string{"DB_MAX_CONNS=12"}, 12, 12, 8, 4},
-		{[]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5"}, 5, 12, 8, 4},
-		{[]string{"DB_MAX_CONNS=6"}, 6, 6, 3, 3},
-		{[]string{"WORKER_DB_MAX_CONNS=50"}, DefaultAPIDBMaxConns, 50, 46, 4},
-		{[]string{"WORKER_DB_MAX_CONNS=50", "LIST_DB_MAX_CONNS=40"}, DefaultAPIDBMaxConns, 50, 10, 40},
-	} {
-		cfg, err := LoadConfig(tc.env)
-		require.NoError(t, err)
-		require.Equal(t, []int32{tc.api, tc.worker, tc.jobs, tc.list},
-			[]int32{cfg.apiDBMaxConns(), cfg.workerDBMaxConns(), cfg.jobsDBMaxConns(), cfg.listDBMaxConns()}, "%v", tc.env)
-	}
-	_, err := LoadConfig([]string{"API_DB_MAX_CONNS=-1"})
-	require.ErrorContains(t, err, "API_DB_MAX_CONNS")
+	cfg, err := LoadConfig([]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5", "CLASSIFY_WORKERS=20", "LIST_WORKERS=2"})
+	require.NoError(t, err)
+	require.Equal(t, pools.Sizes{DBMaxConns: 12, APIDBMaxConns: 5, ClassifyWorkers: 20, ListWorkers: 2}, cfg.poolSizes())
+	cfg, err = LoadConfig([]string{"WORKER_DB_MAX_CONNS=50", "LIST_DB_MAX_CONNS=40"})
+	require.NoError(t, err)
+	require.Equal(t, []int32{50, 40}, []int32{cfg.poolSizes().WorkerDBMaxConns, cfg.poolSizes().ListDBMaxConns})
+	_, err = LoadConfig([]string{"API_DB_MAX_CONNS=-1"})
+	require.EqualError(t, err, "DB_MAX_CONNS, API_DB_MAX_CONNS, WORKER_DB_MAX_CONNS and LIST_DB_MAX_CONNS must not be negative (0 is the default)")
 	_, err = LoadConfig([]string{"WORKER_DB_MAX_CONNS=10", "LIST_DB_MAX_CONNS=9"})
-	require.ErrorContains(t, err, "LIST_DB_MAX_CONNS (9) must leave at least 2 of the workers' 10 connections")
+	require.EqualError(t, err, "LIST_DB_MAX_CONNS (9) must leave at least 2 of the workers' 10 connections (WORKER_DB_MAX_CONNS) to classify jobs and River")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -24,7 +25,7 @@ func TestEstimateAndSpendAgree(t *testing.T) {
 	// completion tokens, so the dry run's mean tokens are those too.
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 4, "x") },
 		map[string]string{"AUTH": "on", "OPENAI_MODEL": model})
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	a := as{e, e.apiKey("team-a")}
 
 	status, id, p := a.list("", numbered("paid", 4))

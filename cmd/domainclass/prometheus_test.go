@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
@@ -135,8 +136,8 @@ func TestPrometheus(t *testing.T) {
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
 		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true",
 			"QUEUE_METRICS_INTERVAL": "1s"})
-	api := e.start(RoleAPI)
-	worker := e.start(RoleWorker)
+	api := e.start(cli.RoleAPI)
+	worker := e.start(cli.RoleWorker)
 	prom := startPrometheus(t, api.APIURL(), worker.WorkerURL())
 
 	status, body := e.post(`{"domains": ["acme.com", "beta.com"]}`, "X-Callback-URL", rc.srv.URL+"/hooks")

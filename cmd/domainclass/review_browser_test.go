@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/evals"
@@ -42,7 +43,7 @@ func TestReviewInABrowser(t *testing.T) {
 	}
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Might make its own goods.") },
 		map[string]string{"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "correct horse"})
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	ctx := context.Background()
 	domains := make([]string, 20)
 	for i := range domains {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/evals"
 )
@@ -112,7 +113,7 @@ func TestReview(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newE2E(t, wrongModel, nil)
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	client := []string{"DOMAINCLASS_URL=" + e.api.APIURL()}
 
 	// A dispute is in the queue within a second, first in line; the

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
@@ -72,7 +73,7 @@ func TestRiverUIInABrowser(t *testing.T) {
 	_ = chromium(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Snacks.") },
 		map[string]string{"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": "correct horse"})
-	e.start(RoleAll)
+	e.start(cli.RoleAll)
 	e.wait(e.submit("acme.com", "beta.com"), "COMPLETED", dbtest.Patience())
 	jobsPage := e.api.APIURL() + "/riverui/jobs?state=completed"
 

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
@@ -67,9 +68,9 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		return u.String()
 	}
 	e.env["DATABASE_URL"] = as(apiRole)
-	api := e.start(RoleAPI)
+	api := e.start(cli.RoleAPI)
 	e.env["DATABASE_URL"] = as(workerRole)
-	e.start(RoleWorker)
+	e.start(cli.RoleWorker)
 	e.env["DATABASE_URL"] = dbtest.URL()
 
 	// A job with a webhook.

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
@@ -44,8 +45,8 @@ func TestTracing(t *testing.T) {
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
 		map[string]string{"WEBHOOK_SECRET": webhookSecret, "CALLBACK_ALLOW_PRIVATE": "true", "AUTH": "on"})
 	e.traced = true
-	e.start(RoleAPI)
-	e.start(RoleWorker)
+	e.start(cli.RoleAPI)
+	e.start(cli.RoleWorker)
 	key := e.apiKey("traced")
 
 	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -130,7 +131,7 @@ func TestTracing(t *testing.T) {
 	find("a Postgres query under the POST", func(s sdktrace.ReadOnlySpan) bool {
 		return (attr(s, "db.system") == "postgresql" || attr(s, "db.system.name") == "postgresql") && childOf(s, post)
 	})
-	for _, s := range spans { // a transaction's own statements have no spans (cmd/domainclass/tracing.go)
+	for _, s := range spans { // a transaction's own statements have no spans (internal/tracing)
 		require.NotContains(t, []string{"BEGIN", "COMMIT", "ROLLBACK", "begin", "commit", "rollback"}, s.Name())
 	}
 	work := find("classify work linked to the insert", func(s sdktrace.ReadOnlySpan) bool {
@@ -177,7 +178,7 @@ func TestTracing(t *testing.T) {
 	// Inside one organisation, an API that trusts its callers continues
 	// their traces.
 	e.env["TRACE_TRUST_INCOMING"] = "true"
-	trusting := e.start(RoleAPI)
+	trusting := e.start(cli.RoleAPI)
 	req, err := http.NewRequest(http.MethodGet, trusting.APIURL()+"/readyz", nil)
 	require.NoError(t, err)
 	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
+	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
@@ -110,8 +111,8 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 		rc := newHookReceiver(t)
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
 			map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true"})
-		e.start(RoleAPI)
-		e.start(RoleWorker)
+		e.start(cli.RoleAPI)
+		e.start(cli.RoleWorker)
 		wh, err := standardwebhooks.NewWebhook(secret)
 		require.NoError(t, err)
 
@@ -167,13 +168,13 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 		t.Parallel()
 		rc := newHookReceiver(t)
 		e := newE2E(t, nil, map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t)})
-		e.start(RoleAPI)
+		e.start(cli.RoleAPI)
 		status, body := e.post(`{"domains": ["acme.com"]}`, "X-Callback-URL", rc.srv.URL) // http://127.0.0.1:port
 		require.Equal(t, http.StatusUnprocessableEntity, status)
 		require.Contains(t, string(body), "/problems/invalid-callback-url")
 
 		off := newE2E(t, nil, nil)
-		off.start(RoleAPI)
+		off.start(cli.RoleAPI)
 		status, body = off.post(`{"domains": ["acme.com"]}`, "X-Callback-URL", "https://hooks.example.com/h")
 		require.Equal(t, http.StatusUnprocessableEntity, status)
 		require.Contains(t, string(body), "/problems/webhooks-not-configured")
@@ -193,8 +194,8 @@ func TestEndToEnd_AnswerChanged(t *testing.T) {
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Makes snacks.") },
 		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "CHANGE_FANOUT_INTERVAL": "1s",
 			"CHANGE_NOTIFY_WINDOW": "240h"})
-	e.start(RoleAPI)
-	e.start(RoleWorker)
+	e.start(cli.RoleAPI)
+	e.start(cli.RoleWorker)
 	wh, err := standardwebhooks.NewWebhook(secret)
 	require.NoError(t, err)
 
@@ -331,8 +332,8 @@ func TestEndToEnd_ReviewVerdictReachesWhoGotTheOldAnswer(t *testing.T) {
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Maybe makes snacks.") },
 		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "CHANGE_FANOUT_INTERVAL": "1s"})
-	e.start(RoleAPI)
-	e.start(RoleWorker)
+	e.start(cli.RoleAPI)
+	e.start(cli.RoleWorker)
 	wh, err := standardwebhooks.NewWebhook(secret)
 	require.NoError(t, err)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
 
@@ -37,13 +38,13 @@ func (d configured) OpenDB(ctx context.Context, purpose string, maxConns int32) 
 
 func (d configured) JobsClient(pool *db.DB) (*jobs.Client, error) {
 	return jobs.NewClient(pool.Pool, jobs.ClientConfig{Settings: d.cfg.Queue, Schema: d.cfg.DatabaseSchema,
-		Logger: libraryLogger(d.cfg.NewLogger(io.Discard), "info")})
+		Logger: logging.Library(d.cfg.NewLogger(io.Discard), "info")})
 }
 
 func (d configured) Logger(w io.Writer) *slog.Logger { return d.cfg.NewLogger(w) }
 
 func (d configured) LibraryLogger(w io.Writer) *slog.Logger {
-	return libraryLogger(d.cfg.NewLogger(w), d.cfg.LogLevel)
+	return logging.Library(d.cfg.NewLogger(w), d.cfg.LogLevel)
 }
 
 // Serve starts the process of role (app.go) and runs it until ctx ends.

@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"context"
@@ -18,40 +18,6 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// minLevel passes records at or above min to the wrapped handler. River's
-// own lines go through the process handler this way: its routine Info lines
-// (producer counts every few seconds) would drown ours.
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-
-func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(attrs), h.min}
-}
-
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.min}
-}
-
-// libraryLogger is the logger handed to River: the same handler, from Warn
-// up unless LOG_LEVEL=debug, and within an outage counted, not printed
-// (outageHandler).
-func libraryLogger(logger *slog.Logger, level string) *slog.Logger {
-	h := logger.Handler()
-	if o, ok := h.(outageHandler); ok {
-		h = o.forLibrary() // its lines during an outage are the outage's
-	}
-	if level == "debug" {
-		return slog.New(h)
-	}
-	return slog.New(minLevel{h, slog.LevelWarn})
-}
-
 // A database outage, as the logs tell it (issue 36: a 60-s Postgres outage
 // wrote 460 River "Error fetching jobs" lines, 7 "Too many errors; giving
 // up" and 1,162 WARN lines). The first failure that says the database
@@ -67,9 +33,10 @@ const (
 	outageProbe    = time.Second
 )
 
-// outageLog is the state an outageHandler and its derived handlers share:
-// one per process (Main.Run), probing the process's pool.
-type outageLog struct {
+// Outage collapses a database outage's lines (above): the state an
+// outageHandler and its derived handlers share, one per process, probing
+// the process's pool.
+type Outage struct {
 	out              slog.Handler // where its own lines go
 	reminder, period time.Duration
 
@@ -82,19 +49,21 @@ type outageLog struct {
 	done       chan struct{}               // closed when the prober returns
 }
 
-func newOutageLog(out slog.Handler) *outageLog {
-	return &outageLog{out: out, reminder: outageReminder, period: outageProbe, stop: make(chan struct{})}
+// NewOutage returns an Outage writing to out. It collapses nothing until
+// Watch gives it a probe of the database.
+func NewOutage(out slog.Handler) *Outage {
+	return &Outage{out: out, reminder: outageReminder, period: outageProbe, stop: make(chan struct{})}
 }
 
-// watch makes o collapse outages, noticing their end with probe.
-func (o *outageLog) watch(probe func(context.Context) error) {
+// Watch makes o collapse outages, noticing their end with probe.
+func (o *Outage) Watch(probe func(context.Context) error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.probe = probe
 }
 
 // Close stops the prober of an outage in progress, and waits for it.
-func (o *outageLog) Close() {
+func (o *Outage) Close() {
 	o.mu.Lock()
 	select {
 	case <-o.stop:
@@ -108,12 +77,12 @@ func (o *outageLog) Close() {
 	}
 }
 
-// handler is the process's handler: out, collapsing outages.
-func (o *outageLog) handler() slog.Handler { return outageHandler{log: o, next: o.out} }
+// Handler is the process's handler: out, collapsing outages.
+func (o *Outage) Handler() slog.Handler { return outageHandler{log: o, next: o.out} }
 
 // Suppressed is how many lines the outage in progress held back (0 when
 // none is).
-func (o *outageLog) Suppressed() int {
+func (o *Outage) Suppressed() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.suppressed
@@ -122,7 +91,7 @@ func (o *outageLog) Suppressed() int {
 // outageHandler passes records to next, but those of an outage (see above).
 // library marks River's: all its warnings during an outage are the outage's.
 type outageHandler struct {
-	log     *outageLog
+	log     *Outage
 	next    slog.Handler
 	attrs   []slog.Attr // WithAttrs's, which may carry the error
 	library bool
@@ -173,7 +142,7 @@ func (h outageHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // prober probes the database every period until it answers (then says so
 // and ends the outage) or the log is closed, reminding every reminder.
-func (o *outageLog) prober(probe func(context.Context) error, done chan struct{}) {
+func (o *Outage) prober(probe func(context.Context) error, done chan struct{}) {
 	defer close(done)
 	tick := time.NewTicker(o.period)
 	defer tick.Stop()
@@ -206,7 +175,7 @@ func (o *outageLog) prober(probe func(context.Context) error, done chan struct{}
 	}
 }
 
-func (o *outageLog) say(level slog.Level, msg string, attrs ...slog.Attr) error {
+func (o *Outage) say(level slog.Level, msg string, attrs ...slog.Attr) error {
 	r := slog.NewRecord(time.Now(), level, msg, 0)
 	r.AddAttrs(attrs...)
 	return o.out.Handle(context.Background(), r)

@@ -1,4 +1,8 @@
-package main
+// Package tracing is the process's OpenTelemetry traces: the OTLP
+// exporter, and the span makers of Postgres (pgx) and River, shaped so that
+// a traced request costs little (docs/BENCHMARKS.md, "tracing"). The HTTP
+// server's spans are httpapi's, the model's and webhooks' their clients'.
+package tracing
 
 import (
 	"context"
@@ -18,22 +22,20 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
-// startTracing installs an OTLP/HTTP exporter as the global tracer provider
-// and W3C trace context as the propagator, when the configuration asks for
-// traces (Config.tracing). The exporter takes its endpoint, headers and
-// timeout from the standard OTEL_EXPORTER_OTLP_* variables, and the
-// resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. The returned
-// func flushes and stops it.
-func startTracing(ctx context.Context, cfg Config, role string) (func(context.Context) error, error) {
-	if !cfg.tracing() {
-		return func(context.Context) error { return nil }, nil
-	}
+// Start installs an OTLP/HTTP exporter as the global tracer provider and
+// W3C trace context as the propagator. The exporter takes its endpoint,
+// headers and timeout from the standard OTEL_EXPORTER_OTLP_* variables, and
+// the resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; version and
+// instance (the process's role) are added to the resource. The returned
+// func flushes and stops it. It returns an error when the exporter cannot
+// be built.
+func Start(ctx context.Context, version, instance string) (func(context.Context) error, error) {
 	exporter, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("error starting the OTLP trace exporter: %w", err)
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
-		semconv.ServiceVersion(Version), semconv.ServiceInstanceID(role)))
+		semconv.ServiceVersion(version), semconv.ServiceInstanceID(instance)))
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +45,7 @@ func startTracing(ctx context.Context, cfg Config, role string) (func(context.Co
 	return tp.Shutdown, nil
 }
 
-// pgxTracer is the Postgres span maker: one span a statement, named by its
+// Postgres is the span maker of pgx: one span a statement, named by its
 // first word, without the statement's text, its parameters (they can hold
 // callers' inputs and URLs), a span per pool acquire, spans for BEGIN,
 // COMMIT and ROLLBACK, or one for the statement of a River insert. The
@@ -53,7 +55,7 @@ func startTracing(ctx context.Context, cfg Config, role string) (func(context.Co
 // timed already by its river.insert_many span, its only child
 // (docs/BENCHMARKS.md, "tracing"). The statement is in the code that the
 // span's parent names.
-func pgxTracer() pgx.QueryTracer {
+func Postgres() pgx.QueryTracer {
 	return selectiveTracer{otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName(), otelpgx.WithDisableAcquireTracer(),
 		otelpgx.WithDisableSQLStatementInAttributes(), otelpgx.WithDisableConnectionDetailsInAttributes())}
 }
@@ -92,12 +94,12 @@ func isTxControl(sql string) bool {
 	return strings.EqualFold(word, "begin") || strings.EqualFold(word, "commit") || strings.EqualFold(word, "rollback")
 }
 
-// riverMiddleware traces River: a span for each insert, and one for each
+// River traces River: a span for each insert, and one for each
 // job's work, linked to the insert's through the job's metadata. The
-// insert's statement gets no span of its own (pgxTracer): the second
+// insert's statement gets no span of its own (Postgres): the second
 // middleware runs inside otelriver's and marks the context River runs it
 // with.
-func riverMiddleware() []rivertype.Middleware {
+func River() []rivertype.Middleware {
 	return []rivertype.Middleware{
 		otelriver.NewMiddleware(&otelriver.MiddlewareConfig{EnableTracePropagation: true, EnableWorkSpanJobKindSuffix: true}),
 		river.JobInsertMiddlewareFunc(func(ctx context.Context, _ []*rivertype.JobInsertParams,

@@ -1,24 +1,25 @@
-package main
+package pools
 
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// poolCollector exports each database pool of the process, labelled pool
+// Collector exports each database pool of the process, labelled pool
 // ("api", "worker", "lists"): its size, connections in use, and the
 // acquires that had to wait and for how long in all. A pool whose waits
 // climb is one whose work queues for connections, not in Postgres.
-type poolCollector struct {
+type Collector struct {
 	pools                              map[string]*pgxpool.Pool
 	max, inUse, acquires, waits, waitS *prometheus.Desc
 }
 
-func newPoolCollector(pools map[string]*pgxpool.Pool) *poolCollector {
+// NewCollector returns the collector of pools, by their names.
+func NewCollector(pools map[string]*pgxpool.Pool) *Collector {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("domainclass_db_pool_"+name, help, []string{"pool"}, nil)
 	}
-	return &poolCollector{pools: pools,
+	return &Collector{pools: pools,
 		max:      desc("max_connections", "The pool's size (API_DB_MAX_CONNS, WORKER_DB_MAX_CONNS less LIST_DB_MAX_CONNS, LIST_DB_MAX_CONNS)."),
 		inUse:    desc("connections_in_use", "Connections of the pool held by a request, a job or River now."),
 		acquires: desc("acquires_total", "Connections taken from the pool."),
@@ -27,13 +28,15 @@ func newPoolCollector(pools map[string]*pgxpool.Pool) *poolCollector {
 	}
 }
 
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.max, c.inUse, c.acquires, c.waits, c.waitS} {
 		ch <- d
 	}
 }
 
-func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for name, p := range c.pools {
 		s := p.Stat()
 		ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.MaxConns()), name)
