@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,8 +53,18 @@ func benchAnswered(t *testing.T) []benchRow {
 		_, _, err := db.OverrideSet(ctx, d.Pool, overrides[from:min(from+50_000, len(overrides))])
 		require.NoError(t, err)
 	}
+	// The cached answers' provenance ids: by default UUIDv7-like in the
+	// list's order, as the answers of the export's last upload got them
+	// (its chunks answer in row order; the overrides' ids, from
+	// OverrideSet, are UUIDv7 in the same order); BENCH_ANSWERED_IDS=random
+	// gives random ones, the worst case for every index keyed by them.
+	ids := `(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7000-8000-' || substr(md5(domain), 1, 12))::uuid`
+	if os.Getenv("BENCH_ANSWERED_IDS") == "random" {
+		ids = `gen_random_uuid()`
+	}
 	_, err = d.Pool.Exec(ctx, `
-		WITH c AS (SELECT domain, gen_random_uuid() AS id FROM unnest($1::text[]) AS u (domain)),
+		WITH c AS (SELECT domain, `+ids+` AS id
+		           FROM unnest($1::text[]) WITH ORDINALITY AS u (domain, n), lpad(to_hex(n), 12, '0') AS h),
 		p AS (INSERT INTO provenance (id, model, prompt_version, search, evidence, created_at)
 		      SELECT id, 'bench-model', 'v1', 'bench', jsonb_build_array(jsonb_build_object('url', 'https://' || domain || '/', 'title', domain)),
 		             now() - interval '1 day' FROM c)
