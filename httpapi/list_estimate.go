@@ -65,9 +65,9 @@ const (
 // setRowCPUSeconds is what one row answered by an override or the cache
 // costs, answered as a set (db.ListRowsAccept at the upload, or
 // db.ListAnswerKnown), when no recent list says: a million such rows went
-// from upload to COMPLETED in 13.9 s, upload included, on two cores shared
-// with other work (docs/BENCHMARKS.md, the sets section), about 28 µs of
-// CPU a row; 50 µs is within 2× of it.
+// from upload to COMPLETED in 13.5–20.3 s, upload included, on two cores
+// shared with other work (docs/BENCHMARKS.md, the sets section), 27–40 µs
+// of CPU a row; 50 µs is within 2× of it.
 const setRowCPUSeconds = 0.00005
 
 // freshRowCPUSeconds is what one row of a fresh domain costs the service
