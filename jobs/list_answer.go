@@ -16,14 +16,14 @@ import (
 
 // answerer is the chunk's answerer, the one a run of it uses whether it
 // answers its domains or stages them for a batch: the list's concurrency,
-// domain retries and run budget (ListRunBudget, from the run's start), and,
+// domain retries and run time (ListRunTime, from the run's start), and,
 // once all its domains have started, the feed of the chunk after the
 // window (this one still counted in it). Its model calls are the list's
 // (its share and gate, answerRows), counted against its caller's budget.
 func (w *ClassifyListWorker) answerer(ctx context.Context, log *slog.Logger, job *river.Job[ClassifyListArgs], l *classifier.List) answerer {
 	inFlight := w.Settings.ListChunksInFlight
 	return answerer{pipeline: w.Pipeline, concurrency: w.Settings.ListDomainConcurrency, metrics: w.Metrics,
-		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunBudget()),
+		retry: newDomainRetry(w.Settings), startBy: time.Now().Add(w.Settings.ListRunTime()),
 		call:       classifier.CallOptions{Spender: w.Spend.For(l.Caller)},
 		allStarted: func() { w.feedOrLog(ctx, log, l.ID, job.Args.Chunk+inFlight, inFlight+1) }}
 }

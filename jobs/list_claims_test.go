@@ -28,7 +28,7 @@ func TestClassifyListWorker_Claims(t *testing.T) {
 	t.Run("ARunGivesBackTheClaimsItDidNotAnswer", func(t *testing.T) {
 		t.Parallel()
 		s := listSettings(10, 1)
-		s.ListChunkBudget = time.Nanosecond // its time is up before its first domain
+		s.ListChunkRunTime = time.Nanosecond // its time is up before its first domain
 		b, w := setupListTx(t, byDomain(nil), s)
 		acceptList(t, b.tx, b.client, s, "", "a.com", "b.com", "c.com", "a.com")
 		job := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)

@@ -98,7 +98,7 @@ func (w *ClassifyListWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMid
 }
 
 // Timeout is the reviewed job timeout; a run stops starting domains after
-// ListRunBudget, well before it.
+// ListRunTime, well before it.
 func (w *ClassifyListWorker) Timeout(*river.Job[ClassifyListArgs]) time.Duration {
 	return w.Settings.JobTimeout
 }

@@ -66,10 +66,10 @@ const (
 	// between all the lists; and keeps river_job small however long the
 	// list. Raise it with more than four worker processes.
 	DefaultListChunksInFlight = 8
-	// DefaultListChunkBudget: a chunk starts no new domain after 2 minutes
+	// DefaultListChunkRunTime: a chunk starts no new domain after 2 minutes
 	// of one run and snoozes (no attempt used) to go on later, so a run ends
 	// well inside JOB_TIMEOUT even when the model slows to 60 s a call.
-	DefaultListChunkBudget = 2 * time.Minute
+	DefaultListChunkRunTime = 2 * time.Minute
 	// DefaultBatchMaxRequests: OpenAI takes up to 50,000 requests in one
 	// batch file, but also caps the file at 200 MB, and one request with a
 	// full EVIDENCE_MAX_CHARS of evidence is about 6.1 kB (measured): 50,000
@@ -269,7 +269,7 @@ type Settings struct {
 	ListDomainConcurrency int
 	ListChunkRows         int
 	ListChunksInFlight    int
-	ListChunkBudget       time.Duration
+	ListChunkRunTime      time.Duration
 	// ListSweepInterval is how often stalled lists are looked for.
 	ListSweepInterval time.Duration
 
@@ -321,7 +321,7 @@ func DefaultSettings() Settings {
 		ListDomainConcurrency: DefaultListDomainConcurrency,
 		ListChunkRows:         DefaultListChunkRows,
 		ListChunksInFlight:    DefaultListChunksInFlight,
-		ListChunkBudget:       DefaultListChunkBudget,
+		ListChunkRunTime:      DefaultListChunkRunTime,
 		ListSweepInterval:     DefaultListSweepInterval,
 		DomainAttempts:        DefaultDomainAttempts,
 		DomainRetryBackoff:    DefaultDomainRetryBackoff,
@@ -362,8 +362,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("ListWorkers must be between 1 and 10000, got %d", s.ListWorkers)
 	case s.ListDomainConcurrency < 1 || s.ListChunkRows < 1 || s.ListChunksInFlight < 1:
 		return fmt.Errorf("ListDomainConcurrency, ListChunkRows and ListChunksInFlight must be at least 1")
-	case s.ListChunkBudget <= 0:
-		return fmt.Errorf("ListChunkBudget must be positive, got %s", s.ListChunkBudget)
+	case s.ListChunkRunTime <= 0:
+		return fmt.Errorf("ListChunkRunTime must be positive, got %s", s.ListChunkRunTime)
 	case s.ChangeNotifyWindow < 0:
 		return fmt.Errorf("ChangeNotifyWindow must not be negative, got %s", s.ChangeNotifyWindow)
 	case s.ChangeFanoutInterval < time.Second:
@@ -411,9 +411,9 @@ const webhookJobSlack = 10 * time.Second
 // WebhookJobTimeout is the River timeout of one delivery attempt.
 func (s Settings) WebhookJobTimeout() time.Duration { return s.WebhookTimeout + webhookJobSlack }
 
-// ListRunBudget is how long one run of a chunk starts new domains: the
-// reviewed budget, and never more than half the job timeout.
-func (s Settings) ListRunBudget() time.Duration { return min(s.ListChunkBudget, s.JobTimeout/2) }
+// ListRunTime is how long one run of a chunk starts new domains: the
+// reviewed run time, and never more than half the job timeout.
+func (s Settings) ListRunTime() time.Duration { return min(s.ListChunkRunTime, s.JobTimeout/2) }
 
 // StoreRetryFor is how long one run keeps trying to store an answer that
 // arrived: the answer was paid for, and a store that fails is a database

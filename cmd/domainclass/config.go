@@ -238,7 +238,7 @@ func (c *Config) queueEnv() []envvar.Var {
 		{"LIST_DOMAIN_CONCURRENCY", &q.ListDomainConcurrency, "ListDomainConcurrency"},
 		{"LIST_CHUNK_ROWS", &q.ListChunkRows, "ListChunkRows"},
 		{"LIST_CHUNKS_IN_FLIGHT", &q.ListChunksInFlight, "ListChunksInFlight"},
-		{"LIST_CHUNK_BUDGET", &q.ListChunkBudget, "ListChunkBudget"},
+		{"LIST_CHUNK_RUN_TIME", &q.ListChunkRunTime, "ListChunkRunTime"},
 		{"LIST_SWEEP_INTERVAL", &q.ListSweepInterval, "ListSweepInterval"},
 		{"DOMAIN_ATTEMPTS", &q.DomainAttempts, "DomainAttempts"},
 		{"DOMAIN_RETRY_BACKOFF", &q.DomainRetryBackoff, "DomainRetryBackoff"},
