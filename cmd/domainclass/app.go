@@ -119,6 +119,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// from River's and ours alike: the logger every part of the process gets.
 	m.outage = logging.NewOutage(m.Logger.Handler())
 	m.Logger = slog.New(m.outage.Handler())
+	cfg.warnRenamed(m.Logger)
 	if m.runsAPI() {
 		if err := cfg.checkSpoolDir(); err != nil {
 			return err

@@ -97,6 +97,10 @@ type Config struct {
 	Lists     httpapi.ListLimits
 	Freshness classifier.Freshness
 	ClaimWait time.Duration
+
+	// Renamed says which old names of renamed variables the environment
+	// sets (renamedEnv); a process logs it once as it starts.
+	Renamed []string
 }
 
 // DefaultConfig returns the defaults: the binary's own, and each package's
@@ -137,7 +141,20 @@ func DefaultConfig() Config {
 // (CLAIM_WAIT), classifier/llm (model bounds and timeout),
 // classifier/search (search timeout) and db/pools (the database pools).
 func (c *Config) environment() []envvar.Var {
-	return slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv())
+	return envvar.WithOld(slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv()), renamedEnv)
+}
+
+// renamedEnv: the variables renamed, whose old names are read one release
+// more, with a warning as a process starts, then no longer.
+var renamedEnv = []envvar.Renamed{
+	{Old: "LIST_CHUNK_BUDGET", New: "LIST_CHUNK_RUN_TIME"}, // issue 38: "budget" is callers' money only
+}
+
+// warnRenamed logs, once as a process starts, each old name it was given.
+func (c Config) warnRenamed(log *slog.Logger) {
+	for _, line := range c.Renamed {
+		log.Warn(line)
+	}
 }
 
 // serviceEnv: the process, its database, the model, search, security,
@@ -266,6 +283,7 @@ func LoadConfig(environ []string) (Config, error) {
 		return cfg, err
 	}
 	cfg.modelBounds(env)
+	cfg.Renamed = envvar.OldSet(renamedEnv, env)
 	return cfg, cfg.Validate()
 }
 

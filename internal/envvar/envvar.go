@@ -60,6 +60,44 @@ func Rename(msg string, vars []Var) string {
 	return msg
 }
 
+// Renamed is a variable's old name, still read for one release after its
+// renaming, and the name that replaces it.
+type Renamed = struct{ Old, New string }
+
+// WithOld returns vars with a row for each old name of renamed ahead of its
+// new name's row, setting the same setting: the old name still works, and
+// the new one wins when both are set. The old row has no Field, so that an
+// owner's messages name the new variable.
+func WithOld(vars []Var, renamed []Renamed) []Var {
+	out := make([]Var, 0, len(vars)+len(renamed))
+	for _, v := range vars {
+		for _, r := range renamed {
+			if r.New == v.Name {
+				out = append(out, Var{Name: r.Old, Setting: v.Setting})
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// OldSet returns, for each old name of renamed that env sets, the line
+// that says so (a process logs it once as it starts).
+func OldSet(renamed []Renamed, env map[string]string) []string {
+	var lines []string
+	for _, r := range renamed {
+		if _, ok := env[r.Old]; !ok {
+			continue
+		}
+		line := fmt.Sprintf("%s is renamed %s: the old name is read this release only; set %s instead", r.Old, r.New, r.New)
+		if _, both := env[r.New]; both {
+			line = fmt.Sprintf("%s is renamed %s, which is also set and wins; remove %s", r.Old, r.New, r.Old)
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
 // set parses s into the setting p points at.
 func set(p any, s string) error {
 	var err error
