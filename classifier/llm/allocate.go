@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Demand is what a worker process asks of the deployment's budget, as its
+// Demand is what a worker process asks of the deployment's capacity, as its
 // lease records it: its model calls in flight and waiting (interactive,
 // and lists by caller), its own caps, and what its calls take.
 type Demand struct {
@@ -22,7 +22,7 @@ type Demand struct {
 	TokensPerCall float64 `json:"k,omitempty"`
 }
 
-// Lease is a worker process's lease on the deployment's budget: its share
+// Lease is a worker process's lease on the deployment's capacity: its share
 // of the account's requests and tokens a minute, and of its calls in
 // flight (Slots; 0 when the account has no such limit).
 type Lease struct {
@@ -32,7 +32,7 @@ type Lease struct {
 	Demand Demand
 }
 
-// accountLimits is the deployment's budget now: requests and tokens a
+// accountLimits is the deployment's capacity now: requests and tokens a
 // second (+Inf: no limit) and calls in flight (0: no limit).
 type accountLimits struct {
 	requests, tokens float64

@@ -101,7 +101,7 @@ func TestAllocate(t *testing.T) {
 }
 
 // storeFunc is a LeaseStore of functions: a fake at the seam, for the
-// budget's own rules.
+// capacity's own rules.
 type storeFunc struct {
 	throttle func(wait time.Duration, lower bool)
 	others   []Lease // the other processes' leases
@@ -120,10 +120,10 @@ func (s storeFunc) Throttle(_ context.Context, wait time.Duration, lower bool) e
 func (storeFunc) Stated(context.Context, int, int) error { return nil }
 
 // A stray 429 stops the calls for its wait and lowers nothing; three
-// within throttleWindow lower the budget.
-func TestBudget_OnlyRepeated429sLowerTheBudget(t *testing.T) {
+// within throttleWindow lower the capacity.
+func TestCapacity_OnlyRepeated429sLowerTheCapacity(t *testing.T) {
 	lowered := make(chan bool, 3)
-	b := NewBudget(BudgetConfig{RequestsPerMinute: 600, Holder: "p"}, storeFunc{throttle: func(_ time.Duration, lower bool) {
+	b := NewCapacity(CapacityConfig{RequestsPerMinute: 600, Holder: "p"}, storeFunc{throttle: func(_ time.Duration, lower bool) {
 		lowered <- lower
 	}})
 	b.Govern(Limit(nil, 4, 600, nil))
@@ -143,9 +143,9 @@ func TestBudget_OnlyRepeated429sLowerTheBudget(t *testing.T) {
 // A process keeps a second of the deployment's interactive calls in its
 // bucket, wherever those calls wait now: a job that arrives here next
 // starts its calls at once.
-func TestBudget_ReserveIsASecondOfTheDeploymentsInteractiveCalls(t *testing.T) {
+func TestCapacity_ReserveIsASecondOfTheDeploymentsInteractiveCalls(t *testing.T) {
 	jobs := Lease{Holder: "q", Share: 0.5, Demand: full(Demand{Interactive: 3})} // half of the 6 calls the account keeps in flight
-	b := NewBudget(BudgetConfig{RequestsPerMinute: 1200, Holder: "p"}, storeFunc{others: []Lease{jobs}})
+	b := NewCapacity(CapacityConfig{RequestsPerMinute: 1200, Holder: "p"}, storeFunc{others: []Lease{jobs}})
 	l := Limit(nil, 16, 1_000_000, nil)
 	b.Govern(l)
 	b.renew(context.Background())

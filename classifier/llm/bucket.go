@@ -6,7 +6,7 @@ import (
 )
 
 // bucket is a token bucket whose rate and size change as the deployment's
-// budget moves, and whose level can go below zero: a call whose tokens
+// capacity moves, and whose level can go below zero: a call whose tokens
 // turned out more than estimated pays the difference from the tokens to
 // come. A nil *bucket is no limit.
 type bucket struct {

@@ -29,8 +29,8 @@ const (
 // Limited bounds the calls of a Completer for the whole process: at most
 // concurrency in flight, started no faster than perMinute, and shared
 // between interactive jobs and lists as the scheduler says (share.go).
-// Governed by a Budget, those are this process's caps, and the deployment's
-// budget bounds it further (budget.go).
+// Governed by a Capacity, those are this process's caps, and the deployment's
+// capacity bounds it further (lease.go).
 type Limited struct {
 	next   classifier.Completer
 	slots  *scheduler

@@ -31,8 +31,8 @@ func (r RateLimits) Stated() bool {
 }
 
 // Feedback is told what the provider said of the account's limits after
-// every response that said something: the deployment's budget listens
-// (budget.go).
+// every response that said something: the deployment's capacity listens
+// (lease.go).
 type Feedback interface {
 	ProviderSaid(RateLimits)
 }

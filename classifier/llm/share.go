@@ -30,13 +30,13 @@ type SlotObserver interface {
 // with a reserve set, list calls leave that many requests and tokens in the
 // buckets for interactive calls, so that a job's calls start together; and
 // callers' lists hold shares of the rest in proportion to their weights
-// (equal, unless the deployment's budget says otherwise: a caller whose
+// (equal, unless the deployment's capacity says otherwise: a caller whose
 // lists also run on other processes weighs less here), whatever their
 // sizes: a caller's second list splits that caller's share instead of
 // adding one. Nothing is preempted: a call keeps its slot until it returns.
 //
 // Its bounds move while it runs (setLimits): the slots, requests and tokens
-// the deployment's budget leases to this process, and a cool-down before
+// the deployment's capacity leases to this process, and a cool-down before
 // which no call starts.
 type scheduler struct {
 	obs SlotObserver
@@ -111,7 +111,7 @@ type limits struct {
 	tokensPerSec   float64
 	tokensBurst    float64
 	// reserve is what list calls leave in the buckets for interactive
-	// calls: requests and tokens (see Budget.schedulerLimits).
+	// calls: requests and tokens (see Capacity.schedulerLimits).
 	reserve  [2]float64
 	cooldown time.Time
 	weights  map[string]float64
@@ -283,7 +283,7 @@ func (s *scheduler) enqueue(w *waiter) {
 		s.interactive = append(s.interactive, w)
 		s.countInteractive()
 		if len(s.interactive) == 1 && s.inUse[classifier.ClassInteractive] == 0 {
-			s.wakeBudget()
+			s.wakeCapacity()
 		}
 		return
 	}
@@ -291,7 +291,7 @@ func (s *scheduler) enqueue(w *waiter) {
 	if c == nil {
 		c = &callerShare{name: w.share.Caller, lists: map[string]*listShare{}}
 		s.callers[w.share.Caller] = c
-		s.wakeBudget()
+		s.wakeCapacity()
 	}
 	l := c.lists[w.share.List]
 	if l == nil {
@@ -301,7 +301,7 @@ func (s *scheduler) enqueue(w *waiter) {
 	l.waiting = append(l.waiting, w)
 }
 
-func (s *scheduler) wakeBudget() {
+func (s *scheduler) wakeCapacity() {
 	if s.poke != nil {
 		s.poke()
 	}

@@ -135,7 +135,7 @@ func (c *callerShare) waiting() bool {
 	return false
 }
 
-// weight is a caller's weight: the budget's, or 1 (the weights are
+// weight is a caller's weight: the capacity's, or 1 (the weights are
 // normalised to a mean of 1) for a caller it does not know yet.
 func (s *scheduler) weight(caller string) float64 {
 	if w, ok := s.weights[caller]; ok && w > 0 {

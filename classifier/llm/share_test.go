@@ -206,7 +206,7 @@ func waitQueued(t *testing.T, s *scheduler, n int) {
 	}
 }
 
-// The deployment's budget weighs callers whose lists also run elsewhere
+// The deployment's capacity weighs callers whose lists also run elsewhere
 // less: slots go in proportion to the weights.
 func TestScheduler_WeightsSplitCallersSlots(t *testing.T) {
 	s := unlimited(0)
@@ -234,7 +234,7 @@ func TestScheduler_WeightsSplitCallersSlots(t *testing.T) {
 func TestScheduler_TokensBindAndAreCorrected(t *testing.T) {
 	s := unlimited(0)
 	s.setLimits(limits{slots: 10, requestsPerSec: math.Inf(1), tokensPerSec: 1e-9, tokensBurst: 1000})
-	require.Zero(t, s.tokens.level, "a budget's new bucket starts empty")
+	require.Zero(t, s.tokens.level, "a capacity's new bucket starts empty")
 	s.mu.Lock()
 	s.tokens.level = 1000 // as if it had filled
 	s.mu.Unlock()

@@ -79,10 +79,10 @@ type Main struct {
 	workerLn     net.Listener
 	riverCancel  context.CancelFunc
 	uiCancel     context.CancelFunc
-	// budget is the worker's part of the deployment's model budget, renewed
-	// until budgetStop.
-	budget     *llm.Budget
-	budgetStop func()
+	// capacity is the worker's lease of the deployment's model capacity,
+	// renewed until capacityStop.
+	capacity     *llm.Capacity
+	capacityStop func()
 	// process is this worker process's id: its River client's, its model
 	// lease's and its process lease's (jobs.ProcessLease), renewed until
 	// leaseStop.
@@ -367,8 +367,8 @@ func (m *Main) Close(ctx context.Context) error {
 		m.riverCancel()
 		m.Logger.Info("River stopped", "duration", time.Since(start).String())
 	}
-	if m.budgetStop != nil {
-		m.budgetStop() // after River: its last calls ran within the lease
+	if m.capacityStop != nil {
+		m.capacityStop() // after River: its last calls ran within the lease
 	}
 	if m.uiCancel != nil {
 		m.uiCancel()

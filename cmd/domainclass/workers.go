@@ -33,8 +33,8 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	// soft stop, so a signal never cancels running jobs at once.
 	riverCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.riverCancel = cancel
-	if m.budget != nil {
-		m.budgetStop = m.runBudget(riverCtx)
+	if m.capacity != nil {
+		m.capacityStop = m.runCapacity(riverCtx)
 	}
 	if err := m.WorkerRiver.Start(riverCtx); err != nil {
 		return fmt.Errorf("error starting River: %w", err)
@@ -43,14 +43,14 @@ func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err
 	return nil
 }
 
-// runBudget renews the model budget's lease until the returned stop, which
+// runCapacity renews the model capacity's lease until the returned stop, which
 // gives the lease up and returns once it has.
-func (m *Main) runBudget(ctx context.Context) (stop func()) {
+func (m *Main) runCapacity(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.budget.Run(ctx)
+		m.capacity.Run(ctx)
 	}()
 	return func() { cancel(); <-done }
 }
@@ -147,7 +147,7 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 }
 
 // buildModel is the workers' model: the calls bounded by the process's
-// caps and the deployment's budget (m.limited, m.budget), and the Batch
+// caps and the deployment's capacity (m.limited, m.capacity), and the Batch
 // API's client; nil, nil without OPENAI_API_KEY.
 func (m *Main) buildModel(ctx context.Context) (classifier.Completer, jobs.Batcher, error) {
 	cfg := m.Config
@@ -155,19 +155,19 @@ func (m *Main) buildModel(ctx context.Context) (classifier.Completer, jobs.Batch
 		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
 		return nil, nil, nil
 	}
-	// The process's bounds are caps; the deployment's budget (one
+	// The process's bounds are caps; the deployment's capacity (one
 	// provider account, every worker process) bounds them further.
 	id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
-	m.budget = llm.NewBudget(llm.BudgetConfig{
+	m.capacity = llm.NewCapacity(llm.CapacityConfig{
 		RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
-		Holder: m.process, Logger: m.Logger, Observer: jobs.NewBudgetMetrics(m.Metrics),
+		Holder: m.process, Logger: m.Logger, Observer: jobs.NewCapacityMetrics(m.Metrics),
 	}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
-	c, err := cfg.newLLMClient(m.jobMetrics, m.budget)
+	c, err := cfg.newLLMClient(m.jobMetrics, m.capacity)
 	if err != nil {
 		return nil, nil, err
 	}
 	limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
-	m.budget.Govern(limited)
+	m.capacity.Govern(limited)
 	m.logModelLimits(ctx, id, name)
 	m.limited = limited
 	return limited, c, nil // a batch's requests are the provider's to pace, not our model slots

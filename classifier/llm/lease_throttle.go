@@ -7,10 +7,10 @@ import (
 )
 
 // ProviderSaid implements Feedback: a 429 stops this process's calls for
-// its wait and lowers its budget at once, and the store tells the other
+// its wait and lowers its capacity at once, and the store tells the other
 // processes at their next renewal; a remainder of zero waits, here, for
 // the room of one request; stated limits are recorded for all.
-func (b *Budget) ProviderSaid(r RateLimits) {
+func (b *Capacity) ProviderSaid(r RateLimits) {
 	now := time.Now()
 	b.mu.Lock()
 	until := b.cooldown
@@ -44,7 +44,7 @@ func (b *Budget) ProviderSaid(r RateLimits) {
 		b.lim.slots.setLimits(l)
 	}
 	// A burst of 429s is one write of its cool-down, but a 429 that lowers
-	// the budget is always written.
+	// the capacity is always written.
 	if r.Throttled && (lower || b.throttling.CompareAndSwap(false, true)) {
 		go b.write("error recording the provider's throttle", func(ctx context.Context) error {
 			if !lower {
@@ -61,8 +61,8 @@ func (b *Budget) ProviderSaid(r RateLimits) {
 }
 
 // throttled records a 429 at now and reports whether the recent ones are
-// enough to lower the budget. b.mu is held.
-func (b *Budget) throttled(now time.Time) bool {
+// enough to lower the capacity. b.mu is held.
+func (b *Capacity) throttled(now time.Time) bool {
 	recent := b.throttles[:0]
 	for _, at := range b.throttles {
 		if now.Sub(at) < throttleWindow {
@@ -73,15 +73,15 @@ func (b *Budget) throttled(now time.Time) bool {
 	return len(b.throttles) >= throttlesToLower
 }
 
-// Throttling is how a 429 lowers the deployment's budget: to Factor of
+// Throttling is how a 429 lowers the deployment's capacity: to Factor of
 // what it was, at most once per Damp, never below Floor, climbing back by a
-// whole budget per Recover. A LeaseStore applies it to the shared row.
+// whole capacity per Recover. A LeaseStore applies it to the shared row.
 type Throttling struct {
 	Factor, Floor float64
 	Recover, Damp time.Duration
 }
 
-// ThrottleRule is the reviewed rule (the constants of budget.go).
+// ThrottleRule is the reviewed rule (the constants of lease.go).
 func ThrottleRule() Throttling {
 	return Throttling{Factor: throttleFactor, Floor: factorFloor, Recover: factorRecover, Damp: throttleDamp}
 }

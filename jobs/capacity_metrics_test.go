@@ -10,28 +10,28 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// The budget's counters: a share held counts its seconds (the rate of
+// The capacity's counters: a share held counts its seconds (the rate of
 // domainclass_llm_budget_share_seconds_total is the mean share, which
 // gauges sampled every 15 s cannot give for shares that move four times a
 // second), and unused requests and tokens add up.
-func TestBudgetMetrics_ShareSecondsAndUnused(t *testing.T) {
+func TestCapacityMetrics_ShareSecondsAndUnused(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := jobs.NewBudgetMetrics(reg)
+	m := jobs.NewCapacityMetrics(reg)
 	held := func() float64 { return counter(t, reg, "domainclass_llm_budget_share_seconds_total", nil) }
 
 	t0 := time.Now()
-	m.ObserveBudget(0.5, 600, 0, 4)
+	m.ObserveCapacity(0.5, 600, 0, 4)
 	t1 := time.Now()
 	for time.Since(t1) < time.Millisecond { // time passes while the share is held (no sleep: a busy wait)
 	}
 	t2 := time.Now()
-	m.ObserveBudget(0, 0, 0, 0)
+	m.ObserveCapacity(0, 0, 0, 0)
 	t3 := time.Now()
 	got := held()
 	require.GreaterOrEqual(t, got, 0.5*t2.Sub(t1).Seconds(), "half the account for at least the time between the renewals")
 	require.LessOrEqual(t, got, 0.5*t3.Sub(t0).Seconds())
 
-	m.ObserveBudget(0, 0, 0, 0)
+	m.ObserveCapacity(0, 0, 0, 0)
 	require.Equal(t, got, held(), "a share of 0 holds nothing")
 
 	m.ObserveUnused(2.5, 100)

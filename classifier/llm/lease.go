@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The reviewed settings of the deployment's budget. Each is a decision
+// The reviewed settings of the deployment's capacity. Each is a decision
 // with a reason; change one in a reviewed commit.
 const (
 	// DefaultLeaseRenew: a process renews its lease four times a second, so
@@ -35,13 +35,13 @@ const (
 	renewGap = 50 * time.Millisecond
 	// Every 429 stops the calls for its wait. When a process gets
 	// throttlesToLower of them within throttleWindow, the provider's limit
-	// is lower than the budget (another client on the key, a tier set
-	// wrong), and the deployment's budget drops to throttleFactor of what
+	// is lower than the capacity (another client on the key, a tier set
+	// wrong), and the deployment's capacity drops to throttleFactor of what
 	// it was (at most once per throttleDamp: a burst of 429s is one
-	// signal), never below factorFloor, climbing back by a whole budget per
-	// factorRecover (from 0.8 to 1 in 12 s). A stray 429 of a budget that
+	// signal), never below factorFloor, climbing back by a whole capacity per
+	// factorRecover (from 0.8 to 1 in 12 s). A stray 429 of a capacity that
 	// fits the account lowers nothing; a limit 20% too high settles into
-	// short rounds of 429s and a lowered budget.
+	// short rounds of 429s and a lowered capacity.
 	throttlesToLower = 3
 	throttleWindow   = 10 * time.Second
 	throttleFactor   = 0.8
@@ -76,7 +76,7 @@ const (
 
 // Account is a provider account's shared state as a lease renewal reads
 // it: when calls may start again, the factor the provider's 429s lowered
-// the budget to and when, the limits its headers stated, and the
+// the capacity to and when, the limits its headers stated, and the
 // database's clock.
 type Account struct {
 	CooldownUntil        time.Time
@@ -86,7 +86,7 @@ type Account struct {
 	Now                  time.Time
 }
 
-// factor is the budget's factor at now: lowered by 429s, recovering with
+// factor is the capacity's factor at now: lowered by 429s, recovering with
 // time.
 func (a Account) factor(now time.Time) float64 {
 	f := a.Factor
@@ -96,7 +96,7 @@ func (a Account) factor(now time.Time) float64 {
 	return math.Min(1, f+now.Sub(a.FactorAt).Seconds()/factorRecover.Seconds())
 }
 
-// LeaseStore holds the deployment's budget (Postgres: jobs.AccountStore).
+// LeaseStore holds the deployment's capacity (Postgres: jobs.AccountStore).
 // Errors are the store's; a process that cannot renew keeps its lease
 // until it expires, then holds an even share.
 type LeaseStore interface {
@@ -126,8 +126,8 @@ func AccountOf(baseURL, apiKey string) (id, name string) {
 	return hex.EncodeToString(sum[:16]), name
 }
 
-// BudgetConfig configures a process's part of the deployment's budget.
-type BudgetConfig struct {
+// CapacityConfig configures a process's part of the deployment's capacity.
+type CapacityConfig struct {
 	// RequestsPerMinute, TokensPerMinute and Concurrency are the account's
 	// limits for the whole deployment (LLM_ACCOUNT_*); 0 is none (the
 	// provider's stated limits still apply).
@@ -138,26 +138,27 @@ type BudgetConfig struct {
 	Renew, TTL time.Duration
 	Logger     *slog.Logger
 	// Observer, when set, is told the process's lease after each renewal.
-	Observer BudgetObserver
+	Observer CapacityObserver
 }
 
-// BudgetObserver is told what a process may use of the deployment's
-// budget: its share, its requests and tokens a minute (+Inf: no limit)
+// CapacityObserver is told what a process may use of the deployment's
+// capacity: its share, its requests and tokens a minute (+Inf: no limit)
 // and its slots; and, at each renewal, the requests and tokens of its
 // share it had no call for since the last (they are gone: the rest of the
 // deployment could have sent them).
-type BudgetObserver interface {
-	ObserveBudget(share, requestsPerMinute, tokensPerMinute float64, slots int)
+type CapacityObserver interface {
+	ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int)
 	ObserveUnused(requests, tokens float64)
 }
 
-// Budget is a worker process's part of the deployment's model budget: it
-// leases a share of the provider account's requests, tokens and calls in
-// flight from the LeaseStore, a few times a second, and bounds the
+// Capacity is a worker process's part of the deployment's model capacity
+// (the account's limits, which every worker process shares): it leases a
+// share of the provider account's requests, tokens and calls in flight
+// from the LeaseStore, a few times a second, and bounds the
 // process's Limited to it; and it hears what the provider says (a 429, the
 // x-ratelimit headers) and tells the other processes through the store.
-type Budget struct {
-	cfg   BudgetConfig
+type Capacity struct {
+	cfg   CapacityConfig
 	store LeaseStore
 	lim   *Limited
 	wake  chan struct{}
@@ -179,9 +180,9 @@ type Budget struct {
 	short       bool // holding less than allotted: others are giving it up
 }
 
-// NewBudget returns a process's budget over store. Govern makes it bound a
+// NewCapacity returns a process's capacity over store. Govern makes it bound a
 // Limited; Run renews its lease.
-func NewBudget(cfg BudgetConfig, store LeaseStore) *Budget {
+func NewCapacity(cfg CapacityConfig, store LeaseStore) *Capacity {
 	if cfg.Renew <= 0 {
 		cfg.Renew = DefaultLeaseRenew
 	}
@@ -191,15 +192,15 @@ func NewBudget(cfg BudgetConfig, store LeaseStore) *Budget {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Budget{cfg: cfg, store: store, wake: make(chan struct{}, 1), holders: 1,
+	return &Capacity{cfg: cfg, store: store, wake: make(chan struct{}, 1), holders: 1,
 		acct: Account{Factor: 1}}
 }
 
 // Govern makes b bound l: l's own concurrency and rate become caps, and
-// the deployment's budget decides the rest.
+// the deployment's capacity decides the rest.
 // No call starts before the first renewal (milliseconds after Run
 // starts): until then the process does not know what the others hold.
-func (b *Budget) Govern(l *Limited) {
+func (b *Capacity) Govern(l *Limited) {
 	b.lim = l
 	l.slots.mu.Lock()
 	l.slots.poke = b.poke
@@ -207,7 +208,7 @@ func (b *Budget) Govern(l *Limited) {
 	l.slots.mu.Unlock()
 }
 
-func (b *Budget) poke() {
+func (b *Capacity) poke() {
 	select {
 	case b.wake <- struct{}{}:
 	default:
@@ -215,7 +216,7 @@ func (b *Budget) poke() {
 }
 
 // Run renews the lease until ctx is done, then gives it up.
-func (b *Budget) Run(ctx context.Context) {
+func (b *Capacity) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -224,7 +225,7 @@ func (b *Budget) Run(ctx context.Context) {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			defer cancel()
 			if err := b.store.Release(rctx, b.cfg.Holder); err != nil {
-				b.cfg.Logger.Warn("error giving the model budget's lease up; it expires by itself", "error", err)
+				b.cfg.Logger.Warn("error giving the model capacity's lease up; it expires by itself", "error", err)
 			}
 			return
 		case <-b.wake:
@@ -241,7 +242,7 @@ func (b *Budget) Run(ctx context.Context) {
 
 // nextRenewal is the period, or sooner when this process holds less than
 // it was allotted (the others are giving it up).
-func (b *Budget) nextRenewal() time.Duration {
+func (b *Capacity) nextRenewal() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -254,7 +255,7 @@ func (b *Budget) nextRenewal() time.Duration {
 }
 
 // renew renews the lease and applies it to the scheduler.
-func (b *Budget) renew(ctx context.Context) {
+func (b *Capacity) renew(ctx context.Context) {
 	d := b.demand()
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.TTL/2)
 	defer cancel()
@@ -281,7 +282,7 @@ func (b *Budget) renew(ctx context.Context) {
 		// may hold it all by now. An even share of those last seen is what
 		// they leave, once their own leases run out too.
 		if ctx.Err() == nil {
-			b.cfg.Logger.Warn("cannot renew the model budget's lease; holding an even share", "error", err)
+			b.cfg.Logger.Warn("cannot renew the model capacity's lease; holding an even share", "error", err)
 		}
 		b.lease.Share = 1 / float64(max(b.holders, 1))
 		if c := b.cfg.Concurrency; c > 0 {
@@ -293,21 +294,21 @@ func (b *Budget) renew(ctx context.Context) {
 	unusedRequests, unusedTokens := b.lim.slots.takeUnused()
 	b.lim.slots.setLimits(l)
 	if o := b.cfg.Observer; o != nil {
-		o.ObserveBudget(share, l.requestsPerSec*60, l.tokensPerSec*60, l.slots)
+		o.ObserveCapacity(share, l.requestsPerSec*60, l.tokensPerSec*60, l.slots)
 		o.ObserveUnused(unusedRequests, unusedTokens)
 	}
 }
 
-func (b *Budget) demand() Demand {
+func (b *Capacity) demand() Demand {
 	interactive, lists := b.lim.slots.demand()
 	latency, tokens := b.lim.tokens.means()
 	return Demand{Interactive: interactive, Lists: lists, MaxRate: float64(b.lim.perMinute) / 60,
 		MaxSlots: b.lim.concurrency, Latency: latency, TokensPerCall: tokens}
 }
 
-// accountLimitsOf is the deployment's budget: the configured limits, or the
+// accountLimitsOf is the deployment's capacity: the configured limits, or the
 // provider's stated ones when lower, times the factor 429s left.
-func accountLimitsOf(cfg BudgetConfig, a Account, now time.Time) accountLimits {
+func accountLimitsOf(cfg CapacityConfig, a Account, now time.Time) accountLimits {
 	perSec := func(configured, stated int) float64 {
 		m := math.Inf(1)
 		for _, v := range []int{configured, stated} {
@@ -322,13 +323,13 @@ func accountLimitsOf(cfg BudgetConfig, a Account, now time.Time) accountLimits {
 }
 
 // limits is accountLimitsOf at now, on our clock. b.mu is held.
-func (b *Budget) limits(now time.Time) accountLimits {
+func (b *Capacity) limits(now time.Time) accountLimits {
 	return accountLimitsOf(b.cfg, b.acct, now.Add(b.offset))
 }
 
-// schedulerLimits are the process's bounds: its share of the budget, within
+// schedulerLimits are the process's bounds: its share of the capacity, within
 // its own caps. b.mu is held.
-func (b *Budget) schedulerLimits(now time.Time) limits {
+func (b *Capacity) schedulerLimits(now time.Time) limits {
 	acct := b.limits(now)
 	l := limits{slots: b.lim.concurrency, requestsPerSec: float64(b.lim.perMinute) / 60, tokensPerSec: math.Inf(1),
 		weights: b.weights, cooldown: b.cooldown}
@@ -359,7 +360,7 @@ func (b *Budget) schedulerLimits(now time.Time) limits {
 	return l
 }
 
-func (b *Budget) write(msg string, fn func(context.Context) error) {
+func (b *Capacity) write(msg string, fn func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.TTL)
 	defer cancel()
 	if err := fn(ctx); err != nil {
@@ -368,7 +369,7 @@ func (b *Budget) write(msg string, fn func(context.Context) error) {
 }
 
 // Share is the share of the account this process holds now.
-func (b *Budget) Share() float64 {
+func (b *Capacity) Share() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.lease.Share

@@ -19,33 +19,33 @@ import (
 	"github.com/domainclass/domainclass/jobs"
 )
 
-// budgetProc is one worker process's model bounds, as app.go wires them:
-// an OpenAI client telling its budget what the provider says, limited by
-// the process's caps, governed by the deployment's budget in Postgres.
-type budgetProc struct {
-	lim    *llm.Limited
-	budget *llm.Budget
-	stop   context.CancelFunc
-	done   chan struct{}
+// leaseProc is one worker process's model bounds, as app.go wires them:
+// an OpenAI client telling its capacity what the provider says, limited by
+// the process's caps, governed by the deployment's capacity in Postgres.
+type leaseProc struct {
+	lim      *llm.Limited
+	capacity *llm.Capacity
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
-type budgetSetup struct {
+type leaseSetup struct {
 	t       *testing.T
 	d       *db.DB
 	fake    *llmtest.Server
-	account llm.BudgetConfig
+	account llm.CapacityConfig
 	// release is false to make a process that stops give nothing back, as
 	// one killed with SIGKILL does.
 	release bool
 }
 
-func newBudgetSetup(t *testing.T, fake *llmtest.Server, account llm.BudgetConfig) *budgetSetup {
-	return &budgetSetup{t: t, d: dbtest.New(t), fake: fake, account: account, release: true}
+func newLeaseSetup(t *testing.T, fake *llmtest.Server, account llm.CapacityConfig) *leaseSetup {
+	return &leaseSetup{t: t, d: dbtest.New(t), fake: fake, account: account, release: true}
 }
 
 // start starts a process with its own caps (LLM_MAX_CONCURRENCY,
 // LLM_RATE_PER_MINUTE).
-func (s *budgetSetup) start(name string, concurrency, perMinute int) *budgetProc {
+func (s *leaseSetup) start(name string, concurrency, perMinute int) *leaseProc {
 	s.t.Helper()
 	var store llm.LeaseStore = jobs.AccountStore{DB: s.d.Pool, ID: "acct", Name: "fake"}
 	if !s.release {
@@ -53,14 +53,14 @@ func (s *budgetSetup) start(name string, concurrency, perMinute int) *budgetProc
 	}
 	cfg := s.account
 	cfg.Holder, cfg.TTL = name, time.Second
-	budget := llm.NewBudget(cfg, store)
-	client, err := llm.New(llm.Config{BaseURL: s.fake.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second, Feedback: budget})
+	capacity := llm.NewCapacity(cfg, store)
+	client, err := llm.New(llm.Config{BaseURL: s.fake.BaseURL(), APIKey: "sk-test", Timeout: 10 * time.Second, Feedback: capacity})
 	require.NoError(s.t, err)
-	p := &budgetProc{lim: llm.Limit(client, concurrency, perMinute, nil), budget: budget, done: make(chan struct{})}
-	budget.Govern(p.lim)
+	p := &leaseProc{lim: llm.Limit(client, concurrency, perMinute, nil), capacity: capacity, done: make(chan struct{})}
+	capacity.Govern(p.lim)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stop = func() { cancel(); <-p.done }
-	go func() { defer close(p.done); budget.Run(ctx) }()
+	go func() { defer close(p.done); capacity.Run(ctx) }()
 	s.t.Cleanup(p.stop)
 	return p
 }
@@ -71,7 +71,7 @@ type keepLease struct{ llm.LeaseStore }
 func (keepLease) Release(context.Context, string) error { return nil }
 
 // calls makes n calls through p, workers at a time, and returns the errors.
-func (p *budgetProc) calls(ctx context.Context, prefix string, n, workers int) []error {
+func (p *leaseProc) calls(ctx context.Context, prefix string, n, workers int) []error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -105,11 +105,11 @@ func completion(domain string) classifier.CompletionRequest {
 // Two worker processes, each allowed the account's whole rate by its own
 // settings (as an autoscaler starts them), send the account no more than
 // its limit together: the provider refuses nothing.
-func TestBudget_TwoProcessesShareTheAccountsRate(t *testing.T) {
+func TestCapacity_TwoProcessesShareTheAccountsRate(t *testing.T) {
 	t.Parallel()
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "x", 20*time.Millisecond))
 	fake.SetAccount(llmtest.Account{RPM: 1200, Window: time.Second}) // 20 a second, 20 at once
-	s := newBudgetSetup(t, fake, llm.BudgetConfig{RequestsPerMinute: 1200})
+	s := newLeaseSetup(t, fake, llm.CapacityConfig{RequestsPerMinute: 1200})
 	a, b := s.start("a", 8, 1200), s.start("b", 8, 1200)
 
 	var wg sync.WaitGroup
@@ -123,13 +123,13 @@ func TestBudget_TwoProcessesShareTheAccountsRate(t *testing.T) {
 
 // Tokens a minute hold for the deployment too: each call's tokens are
 // estimated from its prompt before it starts and corrected from its usage.
-func TestBudget_TwoProcessesShareTheAccountsTokens(t *testing.T) {
+func TestCapacity_TwoProcessesShareTheAccountsTokens(t *testing.T) {
 	t.Parallel()
 	fake := llmtest.New(t, llmtest.Sized(llmtest.Steady(true, 4, "x", 20*time.Millisecond)))
 	fake.SetAccount(llmtest.Account{TPM: 120_000, Window: time.Second}) // 2,000 tokens a second, 2,000 at once
-	s := newBudgetSetup(t, fake, llm.BudgetConfig{TokensPerMinute: 120_000})
+	s := newLeaseSetup(t, fake, llm.CapacityConfig{TokensPerMinute: 120_000})
 	a, b := s.start("a", 8, 60_000), s.start("b", 8, 60_000)
-	long := func(p *budgetProc, prefix string) []error { // about 250 tokens a call: 8 a second for the account
+	long := func(p *leaseProc, prefix string) []error { // about 250 tokens a call: 8 a second for the account
 		var errs []error
 		for i := range 10 {
 			req := completion(fmt.Sprintf("%s%d.com", prefix, i))
@@ -142,7 +142,7 @@ func TestBudget_TwoProcessesShareTheAccountsTokens(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var errs [2][]error
-	for i, p := range []*budgetProc{a, b} {
+	for i, p := range []*leaseProc{a, b} {
 		wg.Go(func() {
 			var inner sync.WaitGroup
 			var mu sync.Mutex
@@ -162,7 +162,7 @@ func TestBudget_TwoProcessesShareTheAccountsTokens(t *testing.T) {
 }
 
 // The calls in flight of the whole deployment stay within the account's.
-func TestBudget_CallsInFlightForTheDeployment(t *testing.T) {
+func TestCapacity_CallsInFlightForTheDeployment(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	fake := llmtest.New(t, func(llmtest.Request) llmtest.Reply {
@@ -170,7 +170,7 @@ func TestBudget_CallsInFlightForTheDeployment(t *testing.T) {
 		r.Wait = release
 		return r
 	})
-	s := newBudgetSetup(t, fake, llm.BudgetConfig{Concurrency: 3})
+	s := newLeaseSetup(t, fake, llm.CapacityConfig{Concurrency: 3})
 	a, b := s.start("a", 8, 60_000), s.start("b", 8, 60_000)
 	var wg sync.WaitGroup
 	wg.Go(func() { a.calls(context.Background(), "a", 10, 10) })
@@ -182,26 +182,26 @@ func TestBudget_CallsInFlightForTheDeployment(t *testing.T) {
 	require.Equal(t, 3, fake.MaxInFlight(), "LLM_ACCOUNT_CONCURRENCY=3 for two processes of 8 slots each")
 }
 
-// A process killed while it holds the whole budget gives it back when its
+// A process killed while it holds the whole capacity gives it back when its
 // lease expires: the other holds it all again seconds later.
-func TestBudget_KilledProcessesShareComesBack(t *testing.T) {
+func TestCapacity_KilledProcessesShareComesBack(t *testing.T) {
 	t.Parallel()
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "x", 10*time.Millisecond))
-	s := newBudgetSetup(t, fake, llm.BudgetConfig{RequestsPerMinute: 600})
+	s := newLeaseSetup(t, fake, llm.CapacityConfig{RequestsPerMinute: 600})
 	s.release = false
 	a := s.start("a", 20, 600)
-	require.Eventually(t, func() bool { return a.budget.Share() > 0.99 }, dbtest.Patience(), 10*time.Millisecond, "alone, a holds it all")
+	require.Eventually(t, func() bool { return a.capacity.Share() > 0.99 }, dbtest.Patience(), 10*time.Millisecond, "alone, a holds it all")
 	b := s.start("b", 20, 600)
-	require.Eventually(t, func() bool { return b.budget.Share() > 0.4 }, dbtest.Patience(), 10*time.Millisecond, "idle, they share evenly")
+	require.Eventually(t, func() bool { return b.capacity.Share() > 0.4 }, dbtest.Patience(), 10*time.Millisecond, "idle, they share evenly")
 	a.stop() // its lease stays, as a killed process's does
 	killed := time.Now()
-	require.Eventually(t, func() bool { return b.budget.Share() > 0.99 }, dbtest.Patience(), 10*time.Millisecond)
+	require.Eventually(t, func() bool { return b.capacity.Share() > 0.99 }, dbtest.Patience(), 10*time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(killed), 500*time.Millisecond, "a's lease was live for a while (TTL 1 s)")
 }
 
 // A 429 one process gets stops the calls of every process for its wait,
 // once they hear of it (at their next renewal, a fraction of a second).
-func TestBudget_A429SlowsTheWholeDeployment(t *testing.T) {
+func TestCapacity_A429SlowsTheWholeDeployment(t *testing.T) {
 	t.Parallel()
 	var (
 		mu        sync.Mutex
@@ -218,7 +218,7 @@ func TestBudget_A429SlowsTheWholeDeployment(t *testing.T) {
 		arrivals = append(arrivals, time.Now())
 		return llmtest.Answer(true, 4, "x")
 	})
-	s := newBudgetSetup(t, fake, llm.BudgetConfig{RequestsPerMinute: 1200})
+	s := newLeaseSetup(t, fake, llm.CapacityConfig{RequestsPerMinute: 1200})
 	a, b := s.start("a", 4, 1200), s.start("b", 4, 1200)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -253,11 +253,11 @@ func TestBudget_A429SlowsTheWholeDeployment(t *testing.T) {
 
 // The limits the provider states in its headers bind when they are lower
 // than the configured ones.
-func TestBudget_ProvidersStatedLimitBinds(t *testing.T) {
+func TestCapacity_ProvidersStatedLimitBinds(t *testing.T) {
 	t.Parallel()
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "x", 10*time.Millisecond))
 	fake.SetAccount(llmtest.Account{RPM: 600, Window: 2 * time.Second}) // 10 a second, 20 at once
-	s := newBudgetSetup(t, fake, llm.BudgetConfig{RequestsPerMinute: 2400})
+	s := newLeaseSetup(t, fake, llm.CapacityConfig{RequestsPerMinute: 2400})
 	a, b := s.start("a", 8, 2400), s.start("b", 8, 2400)
 	var wg sync.WaitGroup
 	wg.Go(func() { a.calls(context.Background(), "a", 30, 8) })

@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// BudgetMetrics show a worker process's part of the deployment's model
-// budget (llm.BudgetObserver). A nil *BudgetMetrics records nothing.
-type BudgetMetrics struct {
+// CapacityMetrics show a worker process's part of the deployment's model
+// capacity (llm.CapacityObserver). A nil *CapacityMetrics records nothing.
+type CapacityMetrics struct {
 	share  prometheus.Gauge
 	perMin *prometheus.GaugeVec
 	slots  prometheus.Gauge
@@ -21,9 +21,11 @@ type BudgetMetrics struct {
 	lastAt time.Time
 }
 
-// NewBudgetMetrics registers the budget metrics on reg.
-func NewBudgetMetrics(reg prometheus.Registerer) *BudgetMetrics {
-	m := &BudgetMetrics{
+// NewCapacityMetrics registers the capacity metrics on reg. They keep
+// their names, domainclass_llm_budget_*, from before "budget" came to mean
+// callers' money only (issue 38): dashboards and alerts use them.
+func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
+	m := &CapacityMetrics{
 		share: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "domainclass_llm_budget_share",
 			Help: "The share of the provider account's requests and tokens a minute this worker process holds now (its lease); the processes' shares add up to at most 1.",
@@ -49,8 +51,8 @@ func NewBudgetMetrics(reg prometheus.Registerer) *BudgetMetrics {
 	return m
 }
 
-// ObserveBudget records a lease (llm.BudgetObserver).
-func (m *BudgetMetrics) ObserveBudget(share, requestsPerMinute, tokensPerMinute float64, slots int) {
+// ObserveCapacity records a lease (llm.CapacityObserver).
+func (m *CapacityMetrics) ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int) {
 	if m == nil {
 		return
 	}
@@ -68,8 +70,8 @@ func (m *BudgetMetrics) ObserveBudget(share, requestsPerMinute, tokensPerMinute 
 }
 
 // ObserveUnused counts what the process's share brought that it had no
-// call for (llm.BudgetObserver).
-func (m *BudgetMetrics) ObserveUnused(requests, tokens float64) {
+// call for (llm.CapacityObserver).
+func (m *CapacityMetrics) ObserveUnused(requests, tokens float64) {
 	if m == nil {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// AccountStore is the deployment's model budget in Postgres
+// AccountStore is the deployment's model capacity in Postgres
 // (llm.LeaseStore): the leases of one provider account, named by
 // llm.AccountOf.
 type AccountStore struct {
@@ -49,7 +49,7 @@ func (s AccountStore) Release(ctx context.Context, holder string) error {
 	return db.LLMLeaseDelete(ctx, s.DB, s.ID, holder)
 }
 
-// Throttle implements llm.LeaseStore with the budget's rule of how a 429
+// Throttle implements llm.LeaseStore with the capacity's rule of how a 429
 // lowers it.
 func (s AccountStore) Throttle(ctx context.Context, wait time.Duration, lower bool) error {
 	r := llm.ThrottleRule()

@@ -18,7 +18,7 @@ type LLMAccount struct {
 	Now                  time.Time
 }
 
-// LLMLease is a worker process's lease on its account's budget.
+// LLMLease is a worker process's lease on its account's capacity.
 type LLMLease struct {
 	Holder    string
 	Share     float64 // of the account's requests and tokens a minute
@@ -102,9 +102,9 @@ func LLMLeaseDelete(ctx context.Context, exec DBTX, id, holder string) error {
 
 // LLMAccountThrottle records that the provider throttled account id: no
 // call starts for wait (from now, on the database's clock), and, when
-// lower is below 1, the budget's factor drops to lower × f, where f is
+// lower is below 1, the capacity's factor drops to lower × f, where f is
 // the factor as recovered by now (f + elapsed/recover, at most 1), never
-// below floor (the rule of classifier/llm's budget, in SQL so that it applies to the
+// below floor (the rule of classifier/llm's capacity, in SQL so that it applies to the
 // row as it is). The factor drops at most once per damp, so that the many
 // calls a burst of 429s answers lower it once.
 func LLMAccountThrottle(ctx context.Context, exec DBTX, id string, wait time.Duration, lower, floor float64, recover, damp time.Duration) error {
