@@ -160,7 +160,7 @@ func fairRun(t *testing.T, workers int) []benchRow {
 		{section, fmt.Sprintf("10-domain jobs at 1/s for %s, idle (%s): p95 completion", seconds, setting),
 			ms(p95Idle), fmt.Sprintf("p50 %s, %d jobs", ms(percentile(idle, 0.5)), len(idle)), "-", "-"},
 		{section, "  the same while a 100k-domain list drains: p95 completion",
-			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; model calls that waited for a slot or the budget > 0.25 s / > 0.5 s: idle %s, beside the list %s",
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; model calls that waited for a slot or the capacity > 0.25 s / > 0.5 s: idle %s, beside the list %s",
 				ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), waits1.since(waits0), waits3.since(waits2)),
 			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
 		{section, fmt.Sprintf("caller B's list (%s) ÷ caller A's (50k, %s ahead): rows/s over %s", count(bRows), stagger, window),

@@ -21,7 +21,7 @@ import (
 	"github.com/domainclass/domainclass/db/dbtest"
 )
 
-// The shared-budget drills (issue 24): worker processes of the binary, as
+// The shared-capacity and budget drills (issue 24): worker processes of the binary, as
 // an autoscaler starts them (every one on the same settings, each allowed
 // the whole account), against a fake provider that enforces one account's
 // requests and tokens a minute with OpenAI's 429s and headers.
@@ -198,7 +198,7 @@ func (p *binProc) term() {
 // account's limit, one is killed with SIGKILL while it holds its share;
 // the others are back at the account's limit once its lease expires.
 func drillBudgetWorkerKilled(t *testing.T, s *drillSet) {
-	const drill = "worker kill -9 holding budget"
+	const drill = "worker kill -9 holding its share"
 	a := scaleAccount{rpm: envInt("DRILL_SCALE_RPM", 2400), latency: envDuration("DRILL_LLM_LATENCY", 300*time.Millisecond)}
 	rows := a.rpm / 60 * 90 // a minute and a half of work
 	fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", a.latency))
