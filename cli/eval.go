@@ -51,7 +51,7 @@ with pictures to --out. With a gate flag it exits 1 when a candidate falls short
 	f.StringVar(&o.cacheDir, "cache", "evals/.cache", "folder of cached model responses and search evidence")
 	f.BoolVar(&o.noCache, "no-cache", false, "ask the model and search again for everything, and keep nothing")
 	f.StringVar(&o.out, "out", "evals/report", "folder for report.md, report.json and the pictures")
-	f.StringVar(&o.prices, "prices", "", "YAML price table to put before the built-in one (evals/prices.yaml)")
+	f.StringVar(&o.prices, "prices", "", "YAML price table to put before the built-in one (classifier/llm/prices.yaml)")
 	f.IntVar(&o.maxFN, "max-fn", -1, "gate: most false negatives allowed per candidate (-1: no limit)")
 	f.Float64Var(&o.minAccuracy, "min-accuracy", 0, "gate: lowest accuracy allowed per candidate, 0 to 1 (0: no limit)")
 	f.IntVar(&o.maxFailed, "max-failed", -1, "gate: most FAILED answers allowed per candidate (-1: no limit)")
@@ -84,7 +84,7 @@ type evalRun struct {
 	model      classifier.Completer
 	candidates []evals.Candidate
 	cases      []evals.Case
-	prices     evals.Prices
+	prices     llm.Prices
 	searchers  map[string]classifier.Searcher
 	cache      *evals.Cache
 }
@@ -152,9 +152,9 @@ func (o *evalOptions) read(r *evalRun, searchList []string) error {
 	if err != nil {
 		return err
 	}
-	r.cases, r.prices = cases, evals.DefaultPrices()
+	r.cases, r.prices = cases, llm.DefaultPrices()
 	if o.prices != "" {
-		if r.prices, err = evals.LoadPrices(o.prices); err != nil {
+		if r.prices, err = llm.LoadPrices(o.prices); err != nil {
 			return err
 		}
 	}

@@ -49,7 +49,7 @@ func smallScript(req llmtest.Request) llmtest.Reply {
 }
 
 // testPrices prices test-model at $1 / $2 per million tokens in / out.
-var testPrices = evals.Prices{{Model: "test-model", Input: 1, Output: 2, Source: "test"}}
+var testPrices = llm.Prices{{Model: "test-model", Input: 1, Output: 2, Source: "test"}}
 
 type runBundle struct {
 	t      *testing.T

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 )
 
 // Score is how one candidate did. Every answer counts: with --repeat N a
@@ -58,9 +59,9 @@ type Score struct {
 	// included: it is what the answers cost, not what this run paid).
 	// CostPer1K is per 1,000 answers. Both are nil for a model without a
 	// price.
-	CostUSD   *float64 `json:"cost_usd"`
-	CostPer1K *float64 `json:"cost_per_1k_usd"`
-	Price     *Price   `json:"price,omitempty"`
+	CostUSD   *float64   `json:"cost_usd"`
+	CostPer1K *float64   `json:"cost_per_1k_usd"`
+	Price     *llm.Price `json:"price,omitempty"`
 
 	ModelCalls int `json:"model_calls"`
 	CacheHits  int `json:"cache_hits"`
@@ -135,7 +136,7 @@ func (sl *SliceScore) add(correct, fn, fp, failed bool) {
 }
 
 // ScoreAll scores every candidate of a run, pricing tokens with prices.
-func ScoreAll(res *Results, prices Prices) []Score {
+func ScoreAll(res *Results, prices llm.Prices) []Score {
 	scores := make([]Score, len(res.Candidates))
 	for i, cr := range res.Candidates {
 		scores[i] = score(res.Cases, res.Repeat, cr, prices)
@@ -143,7 +144,7 @@ func ScoreAll(res *Results, prices Prices) []Score {
 	return scores
 }
 
-func score(cases []Case, repeat int, cr CandidateResult, prices Prices) Score {
+func score(cases []Case, repeat int, cr CandidateResult, prices llm.Prices) Score {
 	t := newScoreTally(cr)
 	for ci, c := range cases {
 		t.addCase(c, cr.Answers[ci*repeat:(ci+1)*repeat], repeat)
@@ -279,7 +280,7 @@ func (t *scoreTally) countSlices(c Case, a Answer, correct bool) {
 
 // finish turns the counts into the Score's rates, breakdowns, latencies
 // and cost (when prices know the model).
-func (t *scoreTally) finish(cases, repeat int, model string, prices Prices) Score {
+func (t *scoreTally) finish(cases, repeat int, model string, prices llm.Prices) Score {
 	s := t.s
 	s.Failed = s.Confusion.FailedYes + s.Confusion.FailedNo
 	s.Accuracy = ratio(s.Correct, s.Total)

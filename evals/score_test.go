@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/evals"
 )
 
@@ -63,7 +64,7 @@ func withEvidence(a evals.Answer, search string, items ...classifier.EvidenceIte
 
 func TestScoreAll_LatencyCostAndUnknownPrices(t *testing.T) {
 	t.Parallel()
-	scores := evals.ScoreAll(fixedResults(), evals.DefaultPrices())
+	scores := evals.ScoreAll(fixedResults(), llm.DefaultPrices())
 
 	good := scores[0]
 	require.Equal(t, 4, good.Correct)
@@ -95,7 +96,7 @@ func TestScoreAll_LatencyCostAndUnknownPrices(t *testing.T) {
 
 func TestGate_Check(t *testing.T) {
 	t.Parallel()
-	scores := evals.ScoreAll(fixedResults(), evals.DefaultPrices())
+	scores := evals.ScoreAll(fixedResults(), llm.DefaultPrices())
 	gate := evals.Gate{MaxFN: 0, MinAccuracy: 0.95, MaxFailed: 0}
 
 	require.Empty(t, gate.Check(scores[0]))
@@ -106,7 +107,7 @@ func TestGate_Check(t *testing.T) {
 
 	res := fixedResults()
 	res.Candidates[1].Answers[0].Answer = false // a.com, a clear yes, answered no
-	again := evals.ScoreAll(res, evals.DefaultPrices())
+	again := evals.ScoreAll(res, llm.DefaultPrices())
 	require.Equal(t, []string{
 		"1 false negatives on clear rows > --max-fn 0 (a.com)",
 		"accuracy on clear rows 0.000 < --min-accuracy 0.950 (0/3)",
@@ -125,7 +126,7 @@ func TestGate_Check(t *testing.T) {
 func TestReport_WritesMarkdownJSONAndImages(t *testing.T) {
 	t.Parallel()
 	res := fixedResults()
-	scores := evals.ScoreAll(res, evals.DefaultPrices())
+	scores := evals.ScoreAll(res, llm.DefaultPrices())
 	report := evals.NewReport("evals/fixed.csv", res, scores, evals.Gate{MaxFN: 0, MaxFailed: -1})
 	dir := filepath.Join(t.TempDir(), "report")
 	md, err := report.Write(dir)

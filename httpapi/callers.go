@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/domainclass/domainclass/classifier"
-	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/wire"
 )
@@ -74,7 +73,7 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 	if err != nil || calls == 0 {
 		return err
 	}
-	perCall, priced, err := s.perCallUSD(ctx, tx, l.Classifier, l.Tier == classifier.TierEconomy)
+	perCall, priced, err := s.perCallUSD(ctx, tx, l.Classifier, l.Tier)
 	if err != nil {
 		return err
 	}
@@ -130,11 +129,10 @@ func listFitsBudget(b db.CallerBudget, calls int, cost float64, priced bool) err
 			"split it, or ask an operator to raise your budget.", joinAnd(over), joinAnd(whole))}
 }
 
-// perCallUSD is what one model call costs by the price table, as the dry
-// run prices it: the mean tokens of recent calls (the defaults before
-// any), at the standard or the batch price. priced is false for a model
-// the table does not list.
-func (s *Server) perCallUSD(ctx context.Context, tx db.DBTX, classifierName string, batch bool) (usd float64, priced bool, err error) {
+// perCallUSD is what one model call of classifierName costs in tier, as
+// the dry run prices it (Estimator.perCallUSD). priced is false for a
+// model the table does not list.
+func (s *Server) perCallUSD(ctx context.Context, tx db.DBTX, classifierName, tier string) (usd float64, priced bool, err error) {
 	if s.cfg.Estimate.Price == nil {
 		return 0, false, nil
 	}
@@ -142,11 +140,7 @@ func (s *Server) perCallUSD(ctx context.Context, tx db.DBTX, classifierName stri
 	if err != nil {
 		return 0, false, err
 	}
-	prompt, completion := float64(llm.DefaultPromptTokens), float64(llm.DefaultCompletionTokens)
-	if stats.Samples > 0 {
-		prompt, completion = stats.PromptTokens, stats.CompletionTokens
-	}
-	usd, priced = s.cfg.Estimate.Price(s.cfg.Estimate.Model, prompt, completion, batch)
+	usd, priced = s.cfg.Estimate.perCallUSD(stats, tier)
 	return usd, priced, nil
 }
 

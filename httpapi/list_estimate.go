@@ -142,10 +142,6 @@ func (l Estimator) withDefaults() Estimator {
 // tier (see above) and what that time came from; in the economy tier, the
 // provider's 24-hour window.
 func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.Load) (standard, economy wire.TierEstimate, basis wire.EstimateBasis) {
-	promptTokens, completionTokens := float64(llm.DefaultPromptTokens), float64(llm.DefaultCompletionTokens)
-	if stats.Samples > 0 {
-		promptTokens, completionTokens = stats.PromptTokens, stats.CompletionTokens
-	}
 	basis = l.basis(stats, load)
 	// The fresh domains' rows, their duplicates by the fresh share; the
 	// rest are answered as sets first.
@@ -174,19 +170,24 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 	}
 	basis.ModelAnswersPerSecond = math.Round(basis.ModelAnswersPerSecond*100) / 100
 	basis.RowsPerSecond = math.Round(basis.RowsPerSecond*100) / 100
-	if l.Price == nil {
-		return standard, economy, basis
-	}
 	for _, t := range []struct {
-		into  *wire.TierEstimate
-		batch bool
-	}{{&standard, false}, {&economy, true}} {
-		if perCallUSD, ok := l.Price(l.Model, promptTokens, completionTokens, t.batch); ok {
-			cost := math.Round(perCallUSD*float64(est.LLM)*1e6) / 1e6 // to the micro-dollar: a small list costs fractions of a cent
+		into *wire.TierEstimate
+		tier string
+	}{{&standard, classifier.TierStandard}, {&economy, classifier.TierEconomy}} {
+		if perCallUSD, ok := l.perCallUSD(stats, t.tier); ok {
+			cost := roundUSD(perCallUSD * float64(est.LLM)) // to the micro-dollar: a small list costs fractions of a cent
 			t.into.EstimatedCostUSD = &cost
 		}
 	}
 	return standard, economy, basis
+}
+
+// perCallUSD is what one model call costs in tier, by the price table, as
+// the dry run and the budget check at upload price it: the mean tokens of
+// the recent calls stats measured (the defaults before any). ok is false
+// for a model the table does not list.
+func (l Estimator) perCallUSD(stats db.ModelStats, tier string) (usd float64, ok bool) {
+	return l.Price.CallCost(l.Model, llm.MeanTokens(stats.Samples, stats.PromptTokens, stats.CompletionTokens), tier)
 }
 
 // basis is the model answers a second (measured, or from the configured

@@ -117,29 +117,27 @@ func (s *Spenders) refused(caller string) {
 	s.spent[caller] = time.Now().Add(spentRecheck)
 }
 
-// estimate is what a call of model is counted at before it starts. s.mu
-// is held.
+// estimate is what a standard call of model is counted at before it
+// starts: the mean of the last calls' costs, or, before any was answered,
+// the price of a call's default tokens, as the dry run prices it. s.mu is
+// held.
 func (s *Spenders) estimate(model string) float64 {
-	if s.mean > 0 || s.Price == nil {
+	if s.mean > 0 {
 		return s.mean
 	}
-	// Before any call was answered: a call's default tokens, as the dry
-	// run prices them.
-	return s.Price.Usage(model, &classifier.Usage{PromptTokens: llm.DefaultPromptTokens, CompletionTokens: llm.DefaultCompletionTokens}, false)
+	usd, _ := s.Price.CallCost(model, llm.DefaultTokens, classifier.TierStandard)
+	return usd
 }
 
 // batchRatio is the Batch API's price of a call of model over the standard
 // price (1 when it is not priced).
 func (s *Spenders) batchRatio(model string) float64 {
-	if s.Price == nil {
-		return 1
-	}
-	u := &classifier.Usage{PromptTokens: llm.DefaultPromptTokens, CompletionTokens: llm.DefaultCompletionTokens}
-	standard := s.Price.Usage(model, u, false)
+	standard, _ := s.Price.CallCost(model, llm.DefaultTokens, classifier.TierStandard)
 	if standard <= 0 {
 		return 1
 	}
-	return s.Price.Usage(model, u, true) / standard
+	economy, _ := s.Price.CallCost(model, llm.DefaultTokens, classifier.TierEconomy)
+	return economy / standard
 }
 
 type callerSpend struct {

@@ -24,7 +24,6 @@ import (
 	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/pools"
-	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/internal/tracing"
@@ -276,10 +275,10 @@ func (m *Main) estimator() httpapi.Estimator {
 }
 
 // modelPrices is the deployment's price of a model call, from the reviewed
-// price table (evals/prices.yaml): the one Pricer of the dry run's
+// price table (classifier/llm/prices.yaml): the one Pricer of the dry run's
 // estimate, the callers' spend budgets and the cost stored with each
 // answer.
-func modelPrices() llm.Pricer { return evals.DefaultPrices().Price }
+func modelPrices() llm.Pricer { return llm.DefaultPrices().Price }
 
 // searchSeconds is a search's share of a fresh domain's time, which the
 // measured model latency leaves out: a homepage fetch or a Brave query

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/cli"
-	"github.com/domainclass/domainclass/evals"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -34,7 +34,7 @@ func TestEstimateAndSpendAgree(t *testing.T) {
 	me := a.me()
 	require.Equal(t, 4, me.Usage.ModelCalls)
 	charged := me.Usage.CostUSD / 4
-	price, ok := evals.DefaultPrices().Lookup(model)
+	price, ok := llm.DefaultPrices().Lookup(model)
 	require.True(t, ok, "the price table lists %s", model)
 	require.InDelta(t, price.Cost(120, 25), charged, 1e-9, "a call is charged at the table's price of its tokens")
 

@@ -1,4 +1,4 @@
-package evals
+package llm
 
 import (
 	_ "embed"
@@ -12,7 +12,9 @@ import (
 //go:embed prices.yaml
 var builtinPrices []byte
 
-// Price is what a model costs, in US dollars per million tokens.
+// Price is what a model costs, in US dollars per million tokens: an entry
+// of the price table (prices.yaml, reviewed with the model settings here;
+// the eval report prices its candidates with it too).
 type Price struct {
 	// Model is a model name or a glob (path.Match) such as "qwen3:*".
 	Model  string  `yaml:"model" json:"model"`
@@ -88,8 +90,7 @@ func (ps Prices) Lookup(model string) (Price, bool) {
 // Price is what promptTokens and completionTokens of model cost in US
 // dollars (means, for an estimate), at the Batch API's price when batch;
 // ok is false for a model the table does not list. Its method value is the
-// deployment's llm.Pricer: the dry run, the spend budgets and the stored
-// answers are priced by it.
+// deployment's Pricer, which CallCost applies.
 func (ps Prices) Price(model string, promptTokens, completionTokens float64, batch bool) (usd float64, ok bool) {
 	p, ok := ps.Lookup(model)
 	if !ok {
