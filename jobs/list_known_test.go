@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
 	"github.com/riverqueue/river/rivertype"
@@ -139,12 +140,7 @@ func TestClassifyListWorker_AnsweredListEndsInItsFirstChunk(t *testing.T) {
 	_, _, err := db.OverrideSet(ctx, b.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true,
 		Confidence: 5, Note: "Makes soap.", SetBy: "ops"}})
 	require.NoError(t, err)
-	for _, d := range []string{"a.com", "b.com", "c.com"} {
-		_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: d, Classifier: "cpg",
-			Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
-			ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
-		require.NoError(t, err)
-	}
+	seedCached(t, b.tx, "a.com", "b.com", "c.com")
 	// Five chunks of two rows; row 7 repeats row 1, row 8 is rejected.
 	l := acceptList(t, b.tx, b.client, s, "", "a.com", "unilever.com", "b.com", "www.c.com", "c.com", "b.com", "a.com", "bad input!")
 
@@ -179,12 +175,7 @@ func TestClassifyListWorker_ListAnsweredAtItsUploadEndsInItsFirstChunk(t *testin
 	_, _, err := db.OverrideSet(ctx, b.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true,
 		Confidence: 5, Note: "Makes soap.", SetBy: "ops"}})
 	require.NoError(t, err)
-	for _, d := range []string{"a.com", "b.com", "c.com"} {
-		_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: d, Classifier: "cpg",
-			Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
-			ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
-		require.NoError(t, err)
-	}
+	seedCached(t, b.tx, "a.com", "b.com", "c.com")
 	f, at := p.CacheRules()
 	l := acceptAnswering(t, b.tx, b.client, s, &classifier.List{}, &jobs.AnswerRules{Freshness: f, Now: at},
 		"a.com", "unilever.com", "b.com", "www.c.com", "c.com", "b.com", "a.com", "bad input!")
@@ -216,10 +207,7 @@ func TestAcceptList_LooksUpOnlyAListMostlyAnswered(t *testing.T) {
 	s := listSettings(2, 2)
 	b, _ := setupListTx(t, nil, s)
 	p := newPipeline(t, b.tx, b.llm, setupOpts{}, s, testLogger(t))
-	_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: "a.com", Classifier: "cpg",
-		Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
-		ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
-	require.NoError(t, err)
+	seedCached(t, b.tx, "a.com")
 	f, at := p.CacheRules()
 	status := func(inputs ...string) (string, classifier.Status) {
 		l := acceptAnswering(t, b.tx, b.client, s, &classifier.List{}, &jobs.AnswerRules{Freshness: f, Now: at}, inputs...)
@@ -243,10 +231,7 @@ func TestAcceptList_AnUploadThatCannotKeepItsAnswersWritesNothing(t *testing.T) 
 	s := listSettings(2, 2)
 	b, _ := setupListTx(t, nil, s)
 	p := newPipeline(t, b.tx, b.llm, setupOpts{}, s, testLogger(t))
-	_, err := db.ListRowFinish(ctx, b.tx, uuid.New(), 1, classifier.Result{Domain: "a.com", Classifier: "cpg",
-		Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
-		ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
-	require.NoError(t, err)
+	seedCached(t, b.tx, "a.com")
 	src := &rowSlice{}
 	src.add(db.ListRowIn{Row: 1, Input: "a.com", Domain: "a.com"})
 	src.add(db.ListRowIn{Row: 2, Input: "b.com", Domain: "b.com"})
@@ -262,4 +247,16 @@ func TestAcceptList_AnUploadThatCannotKeepItsAnswersWritesNothing(t *testing.T) 
 	require.Zero(t, count(t, b.tx, `SELECT count(*) FROM list_row WHERE list_id = $1`, l.ID))
 	_, err = db.ListGet(ctx, b.tx, l.ID)
 	require.ErrorIs(t, err, db.ErrNotFound)
+}
+
+// seedCached stores a fresh model answer (no, confidence 4) for each
+// domain, as a list that is gone answered it.
+func seedCached(t *testing.T, tx pgx.Tx, domains ...string) {
+	t.Helper()
+	for _, d := range domains {
+		_, err := db.ListRowFinish(context.Background(), tx, uuid.New(), 1, classifier.Result{Domain: d, Classifier: "cpg",
+			Status: classifier.StatusCompleted, Answer: false, Confidence: 4, Reasoning: "Software.", Source: classifier.SourceLLM,
+			ClassifiedAt: time.Now(), Model: "m", PromptVersion: "v1"}, "seed")
+		require.NoError(t, err)
+	}
 }
