@@ -60,7 +60,7 @@ type scheduler struct {
 	callers         map[string]*callerShare
 	grants          uint64 // list calls granted, to order callers' turns
 	// pace spaces list calls' starts over a call's time in its slot (see
-	// paceList); nil until a list call has returned.
+	// listPace); nil until a list call has returned.
 	pace     *bucket
 	held     float64     // moving mean of a list call's seconds in its slot
 	timer    *time.Timer // set while waiting for the rate, the tokens or a cool-down
@@ -275,7 +275,7 @@ func (s *scheduler) releaseHeld(sh classifier.Share, held time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sh.Class == classifier.ClassList && held > 0 {
-		s.paceList(held, time.Now())
+		s.paceList(held)
 	}
 	s.busy--
 	s.inUse[sh.Class]--

@@ -29,8 +29,7 @@ func (s *scheduler) dispatch() {
 		}
 		var pace *bucket
 		if w.share.Class == classifier.ClassList {
-			pace = s.pace
-			pace.refill(now)
+			pace = s.listPace(now)
 		}
 		if wait := max(s.requests.wait(1+reserve[0]), s.tokens.wait(w.tokens+reserve[1]), pace.wait(1)); wait > 0 {
 			s.wakeIn(wait)
@@ -53,10 +52,21 @@ func (s *scheduler) dispatch() {
 	}
 }
 
-// paceList records that a list call held its slot for held, and sets the
-// pace of list calls' starts from the moving mean: the slots a second that
-// calls of that length free (slots ÷ mean), with paceHeadroom, and a burst
-// of an eighth of the slots.
+// paceList records that a list call held its slot for held: the moving
+// mean of that length sets the pace of list calls' starts (listPace). s.mu
+// is held.
+func (s *scheduler) paceList(held time.Duration) {
+	if s.held == 0 {
+		s.held = held.Seconds()
+		return
+	}
+	s.held += heldWeight * (held.Seconds() - s.held)
+}
+
+// listPace returns the bucket that paces list calls' starts, at now's
+// slots: as many starts a second as calls of the mean length free
+// (slots ÷ mean), with paceHeadroom, and a burst of an eighth of the slots;
+// nil until a list call has returned.
 //
 // Without it, list calls that take as long (a provider's steady latency)
 // start together and end together, and the calls queued behind them take
@@ -68,19 +78,18 @@ func (s *scheduler) dispatch() {
 // spread over a call's length and a slot frees every few milliseconds. The
 // headroom keeps the pace from binding when lengths vary: the slots do. s.mu
 // is held.
-func (s *scheduler) paceList(held time.Duration, now time.Time) {
+func (s *scheduler) listPace(now time.Time) *bucket {
 	if s.held == 0 {
-		s.held = held.Seconds()
-	} else {
-		s.held += heldWeight * (held.Seconds() - s.held)
+		return nil
 	}
-	perSec := paceHeadroom * float64(s.slots) / s.held
-	burst := math.Max(1, float64(s.slots)/8)
+	slots := float64(max(1, s.slots))
+	perSec, burst := paceHeadroom*slots/s.held, math.Max(1, slots/8)
 	if s.pace == nil {
 		s.pace = newBucket(perSec, burst, now)
-		return
+	} else {
+		s.pace.set(perSec, burst, now)
 	}
-	s.pace.set(perSec, burst, now)
+	return s.pace
 }
 
 const (
