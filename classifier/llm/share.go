@@ -58,10 +58,14 @@ type scheduler struct {
 	// flight and waiting, the demand a lease reports for them.
 	interactiveLoad meanLoad
 	callers         map[string]*callerShare
-	grants          uint64      // list calls granted, to order callers' turns
-	timer           *time.Timer // set while waiting for the rate, the tokens or a cool-down
-	timerAt         time.Time
-	stopping        bool
+	grants          uint64 // list calls granted, to order callers' turns
+	// pace spaces list calls' starts over a call's time in its slot (see
+	// listPace); nil until a list call has returned.
+	pace     *bucket
+	held     float64     // moving mean of a list call's seconds in its slot
+	timer    *time.Timer // set while waiting for the rate, the tokens or a cool-down
+	timerAt  time.Time
+	stopping bool
 }
 
 type waiter struct {
@@ -239,11 +243,12 @@ func (s *scheduler) acquire(ctx context.Context, sh classifier.Share, tokens flo
 		}
 		return nil, ctx.Err()
 	}
+	start := time.Now()
 	if s.obs != nil {
-		s.obs.ObserveSlotWait(sh.Class, time.Since(w.since))
+		s.obs.ObserveSlotWait(sh.Class, start.Sub(w.since))
 	}
 	var once sync.Once
-	return func() { once.Do(func() { s.release(sh) }) }, nil
+	return func() { once.Do(func() { s.releaseHeld(sh, time.Since(start)) }) }, nil
 }
 
 // stop refuses every call waiting and every call asked from now on.
@@ -262,9 +267,16 @@ func (s *scheduler) stop() {
 	s.countInteractive()
 }
 
-func (s *scheduler) release(sh classifier.Share) {
+func (s *scheduler) release(sh classifier.Share) { s.releaseHeld(sh, 0) }
+
+// releaseHeld frees the slot of a call of share sh that held it for held
+// (0: not known, as for a call that gave up once granted).
+func (s *scheduler) releaseHeld(sh classifier.Share, held time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sh.Class == classifier.ClassList && held > 0 {
+		s.paceList(held)
+	}
 	s.busy--
 	s.inUse[sh.Class]--
 	s.countInteractive()

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"math"
 	"time"
 
 	"github.com/domainclass/domainclass/classifier"
@@ -26,11 +27,16 @@ func (s *scheduler) dispatch() {
 		if w.share.Class == classifier.ClassList {
 			reserve = s.reserve
 		}
-		if wait := max(s.requests.wait(1+reserve[0]), s.tokens.wait(w.tokens+reserve[1])); wait > 0 {
+		var pace *bucket
+		if w.share.Class == classifier.ClassList {
+			pace = s.listPace(now)
+		}
+		if wait := max(s.requests.wait(1+reserve[0]), s.tokens.wait(w.tokens+reserve[1]), pace.wait(1)); wait > 0 {
 			s.wakeIn(wait)
 			return
 		}
 		s.take(w)
+		pace.take(1)
 		s.requests.take(1)
 		s.tokens.take(w.tokens)
 		s.busy++
@@ -45,6 +51,56 @@ func (s *scheduler) dispatch() {
 		s.observe(w.share.Class)
 	}
 }
+
+// paceList records that a list call held its slot for held: the moving
+// mean of that length sets the pace of list calls' starts (listPace). s.mu
+// is held.
+func (s *scheduler) paceList(held time.Duration) {
+	if s.held == 0 {
+		s.held = held.Seconds()
+		return
+	}
+	s.held += heldWeight * (held.Seconds() - s.held)
+}
+
+// listPace returns the bucket that paces list calls' starts, at now's
+// slots: as many starts a second as calls of the mean length free
+// (slots ÷ mean), with paceHeadroom, and a burst of an eighth of the slots;
+// nil until a list call has returned.
+//
+// Without it, list calls that take as long (a provider's steady latency)
+// start together and end together, and the calls queued behind them take
+// the freed slots together again: the slots free in waves, and an
+// interactive call that asks between two waves waits for the next, however
+// many slots the lists hold (issue 37: the `all` p95 beside a list went
+// from 1.01× idle to 1.5× once list calls stopped opening a transaction
+// each, which had spread their starts by chance). Paced, their starts
+// spread over a call's length and a slot frees every few milliseconds. The
+// headroom keeps the pace from binding when lengths vary: the slots do. s.mu
+// is held.
+func (s *scheduler) listPace(now time.Time) *bucket {
+	if s.held == 0 {
+		return nil
+	}
+	slots := float64(max(1, s.slots))
+	perSec, burst := paceHeadroom*slots/s.held, math.Max(1, slots/8)
+	if s.pace == nil {
+		s.pace = newBucket(perSec, burst, now)
+	} else {
+		s.pace.set(perSec, burst, now)
+	}
+	return s.pace
+}
+
+const (
+	// paceHeadroom: list calls may start a quarter faster than their slots
+	// free on average, so that the pace spreads a wave out within a call's
+	// length without holding slots idle when lengths vary.
+	paceHeadroom = 1.25
+	// heldWeight: each list call moves the mean length by a tenth of its
+	// difference: about the last ten calls, a few of a chunk's.
+	heldWeight = 0.1
+)
 
 // wakeIn makes dispatch run again in d, unless a timer runs it sooner.
 func (s *scheduler) wakeIn(d time.Duration) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/domainclass/domainclass/classifier"
+	"github.com/domainclass/domainclass/db/dbtest"
 )
 
 // queue adds a waiting call of share sh, as acquire does, and returns it.
@@ -460,4 +461,46 @@ func TestScheduler_TiesBetweenCallersTakeTurns(t *testing.T) {
 	}
 	require.InDelta(t, 1.0, float64(served["b"])/float64(served["a"]), 0.02,
 		"callers even: a %d, b %d", served["a"], served["b"])
+}
+
+// List calls that take as long do not start together once slots free
+// together: their starts spread over a call's length, so that a slot frees
+// every few milliseconds for an interactive call that asks between two
+// waves, and an interactive call starts at once on a slot the pace keeps
+// from the lists.
+func TestScheduler_ListCallsStartSpreadOverACallsLength(t *testing.T) {
+	s := unlimited(8)
+	list := classifier.Share{Class: classifier.ClassList, Caller: "a", List: "a1"}
+	const held = 200 * time.Millisecond // a provider's steady latency
+	var wave []*waiter
+	for range 8 {
+		wave = append(wave, queue(s, list))
+	}
+	for _, w := range wave {
+		require.True(t, granted(w), "the first calls start as slots are free")
+	}
+	for range wave {
+		s.releaseHeld(list, held) // the wave ends together
+	}
+
+	first := time.Now()
+	wave = wave[:0]
+	for range 8 {
+		wave = append(wave, queue(s, list))
+	}
+	started := 0
+	for _, w := range wave {
+		if granted(w) {
+			started++
+		}
+	}
+	require.Equal(t, 1, started, "eight free slots, but the pace starts an eighth of them at once")
+	job := classifier.Share{Class: classifier.ClassInteractive}
+	require.True(t, granted(queue(s, job)), "an interactive call starts at once beside a paced list")
+	s.release(job)
+
+	// 1.25 × 8 slots ÷ 0.2 s: a start every 20 ms.
+	require.Eventually(t, func() bool { return granted(wave[len(wave)-1]) }, dbtest.Patience(), time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(first), 7*held/10,
+		"the other seven start over most of a call's length, not together")
 }

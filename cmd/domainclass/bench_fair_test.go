@@ -337,7 +337,9 @@ func fairAllRun(t *testing.T) []benchRow {
 		cl.OnRetry = func(string, time.Duration) { refused.Add(1) }
 	}
 
+	waits0 := interactiveWaits(t, []string{all.URL})
 	idle := f.interactive(seconds)
+	waits1 := interactiveWaits(t, []string{all.URL})
 	big := f.upload(f.teamA, "all", n)
 	f.waitDraining(f.teamA, big)
 	// The owner polls from a process of its own (bench_poller_test.go).
@@ -345,7 +347,9 @@ func fairAllRun(t *testing.T) []benchRow {
 	var loaded []time.Duration
 	cpu0 := readCPUWaits(t, all)
 	pRan0, pQueued0 := threadTimes(p.cmd.Process.Pid)
+	waits2 := interactiveWaits(t, []string{all.URL})
 	drained, elapsed := f.progressDuring(f.teamA, big, func() { loaded = f.interactive(seconds) })
+	waits3 := interactiveWaits(t, []string{all.URL})
 	cpu := readCPUWaits(t, all).since(cpu0)
 	pRan, pQueued := threadTimes(p.cmd.Process.Pid)
 	status, retries := p.stop(t)
@@ -357,8 +361,9 @@ func fairAllRun(t *testing.T) []benchRow {
 	setting := fmt.Sprintf("`all`, C=%d, L=%s", c, latency)
 	return []benchRow{
 		{"fair", fmt.Sprintf("%s: 10-domain jobs at 1/s beside a %s-row list draining: p95 completion", setting, count(n)),
-			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; the list drained %.1f rows/s meanwhile; %s", ms(p95Idle),
-				float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), float64(drained)/elapsed.Seconds(), waits),
+			ms(p95Loaded), fmt.Sprintf("idle p95 %s (%.2f×); p50 %s; the list drained %.1f rows/s meanwhile; a job's model call waited for its slot %s on average (idle %s); %s",
+				ms(p95Idle), float64(p95Loaded)/float64(p95Idle), ms(percentile(loaded, 0.5)), float64(drained)/elapsed.Seconds(),
+				ms(waits3.mean(waits2)), ms(waits1.mean(waits0)), waits),
 			"≤ 2× idle", verdict(p95Loaded <= 2*p95Idle)},
 		{"fair", "  the same: answers retried (503) or not received, of the probe's and the list's polls",
 			strconv.FormatInt(refused.Load(), 10), fmt.Sprintf("%d jobs, %d list polls", len(idle)+len(loaded), len(status)),
@@ -375,7 +380,15 @@ func fairAllRun(t *testing.T) []benchRow {
 
 // waitCounts are counts of a histogram of interactive model calls' waits
 // (domainclass_llm_wait_seconds), summed over worker processes.
-type waitCounts struct{ all, within250ms, within500ms float64 }
+type waitCounts struct{ all, within250ms, within500ms, sum float64 }
+
+// mean is the mean wait of the calls since before.
+func (w waitCounts) mean(before waitCounts) time.Duration {
+	if n := w.all - before.all; n > 0 {
+		return time.Duration((w.sum - before.sum) / n * float64(time.Second))
+	}
+	return 0
+}
 
 func (w waitCounts) since(before waitCounts) string {
 	n := w.all - before.all
@@ -398,6 +411,8 @@ func interactiveWaits(t *testing.T, urls []string) waitCounts {
 			switch {
 			case strings.HasPrefix(series, name+"_count"):
 				w.all += v
+			case strings.HasPrefix(series, name+"_sum"):
+				w.sum += v
 			case strings.HasPrefix(series, name+"_bucket") && strings.Contains(series, `le="0.25"`):
 				w.within250ms += v
 			case strings.HasPrefix(series, name+"_bucket") && strings.Contains(series, `le="0.5"`):
