@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // ClassifyArgs is the River job of one app job. It is a claim check: the
@@ -58,7 +59,7 @@ type ClassifyWorker struct {
 	Price    llm.Pricer // nil: unpriced
 	// Spend counts the caller's model calls against its budget (nil: no
 	// budgets).
-	Spend *Spenders
+	Spend *spend.Spenders
 }
 
 // Middleware cancels jobs whose args can never work (not JSON, or no valid

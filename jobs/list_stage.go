@@ -12,6 +12,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // stage works a chunk of an economy list with a: overridden and cached
@@ -67,9 +68,9 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 // spender.
 func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call classifier.CallOptions) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
 	return func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-		var spent reservation
+		var spent spend.Reservation
 		call := call
-		call.Spender = recordStaged(call.Spender, &spent)
+		call.Spender = spend.RecordStaged(call.Spender, &spent)
 		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want, call)
 		if err != nil || pr == nil {
 			return r, err
@@ -77,11 +78,11 @@ func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call cla
 		body, err := json.Marshal(pr.Request)
 		if err == nil {
 			err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
-				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources, SpendDay: spent.day, SpendUSD: spent.usd})
+				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources, SpendDay: spent.Day, SpendUSD: spent.USD})
 		}
-		if err != nil && !spent.day.IsZero() {
+		if err != nil && !spent.Day.IsZero() {
 			// Not staged: the next run stages it, and counts it, again.
-			if gerr := db.CallerSpendAdd(context.WithoutCancel(ctx), w.DB, l.Caller, spent.day, -1, -spent.usd); gerr != nil {
+			if gerr := db.CallerSpendAdd(context.WithoutCancel(ctx), w.DB, l.Caller, spent.Day, -1, -spent.USD); gerr != nil {
 				w.Logger.WarnContext(ctx, "error giving a staged call back", "domain", d.Domain, "error", gerr)
 			}
 		}

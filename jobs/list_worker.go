@@ -16,6 +16,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // ClassifyListArgs is one chunk of a list: rows Chunk×ChunkRows+1 to
@@ -74,10 +75,10 @@ type ClassifyListWorker struct {
 	Registry *classifier.Registry
 	Settings Settings
 	Logger   *slog.Logger
-	Metrics  *Metrics     // nil: no metrics
-	Lists    *ListMetrics // nil: no metrics
-	Price    llm.Pricer   // nil: unpriced
-	Spend    *Spenders    // nil: no budgets
+	Metrics  *Metrics        // nil: no metrics
+	Lists    *ListMetrics    // nil: no metrics
+	Price    llm.Pricer      // nil: unpriced
+	Spend    *spend.Spenders // nil: no budgets
 	// Rows stores the chunks' answers in sets (the process's one); nil:
 	// each answer is stored as it comes, a set of one (on a transaction).
 	Rows *RowStore
