@@ -43,8 +43,8 @@ func (BatchArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueList, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// BatchOutput is recorded on the batch's River job (River UI shows it).
-type BatchOutput struct {
+// batchOutput is recorded on the batch's River job (River UI shows it).
+type batchOutput struct {
 	ListID          string `json:"list_id"`
 	ProviderBatchID string `json:"provider_batch_id,omitempty"`
 	ProviderStatus  string `json:"provider_status,omitempty"`
@@ -74,7 +74,7 @@ type BatchWorker struct {
 	Metrics  *Metrics
 	Lists    *ListMetrics
 	// MaxFileBytes is the provider's limit on an input file; 0 is
-	// MaxBatchFileBytes.
+	// maxBatchFileBytes.
 	MaxFileBytes int
 }
 

@@ -30,7 +30,7 @@ func (ListSweepArgs) Kind() string { return "list_sweep" }
 // InsertOpts keeps at most one sweep waiting or running: a sweep that
 // finds work takes a while, and the next period's would only repeat it.
 func (ListSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
+	return river.InsertOpts{Queue: queueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
 		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
 }
@@ -47,8 +47,8 @@ func ListSweepPeriodicJob(interval time.Duration) *river.PeriodicJob {
 // provider batches (economy).
 var listJobKinds = []string{ClassifyListArgs{}.Kind(), BatchArgs{}.Kind()}
 
-// ListSweepOutput is recorded on a sweep's River job.
-type ListSweepOutput struct {
+// listSweepOutput is recorded on a sweep's River job.
+type listSweepOutput struct {
 	Stalled    int `json:"stalled"`
 	RowsFailed int `json:"rows_failed"`
 	Fed        int `json:"chunks_queued"`
@@ -82,7 +82,7 @@ func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[ListSweepArgs])
 		return fmt.Errorf("error looking for stalled lists: %w", err)
 	}
 	var (
-		out      ListSweepOutput
+		out      listSweepOutput
 		firstErr error
 	)
 	for _, id := range ids {
@@ -103,7 +103,7 @@ func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[ListSweepArgs])
 
 // sweep handles one list, if it is still stalled once locked: a chunk
 // that commits its hand-on first makes it not stalled.
-func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUID, out *ListSweepOutput) error {
+func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUID, out *listSweepOutput) error {
 	tx, err := db.Begin(ctx, w.DB)
 	if err != nil {
 		return err
@@ -121,18 +121,18 @@ func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUI
 	if err != nil {
 		return err
 	}
-	fed, err := FeedChunks(ctx, client, tx, id, w.Settings.ListChunksInFlight)
+	fed, err := feedChunks(ctx, client, tx, id, w.Settings.ListChunksInFlight)
 	if err != nil {
 		return err
 	}
-	ended, err := EndList(ctx, tx, client, w.Settings, id, Completed())
+	ended, err := endList(ctx, tx, client, w.Settings, id, asCompleted())
 	if err != nil {
 		return err
 	}
 	gaveUp := false
 	if !ended && fed == 0 {
 		reason := "the list has rows not answered and no chunk left to answer them; retry it"
-		if gaveUp, err = EndList(ctx, tx, client, w.Settings, id, Failed(reason)); err != nil {
+		if gaveUp, err = endList(ctx, tx, client, w.Settings, id, asFailed(reason)); err != nil {
 			return err
 		}
 	}

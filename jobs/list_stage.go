@@ -43,7 +43,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, nil)
 		o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 		o.summary(ctx, log, "list chunk staged", len(pending))
-		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
+		_ = river.RecordOutput(ctx, listChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
 		if o.busy {
 			// Mostly another list's provider batch, which answers in
 			// minutes to hours: look again as a batch looks at its own.
