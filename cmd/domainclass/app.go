@@ -196,7 +196,7 @@ func (m *Main) registerMetrics() {
 	m.Metrics.MustRegister(spend.NewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.Metrics.MustRegister(pools.NewCollector(m.poolsByName()))
 	if m.runsAPI() { // the review queues and agreement, once per deployment's api
-		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
+		m.Metrics.MustRegister(httpapi.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
 	}
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 	// Registered by every role: the API counts the domains an upload
