@@ -47,9 +47,9 @@ func (ChangeFanoutArgs) InsertOpts() river.InsertOpts {
 // up or deleted.
 const changeFanoutBackstop = time.Minute
 
-// ChangeFanoutPeriodicJob keeps the fan-out job alive: inserted as the
+// changeFanoutPeriodicJob keeps the fan-out job alive: inserted as the
 // leader starts, and again within changeFanoutBackstop of being lost.
-func ChangeFanoutPeriodicJob() *river.PeriodicJob {
+func changeFanoutPeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(changeFanoutBackstop),
 		func() (river.JobArgs, *river.InsertOpts) { return ChangeFanoutArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})

@@ -35,9 +35,9 @@ func (ListSweepArgs) InsertOpts() river.InsertOpts {
 			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
 }
 
-// ListSweepPeriodicJob runs the sweep every interval, and as the leader
+// listSweepPeriodicJob runs the sweep every interval, and as the leader
 // starts.
-func ListSweepPeriodicJob(interval time.Duration) *river.PeriodicJob {
+func listSweepPeriodicJob(interval time.Duration) *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(interval),
 		func() (river.JobArgs, *river.InsertOpts) { return ListSweepArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})

@@ -194,9 +194,14 @@ func (w *PurgeWorker) batches(stopAt time.Time, what string, total *int64, purge
 }
 
 // PeriodicJobs are the jobs every worker registers; River's leader enqueues
-// them.
-func PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(purgeInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
-		&river.PeriodicJobOpts{RunOnStart: true})}
+// them: the purge, the list sweep (every s.ListSweepInterval) and the
+// change fan-out's backstop.
+func PeriodicJobs(s Settings) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(purgeInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		listSweepPeriodicJob(s.ListSweepInterval),
+		changeFanoutPeriodicJob(),
+	}
 }

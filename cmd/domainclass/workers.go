@@ -22,8 +22,7 @@ import (
 func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
 	m.process = holderName()
 	working.ID = m.process
-	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval),
-		jobs.ChangeFanoutPeriodicJob())
+	working.PeriodicJobs = jobs.PeriodicJobs(m.Config.Queue)
 	if working.Workers, err = m.buildWorkers(ctx); err != nil {
 		return err
 	}
