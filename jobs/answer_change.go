@@ -24,16 +24,16 @@ import (
 // got a popular domain's answer.
 const changeFanoutBatch = 500
 
-// ChangeFanoutArgs is the periodic fan-out of answer changes
+// changeFanoutArgs is the periodic fan-out of answer changes
 // (ChangeFanoutWorker).
-type ChangeFanoutArgs struct{}
+type changeFanoutArgs struct{}
 
 // Kind is the River job kind.
-func (ChangeFanoutArgs) Kind() string { return "answer_change_fanout" }
+func (changeFanoutArgs) Kind() string { return "answer_change_fanout" }
 
 // InsertOpts keeps at most one fan-out waiting or running: the next
 // period's would find nothing the running one does not take.
-func (ChangeFanoutArgs) InsertOpts() river.InsertOpts {
+func (changeFanoutArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: queueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
 		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
@@ -51,7 +51,7 @@ const changeFanoutBackstop = time.Minute
 // leader starts, and again within changeFanoutBackstop of being lost.
 func changeFanoutPeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(changeFanoutBackstop),
-		func() (river.JobArgs, *river.InsertOpts) { return ChangeFanoutArgs{}, nil },
+		func() (river.JobArgs, *river.InsertOpts) { return changeFanoutArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})
 }
 
@@ -61,7 +61,7 @@ type changeFanoutOutput struct {
 	Deliveries int `json:"deliveries"`
 }
 
-// ChangeFanoutWorker works ChangeFanoutArgs: it publishes the answer
+// ChangeFanoutWorker works changeFanoutArgs: it publishes the answer
 // changes the triggers recorded (db.AnswerChangesPublish: their place in
 // GET /domains/changes) and, in the same transaction, queues one
 // answer.changed delivery (WebhookArgs with ChangeID) for each job and
@@ -69,7 +69,7 @@ type changeFanoutOutput struct {
 // Settings.ChangeNotifyWindow. Each change is published once, so each
 // recipient gets one delivery; its webhook-id is stable besides.
 type ChangeFanoutWorker struct {
-	river.WorkerDefaults[ChangeFanoutArgs]
+	river.WorkerDefaults[changeFanoutArgs]
 	DB       db.Executor
 	Settings Settings
 	Logger   *slog.Logger
@@ -79,7 +79,7 @@ type ChangeFanoutWorker struct {
 // time, each batch in a transaction of its own, then snoozes for
 // Settings.ChangeFanoutInterval (a snooze uses no attempt) to run again.
 // An error is retried on River's schedule.
-func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[ChangeFanoutArgs]) error {
+func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[changeFanoutArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err

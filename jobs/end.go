@@ -124,7 +124,7 @@ func CancelList(ctx context.Context, tx pgx.Tx, q JobCanceller, s Settings, id u
 	if err != nil || !ended {
 		return false, err
 	}
-	err = eachListJob(ctx, tx, q, id, BatchArgs{}.Kind(), "waking batch job",
+	err = eachListJob(ctx, tx, q, id, batchArgs{}.Kind(), "waking batch job",
 		func(jobID int64) error { _, err := q.JobRetryTx(ctx, tx, jobID); return err },
 		rivertype.JobStateScheduled, rivertype.JobStateRetryable)
 	if err != nil {

@@ -1,10 +1,12 @@
 package jobs
 
 // The names the external tests use of what jobs keeps to itself: the
-// steps that end work, the outputs its jobs record, and the values the
-// tests hold the workers to.
+// steps that end work, the args of the jobs only jobs inserts, the
+// outputs its jobs record, and the values the tests hold the workers to.
 
 type (
+	BatchArgs       = batchArgs
+	ListSweepArgs   = listSweepArgs
 	Ending          = ending
 	ClassifyOutput  = classifyOutput
 	ListChunkOutput = listChunkOutput

@@ -101,7 +101,7 @@ func (w *ClassifyListWorker) handOver(ctx context.Context, log *slog.Logger, job
 		if err != nil || n == 0 {
 			return err
 		}
-		if _, err := client.InsertTx(ctx, tx, BatchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
+		if _, err := client.InsertTx(ctx, tx, batchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
 			return fmt.Errorf("error queueing the batch: %w", err)
 		}
 		log.InfoContext(ctx, "chunk staged for a batch", "requests", n)

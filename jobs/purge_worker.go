@@ -12,19 +12,19 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// PurgeArgs is the periodic clean-up: expired Idempotency-Keys (they
+// purgeArgs is the periodic clean-up: expired Idempotency-Keys (they
 // replay for 24 hours; after that they are only dead weight), jobs ended
 // longer than JobRetention ago, lists ended longer ago than their
 // retention (LIST_RETENTION) with their rows, and the provenance rows
 // nothing refers to any more.
-type PurgeArgs struct{}
+type purgeArgs struct{}
 
 // Kind is the River job kind.
-func (PurgeArgs) Kind() string { return "purge" }
+func (purgeArgs) Kind() string { return "purge" }
 
 // InsertOpts keeps one purge per period: the periodic enqueuer runs on the
 // leader, and a new leader may enqueue again at once.
-func (PurgeArgs) InsertOpts() river.InsertOpts {
+func (purgeArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: queueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: purgeInterval}}
 }
 
@@ -67,7 +67,7 @@ const (
 
 // PurgeWorker deletes what has expired, in batches.
 type PurgeWorker struct {
-	river.WorkerDefaults[PurgeArgs]
+	river.WorkerDefaults[purgeArgs]
 	// DB is the pool: each batch is a statement of its own, committed at
 	// once.
 	DB     db.DBTX
@@ -100,7 +100,7 @@ var errPurgeTimeUp = errors.New("the purge's time is up")
 // Work runs a purge, and snoozes to go on soon when it ran out of time
 // with work left (a backlog after a long outage, or the first run after an
 // upgrade, which looks at every provenance row once).
-func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[purgeArgs]) error {
 	counts, err := w.Purge(ctx)
 	if counts != (purgeCounts{}) {
 		w.Logger.InfoContext(ctx, "purged expired keys, jobs, lists and provenance", "keys_deleted", counts.Keys,
@@ -199,7 +199,7 @@ func (w *PurgeWorker) batches(stopAt time.Time, what string, total *int64, purge
 func PeriodicJobs(s Settings) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(purgeInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return purgeArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 		listSweepPeriodicJob(s.ListSweepInterval),
 		changeFanoutPeriodicJob(),
