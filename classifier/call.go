@@ -21,7 +21,7 @@ type CallOptions struct {
 	Gate Gate
 	// Spender, when set, counts the call against its caller's budget: the
 	// pipeline reserves before the search and settles once the call ended
-	// (jobs.Spenders: a Postgres write each, or, for a list chunk, a set
+	// (spend.Spenders: a Postgres write each, or, for a list chunk, a set
 	// of calls counted in one and corrected in another); nil: not counted.
 	Spender Spender
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/httpapi"
-	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/spend"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -65,7 +65,7 @@ func TestOnePrice(t *testing.T) {
 
 				// The spend accounting: calls counted before they start, as
 				// GET /callers/me shows them.
-				spend := &jobs.Spenders{DB: b.db.Pool, Price: price, Logger: slog.New(slog.DiscardHandler)}
+				spend := &spend.Spenders{DB: b.db.Pool, Price: price, Logger: slog.New(slog.DiscardHandler)}
 				spender := spend.For("team-b")
 				if tier == classifier.TierEconomy {
 					spender = spend.ForBatch("team-b")

@@ -108,7 +108,7 @@ func AcceptList(ctx context.Context, tx pgx.Tx, ins ManyInserter, s Settings, a 
 			return known, err
 		}
 	}
-	first := FirstChunks(l.ID)
+	first := firstChunks(l.ID)
 	if err := db.ListInsert(ctx, tx, l, len(first)); err != nil {
 		return known, err
 	}

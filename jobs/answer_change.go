@@ -18,23 +18,23 @@ import (
 	"github.com/domainclass/domainclass/wire"
 )
 
-// ChangeFanoutBatch is the most changes one transaction of the fan-out
+// changeFanoutBatch is the most changes one transaction of the fan-out
 // publishes: their recipients' deliveries are inserted with them, in one
 // InsertManyTx, so a batch stays a short transaction however many lists
 // got a popular domain's answer.
-const ChangeFanoutBatch = 500
+const changeFanoutBatch = 500
 
-// ChangeFanoutArgs is the periodic fan-out of answer changes
+// changeFanoutArgs is the periodic fan-out of answer changes
 // (ChangeFanoutWorker).
-type ChangeFanoutArgs struct{}
+type changeFanoutArgs struct{}
 
 // Kind is the River job kind.
-func (ChangeFanoutArgs) Kind() string { return "answer_change_fanout" }
+func (changeFanoutArgs) Kind() string { return "answer_change_fanout" }
 
 // InsertOpts keeps at most one fan-out waiting or running: the next
 // period's would find nothing the running one does not take.
-func (ChangeFanoutArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
+func (changeFanoutArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
 		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
 }
@@ -47,21 +47,21 @@ func (ChangeFanoutArgs) InsertOpts() river.InsertOpts {
 // up or deleted.
 const changeFanoutBackstop = time.Minute
 
-// ChangeFanoutPeriodicJob keeps the fan-out job alive: inserted as the
+// changeFanoutPeriodicJob keeps the fan-out job alive: inserted as the
 // leader starts, and again within changeFanoutBackstop of being lost.
-func ChangeFanoutPeriodicJob() *river.PeriodicJob {
+func changeFanoutPeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(changeFanoutBackstop),
-		func() (river.JobArgs, *river.InsertOpts) { return ChangeFanoutArgs{}, nil },
+		func() (river.JobArgs, *river.InsertOpts) { return changeFanoutArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})
 }
 
-// ChangeFanoutOutput counts what one pass of the fan-out did (logged).
-type ChangeFanoutOutput struct {
+// changeFanoutOutput counts what one pass of the fan-out did (logged).
+type changeFanoutOutput struct {
 	Published  int `json:"published"`
 	Deliveries int `json:"deliveries"`
 }
 
-// ChangeFanoutWorker works ChangeFanoutArgs: it publishes the answer
+// ChangeFanoutWorker works changeFanoutArgs: it publishes the answer
 // changes the triggers recorded (db.AnswerChangesPublish: their place in
 // GET /domains/changes) and, in the same transaction, queues one
 // answer.changed delivery (WebhookArgs with ChangeID) for each job and
@@ -69,22 +69,22 @@ type ChangeFanoutOutput struct {
 // Settings.ChangeNotifyWindow. Each change is published once, so each
 // recipient gets one delivery; its webhook-id is stable besides.
 type ChangeFanoutWorker struct {
-	river.WorkerDefaults[ChangeFanoutArgs]
+	river.WorkerDefaults[changeFanoutArgs]
 	DB       db.Executor
 	Settings Settings
 	Logger   *slog.Logger
 }
 
-// Work publishes and fans out every change waiting, ChangeFanoutBatch at a
+// Work publishes and fans out every change waiting, changeFanoutBatch at a
 // time, each batch in a transaction of its own, then snoozes for
 // Settings.ChangeFanoutInterval (a snooze uses no attempt) to run again.
 // An error is retried on River's schedule.
-func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[ChangeFanoutArgs]) error {
+func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[changeFanoutArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err
 	}
-	var out ChangeFanoutOutput
+	var out changeFanoutOutput
 	for {
 		published, deliveries, err := w.fanOut(ctx, client)
 		out.Published += published
@@ -92,7 +92,7 @@ func (w *ChangeFanoutWorker) Work(ctx context.Context, _ *river.Job[ChangeFanout
 		if err != nil {
 			return fmt.Errorf("error fanning out answer changes: %w", err)
 		}
-		if published < ChangeFanoutBatch {
+		if published < changeFanoutBatch {
 			break
 		}
 	}
@@ -108,7 +108,7 @@ func (w *ChangeFanoutWorker) fanOut(ctx context.Context, client *river.Client[pg
 		return 0, 0, err
 	}
 	defer db.Rollback(ctx, tx)
-	ids, err := db.AnswerChangesPublish(ctx, tx, ChangeFanoutBatch)
+	ids, err := db.AnswerChangesPublish(ctx, tx, changeFanoutBatch)
 	if err != nil || len(ids) == 0 {
 		return 0, 0, err
 	}

@@ -34,7 +34,7 @@ type batchRun struct {
 	// request's custom_id.
 	items    []*batchItem
 	byDomain map[string]*batchItem
-	out      BatchOutput
+	out      batchOutput
 	// spend is what the run settles of its caller's staged calls, by the
 	// day each was counted on (settleSpend).
 	spend map[time.Time]db.Spent
@@ -53,7 +53,7 @@ func (w *BatchWorker) newRun(ctx context.Context, b *db.Batch) (*batchRun, error
 	if err != nil {
 		return nil, err
 	}
-	return &batchRun{w: w, b: b, l: l, owner: batchOwner(b.ID), out: BatchOutput{ListID: l.ID.String()}, spend: map[time.Time]db.Spent{},
+	return &batchRun{w: w, b: b, l: l, owner: batchOwner(b.ID), out: batchOutput{ListID: l.ID.String()}, spend: map[time.Time]db.Spent{},
 		log: w.Logger.With("batch", b.ID.String(), "list_id", b.ListID.String(), "provider_batch_id", b.ProviderBatchID)}, nil
 }
 
@@ -86,11 +86,11 @@ func (r *batchRun) readItems(ctx context.Context, each func(db.BatchItem, classi
 	})
 }
 
-// MaxBatchFileBytes is the provider's limit on a batch input file (OpenAI:
+// maxBatchFileBytes is the provider's limit on a batch input file (OpenAI:
 // 200 MB).
-const MaxBatchFileBytes = 200 << 20
+const maxBatchFileBytes = 200 << 20
 
-// errBatchTooLarge: the batch's file is over MaxBatchFileBytes; its
+// errBatchTooLarge: the batch's file is over maxBatchFileBytes; its
 // requests are asked as calls instead.
 var errBatchTooLarge = errors.New("the batch file is over the provider's limit")
 
@@ -148,7 +148,7 @@ func (r *batchRun) send(ctx context.Context) error {
 		if lines == 0 { // calls took every domain over: their answers are the batch's
 			return r.storeAndEnd(ctx, llm.BatchStatus{}, "")
 		}
-		if input.Len() > cmp.Or(w.MaxFileBytes, MaxBatchFileBytes) {
+		if input.Len() > cmp.Or(w.MaxFileBytes, maxBatchFileBytes) {
 			return fmt.Errorf("%w: %d requests make %d MB", errBatchTooLarge, len(r.items), input.Len()>>20)
 		}
 		if st, err = w.Batcher.BatchSubmit(ctx, &input, key); err != nil {
@@ -286,7 +286,7 @@ func (r *batchRun) end(ctx context.Context, reason string) error {
 	if _, err := db.BatchEnd(ctx, tx, r.b.ID, reason); err != nil {
 		return err
 	}
-	ended, err := EndList(ctx, tx, client, w.Settings, r.l.ID, Completed())
+	ended, err := endList(ctx, tx, client, w.Settings, r.l.ID, asCompleted())
 	if err != nil {
 		return err
 	}

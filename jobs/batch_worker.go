@@ -27,24 +27,24 @@ type Batcher interface {
 	BatchResults(ctx context.Context, b llm.BatchStatus, fn func(llm.BatchResult) error) error
 }
 
-// BatchArgs follows one provider batch of an economy list's chunk. Like
+// batchArgs follows one provider batch of an economy list's chunk. Like
 // the others it is a claim check: the batch and its requests live in
 // Postgres (llm_batch, llm_batch_item).
-type BatchArgs struct {
+type batchArgs struct {
 	BatchID string `json:"batch_id"`
 	ListID  string `json:"list_id"`
 }
 
 // Kind is the River job kind.
-func (BatchArgs) Kind() string { return "llm_batch" }
+func (batchArgs) Kind() string { return "llm_batch" }
 
 // InsertOpts puts batch jobs on the list queue, one per batch.
-func (BatchArgs) InsertOpts() river.InsertOpts {
+func (batchArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueList, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// BatchOutput is recorded on the batch's River job (River UI shows it).
-type BatchOutput struct {
+// batchOutput is recorded on the batch's River job (River UI shows it).
+type batchOutput struct {
 	ListID          string `json:"list_id"`
 	ProviderBatchID string `json:"provider_batch_id,omitempty"`
 	ProviderStatus  string `json:"provider_status,omitempty"`
@@ -53,7 +53,7 @@ type BatchOutput struct {
 	Failed          int    `json:"failed,omitempty"`
 }
 
-// BatchWorker works BatchArgs. Each run is short: it submits the batch,
+// BatchWorker works batchArgs. Each run is short: it submits the batch,
 // or looks at it and snoozes while the provider runs it (no worker slot
 // and no model slot held in between), or, once the provider is done,
 // stores every answer through the same parser and storage as a call.
@@ -62,7 +62,7 @@ type BatchOutput struct {
 // up to BatchMaxAttempts times, then its rows are FAILED with the
 // provider's reason.
 type BatchWorker struct {
-	river.WorkerDefaults[BatchArgs]
+	river.WorkerDefaults[batchArgs]
 
 	DB       db.Executor
 	Batcher  Batcher
@@ -74,13 +74,13 @@ type BatchWorker struct {
 	Metrics  *Metrics
 	Lists    *ListMetrics
 	// MaxFileBytes is the provider's limit on an input file; 0 is
-	// MaxBatchFileBytes.
+	// maxBatchFileBytes.
 	MaxFileBytes int
 }
 
 // Middleware cancels batch jobs whose args can never work.
 func (w *BatchWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return cancelMalformed(func(a BatchArgs) error {
+	return cancelMalformed(func(a batchArgs) error {
 		if _, err := uuid.Parse(a.BatchID); err != nil {
 			return fmt.Errorf("batch_id %q", a.BatchID)
 		}
@@ -89,11 +89,11 @@ func (w *BatchWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware
 }
 
 // Timeout: storing 50,000 answers, and the fallbacks' calls.
-func (w *BatchWorker) Timeout(*river.Job[BatchArgs]) time.Duration { return w.Settings.JobTimeout }
+func (w *BatchWorker) Timeout(*river.Job[batchArgs]) time.Duration { return w.Settings.JobTimeout }
 
 // Work moves the batch one step. On the last attempt an error gives the
 // batch's rows up (FAILED), so that the list still ends.
-func (w *BatchWorker) Work(ctx context.Context, job *river.Job[BatchArgs]) error {
+func (w *BatchWorker) Work(ctx context.Context, job *river.Job[batchArgs]) error {
 	id := uuid.MustParse(job.Args.BatchID) // checked by Middleware
 	return onLastAttempt(ctx, job, w.step(ctx, id), func(ctx context.Context, err error) {
 		if gerr := w.giveUp(ctx, id, fmt.Sprintf("gave up after %d attempts: %v", job.Attempt, err)); gerr != nil {

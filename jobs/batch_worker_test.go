@@ -21,6 +21,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // economyBundle works an economy list's chunks and batches in a test
@@ -70,7 +71,7 @@ func setupEconomyFile(t *testing.T, handle func(llmtest.Request) llmtest.Reply, 
 	return &economyBundle{txBundle: b, s: s,
 		chunks: rivertest.NewWorker(t, riverpgxv5.New(nil), cfg, &jobs.ClassifyListWorker{
 			DB: b.tx, Pipeline: pipeline, Registry: classifier.DefaultRegistry(), Settings: s, Logger: logger, Price: testPrice,
-			Spend: &jobs.Spenders{DB: b.tx, Price: testPrice, Logger: logger}}),
+			Spend: &spend.Spenders{DB: b.tx, Price: testPrice, Logger: logger}}),
 		batch:     batchWith(client),
 		batchWith: batchWith,
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // ClassifyArgs is the River job of one app job. It is a claim check: the
@@ -34,9 +35,9 @@ func (ClassifyArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueClassify, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// ClassifyOutput is recorded on the River job (River UI shows it): what the
+// classifyOutput is recorded on the River job (River UI shows it): what the
 // attempt did, counted by outcome and source.
-type ClassifyOutput struct {
+type classifyOutput struct {
 	Domains      int `json:"domains"`
 	AlreadyFinal int `json:"already_final"`
 	Counts
@@ -58,7 +59,7 @@ type ClassifyWorker struct {
 	Price    llm.Pricer // nil: unpriced
 	// Spend counts the caller's model calls against its budget (nil: no
 	// budgets).
-	Spend *Spenders
+	Spend *spend.Spenders
 }
 
 // Middleware cancels jobs whose args can never work (not JSON, or no valid
@@ -113,7 +114,7 @@ func (w *ClassifyWorker) Work(ctx context.Context, job *river.Job[ClassifyArgs])
 	} else if err != nil {
 		return w.retryOrFail(ctx, log, job, id, fmt.Errorf("error starting job: %w", err))
 	}
-	out := ClassifyOutput{Domains: len(j.Domains)}
+	out := classifyOutput{Domains: len(j.Domains)}
 	if j.Status == classifier.StatusCompleted {
 		log.InfoContext(ctx, "job already completed; nothing to do")
 		out.AlreadyFinal = out.Domains
@@ -173,7 +174,7 @@ func (w *ClassifyWorker) answerer(j *classifier.Job) answerer {
 }
 
 // complete marks the app job COMPLETED, completes its River job and, when
-// this is a new end with a callback URL, queues its webhook (EndJob): all
+// this is a new end with a callback URL, queues its webhook (endJob): all
 // of it or nothing.
 func (w *ClassifyWorker) complete(ctx context.Context, job *river.Job[ClassifyArgs], id uuid.UUID) error {
 	client, tx, err := begin(ctx, w.DB)
@@ -181,7 +182,7 @@ func (w *ClassifyWorker) complete(ctx context.Context, job *river.Job[ClassifyAr
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	if _, err := EndJob(ctx, tx, client, w.Settings, id, Completed()); err != nil {
+	if _, err := endJob(ctx, tx, client, w.Settings, id, asCompleted()); err != nil {
 		return err
 	}
 	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
@@ -211,7 +212,7 @@ func (w *ClassifyWorker) fail(ctx context.Context, id uuid.UUID, reason string) 
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	if _, err := EndJob(ctx, tx, client, w.Settings, id, Failed(reason)); err != nil {
+	if _, err := endJob(ctx, tx, client, w.Settings, id, asFailed(reason)); err != nil {
 		return err
 	}
 	return db.Commit(ctx, tx)

@@ -35,12 +35,12 @@ type ClientConfig struct {
 	ID string
 }
 
-// WebhookFetchPollInterval: River wakes a queue on insert notifications,
+// webhookFetchPollInterval: River wakes a queue on insert notifications,
 // but sends at most one per queue per 100 ms; a delivery queued right after
 // another then waited for River's 1 s poll (measured: p50 ≈ 90 ms, max
 // ≈ 0.8 s). Polling the webhook queue every 200 ms bounds that wait, for
 // one small query per 200 ms per worker process.
-const WebhookFetchPollInterval = 200 * time.Millisecond
+const webhookFetchPollInterval = 200 * time.Millisecond
 
 // NewClient returns a River client on pool with the reviewed settings.
 func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
@@ -65,10 +65,10 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 		rc.Queues = map[string]river.QueueConfig{
 			QueueClassify: {MaxWorkers: s.ClassifyWorkers},
 			QueueList:     {MaxWorkers: s.ListWorkers},
-			QueueWebhook:  {MaxWorkers: s.WebhookWorkers, FetchPollInterval: WebhookFetchPollInterval},
+			QueueWebhook:  {MaxWorkers: s.WebhookWorkers, FetchPollInterval: webhookFetchPollInterval},
 			// Housekeeping: the hourly purge, and the list sweep (every
 			// minute), which must not wait behind a long purge.
-			QueueMaintenance: {MaxWorkers: 2},
+			queueMaintenance: {MaxWorkers: 2},
 		}
 	}
 	return river.NewClient(riverpgxv5.New(pool), rc)

@@ -14,8 +14,8 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// Ending is how EndJob or EndList ends a job or a list.
-type Ending struct {
+// ending is how endJob or endList ends a job or a list.
+type ending struct {
 	// Status is StatusCompleted (a list: only once every row is final),
 	// StatusFailed, or, for a list, StatusCancelled.
 	Status classifier.Status
@@ -25,23 +25,23 @@ type Ending struct {
 	Caller string
 }
 
-// Completed ends a job, or a list whose rows are all final, COMPLETED.
-func Completed() Ending { return Ending{Status: classifier.StatusCompleted} }
+// asCompleted ends a job, or a list whose rows are all final, COMPLETED.
+func asCompleted() ending { return ending{Status: classifier.StatusCompleted} }
 
-// Failed ends a job or a list FAILED with reason.
-func Failed(reason string) Ending { return Ending{Status: classifier.StatusFailed, Reason: reason} }
+// asFailed ends a job or a list FAILED with reason.
+func asFailed(reason string) ending { return ending{Status: classifier.StatusFailed, Reason: reason} }
 
-// Cancelled cancels caller's list.
-func Cancelled(caller string) Ending {
-	return Ending{Status: classifier.StatusCancelled, Caller: caller}
+// asCancelled cancels caller's list.
+func asCancelled(caller string) ending {
+	return ending{Status: classifier.StatusCancelled, Caller: caller}
 }
 
-// EndJob ends job id in tx as e says (COMPLETED or FAILED) and, when this is
+// endJob ends job id in tx as e says (COMPLETED or FAILED) and, when this is
 // a new end and the job has a callback URL, queues its webhook: the
 // delivery is queued if and only if the end commits, once per end. It
 // reports whether the job ended now (false: it had already ended). The
 // worker completes its River job itself, in the same tx.
-func EndJob(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid.UUID, e Ending) (bool, error) {
+func endJob(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid.UUID, e ending) (bool, error) {
 	var (
 		end   db.JobEnd
 		ended bool
@@ -61,13 +61,13 @@ func EndJob(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid.UU
 	return true, queueWebhook(ctx, tx, ins, s, WebhookArgs{JobID: id.String(), EndedAt: end.CompletedAt}, end.CallbackURL)
 }
 
-// EndList ends list id in tx as e says and, when this is a new end and the
+// endList ends list id in tx as e says and, when this is a new end and the
 // list has a callback URL, queues its list.completed webhook. It reports
 // whether the list ended now: false for a list that had already ended, a
 // COMPLETED end of a list with rows not final, and another caller's
 // cancel. A cancel waits for the list's model calls that are starting
 // (db.ListCancel); CancelList also cancels its River jobs.
-func EndList(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid.UUID, e Ending) (bool, error) {
+func endList(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid.UUID, e ending) (bool, error) {
 	var (
 		end   db.ListEnd
 		ended bool
@@ -112,7 +112,7 @@ type JobCanceller interface {
 	JobRetryTx(ctx context.Context, tx pgx.Tx, jobID int64) (*rivertype.JobRow, error)
 }
 
-// CancelList cancels caller's list id in tx (EndList with Cancelled: its
+// CancelList cancels caller's list id in tx (endList with Cancelled: its
 // rows not final are CANCELLED, its webhook queued) and, when it ended
 // now, its River jobs: the chunks that wait are cancelled (running ones
 // finish the calls they have in flight; the list's gate refuses their
@@ -120,11 +120,11 @@ type JobCanceller interface {
 // and cancel their provider batches. It reports whether the list ended
 // now: false for a list that had already ended, or another caller's.
 func CancelList(ctx context.Context, tx pgx.Tx, q JobCanceller, s Settings, id uuid.UUID, caller string) (bool, error) {
-	ended, err := EndList(ctx, tx, q, s, id, Cancelled(caller))
+	ended, err := endList(ctx, tx, q, s, id, asCancelled(caller))
 	if err != nil || !ended {
 		return false, err
 	}
-	err = eachListJob(ctx, tx, q, id, BatchArgs{}.Kind(), "waking batch job",
+	err = eachListJob(ctx, tx, q, id, batchArgs{}.Kind(), "waking batch job",
 		func(jobID int64) error { _, err := q.JobRetryTx(ctx, tx, jobID); return err },
 		rivertype.JobStateScheduled, rivertype.JobStateRetryable)
 	if err != nil {
@@ -193,7 +193,7 @@ func RetryList(ctx context.Context, tx pgx.Tx, ins Inserter, s Settings, id uuid
 	if err != nil || r.Rows == 0 {
 		return l, 0, err
 	}
-	fed, err := FeedChunks(ctx, ins, tx, l.ID, s.ListChunksInFlight)
+	fed, err := feedChunks(ctx, ins, tx, l.ID, s.ListChunksInFlight)
 	if err != nil {
 		return nil, 0, fmt.Errorf("error queueing the list's chunks: %w", err)
 	}

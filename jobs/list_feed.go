@@ -16,7 +16,7 @@ import (
 
 // How a list's chunks are queued: the first by the upload, then each by the
 // ones before it as they run, within a window of ListChunksInFlight chunks
-// (see FirstChunks).
+// (see firstChunks).
 
 // feedOrLog queues the list's next chunk if it is at most upTo (see
 // feed), in a transaction of its own. A chunk feeds as it starts and once
@@ -47,11 +47,11 @@ type Inserter interface {
 	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
 
-// FeedChunks queues list id's next chunks that have rows to answer, in
+// feedChunks queues list id's next chunks that have rows to answer, in
 // tx, until n of its chunks are queued or running, and returns how many it
 // queued: what a retry and the list sweep queue (the chunks then queue the
 // ones after them as they run).
-func FeedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n int) (int, error) {
+func feedChunks(ctx context.Context, ins Inserter, tx pgx.Tx, id uuid.UUID, n int) (int, error) {
 	fed := 0
 	for range n {
 		ok, err := feed(ctx, ins, tx, id, math.MaxInt32, n)

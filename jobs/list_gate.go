@@ -14,11 +14,11 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// DefaultGateWindow is how long a list's gate transaction admits model
+// defaultGateWindow is how long a list's gate transaction admits model
 // calls once it is open, unless ListGates.Window says otherwise: about
 // what a batch of a list's calls takes to start together (the model slots
 // free a few at a time), and short beside what a cancel may wait.
-const DefaultGateWindow = 100 * time.Millisecond
+const defaultGateWindow = 100 * time.Millisecond
 
 // maxEndedLists is how many ended lists a process remembers, to refuse
 // their calls without Postgres; one forgotten is asked about again.
@@ -52,7 +52,7 @@ type ListGates struct {
 	// gates are used concurrently).
 	DB db.Executor
 	// Window is how long a gate transaction admits calls once open; zero:
-	// DefaultGateWindow.
+	// defaultGateWindow.
 	Window time.Duration
 	Logger *slog.Logger
 
@@ -97,7 +97,7 @@ func (g *ListGates) window() time.Duration {
 	if g.Window > 0 {
 		return g.Window
 	}
-	return DefaultGateWindow
+	return defaultGateWindow
 }
 
 func (g *ListGates) enter(ctx context.Context, id uuid.UUID) (func(), error) {

@@ -21,34 +21,34 @@ import (
 // discards a job whose worker died on its last attempt; an operator
 // cancels or deletes one in River UI).
 
-// ListSweepArgs is the periodic look for stalled lists (ListSweepWorker).
-type ListSweepArgs struct{}
+// listSweepArgs is the periodic look for stalled lists (ListSweepWorker).
+type listSweepArgs struct{}
 
 // Kind is the River job kind.
-func (ListSweepArgs) Kind() string { return "list_sweep" }
+func (listSweepArgs) Kind() string { return "list_sweep" }
 
 // InsertOpts keeps at most one sweep waiting or running: a sweep that
 // finds work takes a while, and the next period's would only repeat it.
-func (ListSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
+func (listSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true,
 		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 			rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}
 }
 
-// ListSweepPeriodicJob runs the sweep every interval, and as the leader
+// listSweepPeriodicJob runs the sweep every interval, and as the leader
 // starts.
-func ListSweepPeriodicJob(interval time.Duration) *river.PeriodicJob {
+func listSweepPeriodicJob(interval time.Duration) *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) { return ListSweepArgs{}, nil },
+		func() (river.JobArgs, *river.InsertOpts) { return listSweepArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})
 }
 
 // listJobKinds are the River jobs that work a list: its chunks, and its
 // provider batches (economy).
-var listJobKinds = []string{ClassifyListArgs{}.Kind(), BatchArgs{}.Kind()}
+var listJobKinds = []string{ClassifyListArgs{}.Kind(), batchArgs{}.Kind()}
 
-// ListSweepOutput is recorded on a sweep's River job.
-type ListSweepOutput struct {
+// listSweepOutput is recorded on a sweep's River job.
+type listSweepOutput struct {
 	Stalled    int `json:"stalled"`
 	RowsFailed int `json:"rows_failed"`
 	Fed        int `json:"chunks_queued"`
@@ -56,7 +56,7 @@ type ListSweepOutput struct {
 	Failed     int `json:"lists_failed"`
 }
 
-// ListSweepWorker works ListSweepArgs: for each list PENDING or RUNNING
+// ListSweepWorker works listSweepArgs: for each list PENDING or RUNNING
 // with no job left to run, it fails the rows of its chunks that were lost
 // (each row says which chunk and why: the River job's end and last error),
 // queues the chunks after them, and ends the list if every row is final.
@@ -64,7 +64,7 @@ type ListSweepOutput struct {
 // rows not final) is given up, FAILED, with the reason: it would otherwise
 // stay RUNNING forever.
 type ListSweepWorker struct {
-	river.WorkerDefaults[ListSweepArgs]
+	river.WorkerDefaults[listSweepArgs]
 	DB       db.Executor
 	Settings Settings
 	Logger   *slog.Logger
@@ -72,7 +72,7 @@ type ListSweepWorker struct {
 }
 
 // Work sweeps every stalled list, each in a transaction of its own.
-func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[ListSweepArgs]) error {
+func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[listSweepArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[ListSweepArgs])
 		return fmt.Errorf("error looking for stalled lists: %w", err)
 	}
 	var (
-		out      ListSweepOutput
+		out      listSweepOutput
 		firstErr error
 	)
 	for _, id := range ids {
@@ -103,7 +103,7 @@ func (w *ListSweepWorker) Work(ctx context.Context, _ *river.Job[ListSweepArgs])
 
 // sweep handles one list, if it is still stalled once locked: a chunk
 // that commits its hand-on first makes it not stalled.
-func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUID, out *ListSweepOutput) error {
+func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUID, out *listSweepOutput) error {
 	tx, err := db.Begin(ctx, w.DB)
 	if err != nil {
 		return err
@@ -121,18 +121,18 @@ func (w *ListSweepWorker) sweep(ctx context.Context, client *Client, id uuid.UUI
 	if err != nil {
 		return err
 	}
-	fed, err := FeedChunks(ctx, client, tx, id, w.Settings.ListChunksInFlight)
+	fed, err := feedChunks(ctx, client, tx, id, w.Settings.ListChunksInFlight)
 	if err != nil {
 		return err
 	}
-	ended, err := EndList(ctx, tx, client, w.Settings, id, Completed())
+	ended, err := endList(ctx, tx, client, w.Settings, id, asCompleted())
 	if err != nil {
 		return err
 	}
 	gaveUp := false
 	if !ended && fed == 0 {
 		reason := "the list has rows not answered and no chunk left to answer them; retry it"
-		if gaveUp, err = EndList(ctx, tx, client, w.Settings, id, Failed(reason)); err != nil {
+		if gaveUp, err = endList(ctx, tx, client, w.Settings, id, asFailed(reason)); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // stage works a chunk of an economy list with a: overridden and cached
@@ -42,7 +43,7 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 		o := a.answer(ctx, log, c, batchOwner(b.ID), pending, nil)
 		o.Override, o.Cache = o.Override+known.Override, o.Cache+known.Cache
 		o.summary(ctx, log, "list chunk staged", len(pending))
-		_ = river.RecordOutput(ctx, ListChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
+		_ = river.RecordOutput(ctx, listChunkOutput{ListID: l.ID.String(), Chunk: job.Args.Chunk, Domains: len(pending), Counts: o.Counts})
 		if o.busy {
 			// Mostly another list's provider batch, which answers in
 			// minutes to hours: look again as a batch looks at its own.
@@ -67,9 +68,9 @@ func (w *ClassifyListWorker) stage(ctx context.Context, log *slog.Logger, job *r
 // spender.
 func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call classifier.CallOptions) func(context.Context, *classifier.Classifier, pendingDomain, string) (classifier.Result, error) {
 	return func(ctx context.Context, c *classifier.Classifier, d pendingDomain, owner string) (classifier.Result, error) {
-		var spent reservation
+		var spent spend.Reservation
 		call := call
-		call.Spender = recordStaged(call.Spender, &spent)
+		call.Spender = spend.RecordStaged(call.Spender, &spent)
 		r, pr, err := w.Pipeline.Stage(ctx, c, d.Domain, owner, w.Settings.BatchClaimTTL(), l.Want, call)
 		if err != nil || pr == nil {
 			return r, err
@@ -77,11 +78,11 @@ func (w *ClassifyListWorker) stageInto(b *db.Batch, l *classifier.List, call cla
 		body, err := json.Marshal(pr.Request)
 		if err == nil {
 			err = db.BatchItemAdd(ctx, w.DB, b.ID, db.BatchItem{Row: d.Key, Domain: d.Domain, Body: body,
-				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources, SpendDay: spent.day, SpendUSD: spent.usd})
+				PromptVersion: pr.PromptVersion, Search: pr.Search, Evidence: pr.Sources, SpendDay: spent.Day, SpendUSD: spent.USD})
 		}
-		if err != nil && !spent.day.IsZero() {
+		if err != nil && !spent.Day.IsZero() {
 			// Not staged: the next run stages it, and counts it, again.
-			if gerr := db.CallerSpendAdd(context.WithoutCancel(ctx), w.DB, l.Caller, spent.day, -1, -spent.usd); gerr != nil {
+			if gerr := db.CallerSpendAdd(context.WithoutCancel(ctx), w.DB, l.Caller, spent.Day, -1, -spent.USD); gerr != nil {
 				w.Logger.WarnContext(ctx, "error giving a staged call back", "domain", d.Domain, "error", gerr)
 			}
 		}
@@ -100,7 +101,7 @@ func (w *ClassifyListWorker) handOver(ctx context.Context, log *slog.Logger, job
 		if err != nil || n == 0 {
 			return err
 		}
-		if _, err := client.InsertTx(ctx, tx, BatchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
+		if _, err := client.InsertTx(ctx, tx, batchArgs{BatchID: b.ID.String(), ListID: id.String()}, nil); err != nil {
 			return fmt.Errorf("error queueing the batch: %w", err)
 		}
 		log.InfoContext(ctx, "chunk staged for a batch", "requests", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // ClassifyListArgs is one chunk of a list: rows Chunk×ChunkRows+1 to
@@ -37,20 +38,20 @@ func (ClassifyListArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueList, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// FirstChunks are the chunk jobs an upload inserts, in its transaction:
+// firstChunks are the chunk jobs an upload inserts, in its transaction:
 // the first chunk alone. The list's chunks then queue one another while
 // they run (ClassifyListWorker.feed), never as one ends: each is a fetch of
 // its own, taken by whichever worker process is free. One insert of
 // several would go whole to the first process to fetch, and a chunk queued
 // as one ends would go to the process whose slot just freed, so a list
 // would gather on one process.
-func FirstChunks(listID uuid.UUID) []river.InsertManyParams {
+func firstChunks(listID uuid.UUID) []river.InsertManyParams {
 	return []river.InsertManyParams{{Args: ClassifyListArgs{ListID: listID.String(), Chunk: 0}}}
 }
 
-// ListChunkOutput is recorded on a chunk's River job (River UI shows it):
+// listChunkOutput is recorded on a chunk's River job (River UI shows it):
 // what the run did, and where the whole list stands.
-type ListChunkOutput struct {
+type listChunkOutput struct {
 	ListID string `json:"list_id"`
 	Chunk  int    `json:"chunk"`
 	// Domains is how many of the chunk's domains this run had to answer.
@@ -74,10 +75,10 @@ type ClassifyListWorker struct {
 	Registry *classifier.Registry
 	Settings Settings
 	Logger   *slog.Logger
-	Metrics  *Metrics     // nil: no metrics
-	Lists    *ListMetrics // nil: no metrics
-	Price    llm.Pricer   // nil: unpriced
-	Spend    *Spenders    // nil: no budgets
+	Metrics  *Metrics        // nil: no metrics
+	Lists    *ListMetrics    // nil: no metrics
+	Price    llm.Pricer      // nil: unpriced
+	Spend    *spend.Spenders // nil: no budgets
 	// Rows stores the chunks' answers in sets (the process's one); nil:
 	// each answer is stored as it comes, a set of one (on a transaction).
 	Rows *RowStore
@@ -209,7 +210,7 @@ func (w *ClassifyListWorker) start(ctx context.Context, log *slog.Logger, job *r
 // recordOutput records the chunk's run as its River job's output: its
 // counts, how many domains were pending, and the list's progress.
 func (w *ClassifyListWorker) recordOutput(ctx context.Context, job *river.Job[ClassifyListArgs], id uuid.UUID, o outcome, pending int) error {
-	out := ListChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
+	out := listChunkOutput{ListID: id.String(), Chunk: job.Args.Chunk, Domains: pending, Counts: o.Counts}
 	if now, err := db.ListGet(ctx, w.DB, id); err == nil {
 		out.ListDone, out.ListRows = now.Done, now.Rows
 	}
@@ -238,7 +239,7 @@ func (w *ClassifyListWorker) finish(ctx context.Context, log *slog.Logger, job *
 			return err
 		}
 	}
-	ended, err := EndList(ctx, tx, client, w.Settings, id, Completed())
+	ended, err := endList(ctx, tx, client, w.Settings, id, asCompleted())
 	if err != nil {
 		return err
 	}

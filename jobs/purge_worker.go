@@ -12,36 +12,36 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// PurgeArgs is the periodic clean-up: expired Idempotency-Keys (they
+// purgeArgs is the periodic clean-up: expired Idempotency-Keys (they
 // replay for 24 hours; after that they are only dead weight), jobs ended
 // longer than JobRetention ago, lists ended longer ago than their
 // retention (LIST_RETENTION) with their rows, and the provenance rows
 // nothing refers to any more.
-type PurgeArgs struct{}
+type purgeArgs struct{}
 
 // Kind is the River job kind.
-func (PurgeArgs) Kind() string { return "purge" }
+func (purgeArgs) Kind() string { return "purge" }
 
 // InsertOpts keeps one purge per period: the periodic enqueuer runs on the
 // leader, and a new leader may enqueue again at once.
-func (PurgeArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: PurgeInterval}}
+func (purgeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: purgeInterval}}
 }
 
-// QueueMaintenance holds housekeeping jobs, apart from the queues whose
+// queueMaintenance holds housekeeping jobs, apart from the queues whose
 // depth operators watch.
-const QueueMaintenance = "maintenance"
+const queueMaintenance = "maintenance"
 
-// PurgeInterval: hourly keeps the table within about a day and an hour of
+// purgeInterval: hourly keeps the table within about a day and an hour of
 // keys, with deletes small enough to go unnoticed.
-const PurgeInterval = time.Hour
+const purgeInterval = time.Hour
 
-// PurgeBatch bounds one delete (rows of a list, provenance rows, jobs,
+// purgeBatch bounds one delete (rows of a list, provenance rows, jobs,
 // keys), so that a large backlog is purged in short transactions: 5,000
 // list rows take tens of milliseconds, and a writer that needs a row the
 // batch holds (a cache hit on a provenance row being deleted) waits that
 // long at most.
-const PurgeBatch = 5000
+const purgeBatch = 5000
 
 // purgeListBatch bounds the lists taken off in one statement: each takes
 // its Idempotency-Keys and provider batches with it.
@@ -57,17 +57,17 @@ const purgeResume = time.Minute
 
 // What a batch deleted, as BatchDoneFunc names it.
 const (
-	PurgedKeys       = "idempotency keys"
-	PurgedJobs       = "jobs"
-	PurgedBatchItems = "batch items"
-	PurgedLists      = "lists"
-	PurgedListRows   = "list rows"
-	PurgedProvenance = "provenance"
+	purgedKeys       = "idempotency keys"
+	purgedJobs       = "jobs"
+	purgedBatchItems = "batch items"
+	purgedLists      = "lists"
+	purgedListRows   = "list rows"
+	purgedProvenance = "provenance"
 )
 
 // PurgeWorker deletes what has expired, in batches.
 type PurgeWorker struct {
-	river.WorkerDefaults[PurgeArgs]
+	river.WorkerDefaults[purgeArgs]
 	// DB is the pool: each batch is a statement of its own, committed at
 	// once.
 	DB     db.DBTX
@@ -77,13 +77,13 @@ type PurgeWorker struct {
 	// under.
 	JobRetention time.Duration
 	// BatchDoneFunc, when set, is called after each batch has committed,
-	// with what it deleted (PurgedLists, …) and how many.
+	// with what it deleted (purgedLists, …) and how many.
 	BatchDoneFunc func(what string, n int64)
 }
 
-// PurgeCounts is what one run deleted (River UI shows it as the job's
+// purgeCounts is what one run deleted (River UI shows it as the job's
 // output).
-type PurgeCounts struct {
+type purgeCounts struct {
 	Keys       int64 `json:"idempotency_keys_deleted"`
 	Jobs       int64 `json:"jobs_deleted"`
 	BatchItems int64 `json:"batch_items_deleted"`
@@ -100,9 +100,9 @@ var errPurgeTimeUp = errors.New("the purge's time is up")
 // Work runs a purge, and snoozes to go on soon when it ran out of time
 // with work left (a backlog after a long outage, or the first run after an
 // upgrade, which looks at every provenance row once).
-func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[purgeArgs]) error {
 	counts, err := w.Purge(ctx)
-	if counts != (PurgeCounts{}) {
+	if counts != (purgeCounts{}) {
 		w.Logger.InfoContext(ctx, "purged expired keys, jobs, lists and provenance", "keys_deleted", counts.Keys,
 			"jobs_deleted", counts.Jobs, "lists_deleted", counts.Lists, "list_rows_deleted", counts.ListRows,
 			"batch_items_deleted", counts.BatchItems, "provenance_deleted", counts.Provenance, "more", counts.More)
@@ -123,8 +123,8 @@ func (w *PurgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
 // jobs, expired lists (their staged batch requests first, then the lists,
 // then their rows), then the provenance rows that lost a reference and
 // have none left. It stops early, with More set, when ctx is about to end.
-func (w *PurgeWorker) Purge(ctx context.Context) (PurgeCounts, error) {
-	var c PurgeCounts
+func (w *PurgeWorker) Purge(ctx context.Context) (purgeCounts, error) {
+	var c purgeCounts
 	stopAt := time.Time{}
 	if deadline, ok := ctx.Deadline(); ok {
 		stopAt = deadline.Add(-min(purgeStopMargin, time.Until(deadline)/4))
@@ -134,22 +134,22 @@ func (w *PurgeWorker) Purge(ctx context.Context) (PurgeCounts, error) {
 		into  *int64
 		purge func() (n int64, more bool, err error)
 	}{
-		{PurgedKeys, &c.Keys, whileFull(PurgeBatch, func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, PurgeBatch) })},
-		{PurgedJobs, &c.Jobs, whileFull(PurgeBatch, func() (int64, error) {
+		{purgedKeys, &c.Keys, whileFull(purgeBatch, func() (int64, error) { return db.IdempotencyKeyPurge(ctx, w.DB, purgeBatch) })},
+		{purgedJobs, &c.Jobs, whileFull(purgeBatch, func() (int64, error) {
 			if w.JobRetention <= 0 {
 				return 0, nil
 			}
-			return db.JobPurge(ctx, w.DB, w.JobRetention, PurgeBatch)
+			return db.JobPurge(ctx, w.DB, w.JobRetention, purgeBatch)
 		})},
-		{PurgedBatchItems, &c.BatchItems, whileFull(PurgeBatch, func() (int64, error) { return db.BatchItemsPurge(ctx, w.DB, PurgeBatch) })},
-		{PurgedLists, &c.Lists, whileFull(purgeListBatch, func() (int64, error) { return db.ListPurge(ctx, w.DB, purgeListBatch) })},
-		{PurgedListRows, &c.ListRows, func() (int64, bool, error) {
-			rows, lists, err := db.ListRowsPurge(ctx, w.DB, PurgeBatch)
+		{purgedBatchItems, &c.BatchItems, whileFull(purgeBatch, func() (int64, error) { return db.BatchItemsPurge(ctx, w.DB, purgeBatch) })},
+		{purgedLists, &c.Lists, whileFull(purgeListBatch, func() (int64, error) { return db.ListPurge(ctx, w.DB, purgeListBatch) })},
+		{purgedListRows, &c.ListRows, func() (int64, bool, error) {
+			rows, lists, err := db.ListRowsPurge(ctx, w.DB, purgeBatch)
 			return rows, rows > 0 || lists > 0, err
 		}},
-		{PurgedProvenance, &c.Provenance, func() (int64, bool, error) {
-			deleted, checked, err := db.ProvenancePurge(ctx, w.DB, PurgeBatch)
-			return deleted, checked == PurgeBatch, err
+		{purgedProvenance, &c.Provenance, func() (int64, bool, error) {
+			deleted, checked, err := db.ProvenancePurge(ctx, w.DB, purgeBatch)
+			return deleted, checked == purgeBatch, err
 		}},
 	}
 	for _, s := range steps {
@@ -194,9 +194,14 @@ func (w *PurgeWorker) batches(stopAt time.Time, what string, total *int64, purge
 }
 
 // PeriodicJobs are the jobs every worker registers; River's leader enqueues
-// them.
-func PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(PurgeInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return PurgeArgs{}, nil },
-		&river.PeriodicJobOpts{RunOnStart: true})}
+// them: the purge, the list sweep (every s.ListSweepInterval) and the
+// change fan-out's backstop.
+func PeriodicJobs(s Settings) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(purgeInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return purgeArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		listSweepPeriodicJob(s.ListSweepInterval),
+		changeFanoutPeriodicJob(),
+	}
 }

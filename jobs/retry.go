@@ -304,7 +304,7 @@ func (w *ClassifyListWorker) giveUp(ctx context.Context, log *slog.Logger, job *
 	// The chunk's job still runs (River discards it once this returns):
 	// it counts itself in the window.
 	feedSafely(ctx, log, client, tx, id, job.Args.Chunk+w.Settings.ListChunksInFlight, w.Settings.ListChunksInFlight+1)
-	ended, cerr := EndList(ctx, tx, client, w.Settings, id, Completed())
+	ended, cerr := endList(ctx, tx, client, w.Settings, id, asCompleted())
 	if cerr != nil {
 		return cerr
 	}
@@ -331,7 +331,7 @@ func (w *ClassifyListWorker) cannotGoOn(ctx context.Context, log *slog.Logger, l
 		return err
 	}
 	defer db.Rollback(ctx, tx)
-	ended, err := EndList(ctx, tx, client, w.Settings, l.ID, Failed(reason))
+	ended, err := endList(ctx, tx, client, w.Settings, l.ID, asFailed(reason))
 	if err != nil {
 		return err
 	}

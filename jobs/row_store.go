@@ -15,13 +15,13 @@ import (
 
 // The reviewed settings of a worker process's row store.
 const (
-	// DefaultRowStoreEvery: an answer waits at most 100 ms for the set it
+	// defaultRowStoreEvery: an answer waits at most 100 ms for the set it
 	// is stored with, so a list's progress moves as its answers come and
 	// its counters are written ten times a second, not once per answer.
-	DefaultRowStoreEvery = 100 * time.Millisecond
-	// DefaultRowStoreMax: a set is stored as soon as it has 500 answers
+	defaultRowStoreEvery = 100 * time.Millisecond
+	// defaultRowStoreMax: a set is stored as soon as it has 500 answers
 	// (a fraction of a second of the fastest drain measured).
-	DefaultRowStoreMax = 500
+	defaultRowStoreMax = 500
 )
 
 // RowStore stores the answers of a worker process's list chunks in sets:
@@ -60,7 +60,7 @@ type heldAnswer struct {
 // NewRowStore is a process's row store on exec with the reviewed
 // settings; an answer it cannot store is tried again for retryFor.
 func NewRowStore(exec db.Executor, retryFor time.Duration, lists *ListMetrics, logger *slog.Logger) *RowStore {
-	return &RowStore{DB: exec, Every: DefaultRowStoreEvery, Max: DefaultRowStoreMax, RetryFor: retryFor, Lists: lists, Logger: logger}
+	return &RowStore{DB: exec, Every: defaultRowStoreEvery, Max: defaultRowStoreMax, RetryFor: retryFor, Lists: lists, Logger: logger}
 }
 
 // Put hands an answer of list's row over to be stored, with its owner's

@@ -34,9 +34,9 @@ func (w *WebhookWorker) deliver(ctx context.Context, log *slog.Logger, job *rive
 	now := time.Now()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", w.UserAgent)
-	req.Header.Set(HeaderWebhookID, wid)
-	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderWebhookSignature, SignWebhook(w.Key, wid, now, body))
+	req.Header.Set(headerWebhookID, wid)
+	req.Header.Set(headerWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(headerWebhookSignature, SignWebhook(w.Key, wid, now, body))
 
 	dest := redactURL(target)
 	// A client span, and its context on the request (traceparent): the
@@ -56,7 +56,7 @@ func (w *WebhookWorker) deliver(ctx context.Context, log *slog.Logger, job *rive
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, webhookMaxResponseBytes))
 	_ = resp.Body.Close()
 	elapsed := time.Since(now)
-	w.recordOutput(ctx, log, WebhookOutput{WebhookID: wid, StatusCode: resp.StatusCode, DurationMS: elapsed.Milliseconds()})
+	w.recordOutput(ctx, log, webhookOutput{WebhookID: wid, StatusCode: resp.StatusCode, DurationMS: elapsed.Milliseconds()})
 	log = log.With("status", resp.StatusCode, "duration", elapsed.String())
 	return w.answered(ctx, log, job, dest, resp, answer)
 }
@@ -86,7 +86,7 @@ func (w *WebhookWorker) noAnswer(ctx context.Context, log *slog.Logger, job *riv
 	if errors.As(err, &urlErr) {
 		err = urlErr.Err // its message repeats the URL, query string included
 	}
-	w.recordOutput(ctx, log, WebhookOutput{WebhookID: job.Args.WebhookID(), DurationMS: time.Since(start).Milliseconds()})
+	w.recordOutput(ctx, log, webhookOutput{WebhookID: job.Args.WebhookID(), DurationMS: time.Since(start).Milliseconds()})
 	return w.fail(ctx, log, job, fmt.Errorf("error delivering to %s: %w", dest, err))
 }
 
@@ -98,17 +98,17 @@ func (w *WebhookWorker) answered(ctx context.Context, log *slog.Logger, job *riv
 	switch code := resp.StatusCode; {
 	case code >= 200 && code <= 299:
 		log.InfoContext(ctx, "webhook delivered")
-		w.report(WebhookDelivered)
+		w.report(webhookDelivered)
 		return nil
 	case code == http.StatusGone:
 		log.WarnContext(ctx, "webhook receiver answered 410 Gone; no further attempts")
-		w.report(WebhookGone)
+		w.report(webhookGone)
 		return river.JobCancel(fmt.Errorf("%s answered 410 Gone: the receiver asked for no more deliveries", dest))
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if after, ok := netguard.ParseRetryAfter(resp.Header, time.Now()); ok && snoozes(job) < w.Settings.WebhookMaxThrottles {
 			after = min(after, w.Settings.MaxSnooze)
 			log.InfoContext(ctx, "webhook receiver throttled; waiting as asked", "retry_after", after.String())
-			w.report(WebhookThrottled)
+			w.report(webhookThrottled)
 			return river.JobSnooze(after)
 		}
 	}

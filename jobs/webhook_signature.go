@@ -13,9 +13,9 @@ import (
 
 // Standard Webhooks (https://www.standardwebhooks.com) headers of a delivery.
 const (
-	HeaderWebhookID        = "webhook-id"
-	HeaderWebhookTimestamp = "webhook-timestamp"
-	HeaderWebhookSignature = "webhook-signature"
+	headerWebhookID        = "webhook-id"
+	headerWebhookTimestamp = "webhook-timestamp"
+	headerWebhookSignature = "webhook-signature"
 )
 
 // webhookSecretPrefix marks a Standard Webhooks symmetric secret.

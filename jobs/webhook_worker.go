@@ -29,28 +29,28 @@ import (
 // Outcomes of one delivery attempt, reported to WebhookWorker.OnDelivery
 // (the outcome label of domainclass_webhook_deliveries_total).
 const (
-	// WebhookDelivered: the receiver answered 2xx; the delivery is done.
-	WebhookDelivered = "delivered"
-	// WebhookGone: the receiver answered 410 Gone; the delivery is cancelled
+	// webhookDelivered: the receiver answered 2xx; the delivery is done.
+	webhookDelivered = "delivered"
+	// webhookGone: the receiver answered 410 Gone; the delivery is cancelled
 	// and never tried again.
-	WebhookGone = "gone"
-	// WebhookThrottled: the receiver answered 429 or 503 with Retry-After;
+	webhookGone = "gone"
+	// webhookThrottled: the receiver answered 429 or 503 with Retry-After;
 	// the delivery is snoozed for that long without using an attempt.
-	WebhookThrottled = "throttled"
-	// WebhookFailed: any other answer, a timeout, a refused or failed
+	webhookThrottled = "throttled"
+	// webhookFailed: any other answer, a timeout, a refused or failed
 	// connection; the delivery is retried on the schedule.
-	WebhookFailed = "failed"
-	// WebhookDiscarded: a failure on the last attempt; River discards the
+	webhookFailed = "failed"
+	// webhookDiscarded: a failure on the last attempt; River discards the
 	// delivery, and an operator can replay it.
-	WebhookDiscarded = "discarded"
-	// WebhookSkipped: nothing to deliver (the job is gone, has no callback
+	webhookDiscarded = "discarded"
+	// webhookSkipped: nothing to deliver (the job is gone, has no callback
 	// URL, or ended again since, and that newer end has its own delivery);
 	// the delivery is cancelled without a request.
-	WebhookSkipped = "skipped"
-	// WebhookDeferred: the receiver or the caller already had every
+	webhookSkipped = "skipped"
+	// webhookDeferred: the receiver or the caller already had every
 	// delivery slot of this process (WebhookPerHost, WebhookPerCaller); the
 	// delivery waits WebhookBusySnooze without a request or an attempt.
-	WebhookDeferred = "deferred"
+	webhookDeferred = "deferred"
 )
 
 // tracer makes the deliveries' spans (a no-op until tracing is set up).
@@ -58,14 +58,14 @@ const (
 // serves (in production there is one; tests install their own).
 func tracer() trace.Tracer { return otel.Tracer("github.com/domainclass/domainclass/jobs") }
 
-// WebhookMaxBodyBytes bounds a delivery's body: 256 KiB. A job's report is
+// webhookMaxBodyBytes bounds a delivery's body: 256 KiB. A job's report is
 // about 20 KiB with five pages of evidence for each of its ten domains, and
 // under 200 KiB with every field at its cap; receivers and their gateways
 // often refuse bodies of a megabyte, and Standard Webhooks advises small
 // ones. A report over it is sent without its results' evidence, and if
 // still over, without its results (WebhookPayload.Omitted says which): the
 // receiver GETs the job for the rest. A list's delivery carries no rows.
-const WebhookMaxBodyBytes = 256 << 10
+const webhookMaxBodyBytes = 256 << 10
 
 // webhookMaxResponseBytes caps how much of a receiver's answer is read:
 // enough to reuse the connection after a normal answer, never a download.
@@ -114,8 +114,8 @@ func (a WebhookArgs) WebhookID() string {
 	return "msg_" + a.subject() + "_" + strconv.FormatInt(a.EndedAt.UnixMicro(), 10)
 }
 
-// WebhookOutput is recorded on the River job (River UI shows it).
-type WebhookOutput struct {
+// webhookOutput is recorded on the River job (River UI shows it).
+type webhookOutput struct {
 	WebhookID  string `json:"webhook_id"`
 	StatusCode int    `json:"status_code,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
@@ -149,8 +149,8 @@ type WebhookWorker struct {
 	// (is_cpg for cpg); nil is the built-in classifiers.
 	Registry *classifier.Registry
 	// OnDelivery, when set, is called once per attempt with its outcome
-	// (WebhookDelivered, WebhookGone, WebhookThrottled, WebhookFailed,
-	// WebhookDiscarded, WebhookSkipped, WebhookDeferred), for metrics.
+	// (webhookDelivered, webhookGone, webhookThrottled, webhookFailed,
+	// webhookDiscarded, webhookSkipped, webhookDeferred), for metrics.
 	OnDelivery func(outcome string)
 
 	slots deliverySlots
@@ -249,7 +249,7 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	release, ok := w.slots.take(strings.ToLower(target.Host), caller, w.Settings.WebhookPerHost, w.Settings.WebhookPerCaller)
 	if !ok {
 		log.DebugContext(ctx, "receiver or caller has every delivery slot; waiting", "host", target.Hostname())
-		w.report(WebhookDeferred)
+		w.report(webhookDeferred)
 		return river.JobSnooze(WebhookBusySnooze - WebhookBusySnooze/4 + time.Duration(rand.Int64N(int64(WebhookBusySnooze/2))))
 	}
 	defer release()
@@ -327,12 +327,12 @@ func (w *WebhookWorker) registry() *classifier.Registry {
 	return w.Registry
 }
 
-// jobBody encodes a job's delivery within WebhookMaxBodyBytes: whole; or
+// jobBody encodes a job's delivery within webhookMaxBodyBytes: whole; or
 // without its results' evidence; or without its results (answers stored
 // before evidence addresses were capped, an operator's very long note).
 func (w *WebhookWorker) jobBody(ctx context.Context, p wire.WebhookPayload) ([]byte, error) {
 	body, err := json.Marshal(p)
-	if err != nil || len(body) <= WebhookMaxBodyBytes {
+	if err != nil || len(body) <= webhookMaxBodyBytes {
 		return body, err
 	}
 	whole := len(body)
@@ -340,13 +340,13 @@ func (w *WebhookWorker) jobBody(ctx context.Context, p wire.WebhookPayload) ([]b
 		p.Results[i].Evidence = nil
 	}
 	p.Omitted = wire.OmittedEvidence
-	if body, err = json.Marshal(p); err == nil && len(body) > WebhookMaxBodyBytes {
+	if body, err = json.Marshal(p); err == nil && len(body) > webhookMaxBodyBytes {
 		p.Results, p.Omitted = []wire.ResultReport{}, wire.OmittedResults
 		body, err = json.Marshal(p)
 	}
 	if err == nil {
 		w.Logger.WarnContext(ctx, "webhook report too large to send whole; sent without part of it",
-			"job_id", p.JobID, "bytes", whole, "limit", WebhookMaxBodyBytes, "omitted", p.Omitted)
+			"job_id", p.JobID, "bytes", whole, "limit", webhookMaxBodyBytes, "omitted", p.Omitted)
 	}
 	return body, err
 }
@@ -356,11 +356,11 @@ func (w *WebhookWorker) jobBody(ctx context.Context, p wire.WebhookPayload) ([]b
 func (w *WebhookWorker) fail(ctx context.Context, log *slog.Logger, job *river.Job[WebhookArgs], err error) error {
 	if job.Attempt >= job.MaxAttempts {
 		log.ErrorContext(ctx, "webhook delivery given up; an operator can replay it (River UI, or domainclass jobs retry)", "error", err)
-		w.report(WebhookDiscarded)
+		w.report(webhookDiscarded)
 	} else {
 		log.WarnContext(ctx, "webhook delivery failed; will retry", "error", err,
 			"retry_in", scheduledDelay(w.Settings.WebhookRetrySchedule, len(job.Errors)).String()+" ±10%")
-		w.report(WebhookFailed)
+		w.report(webhookFailed)
 	}
 	return err
 }
@@ -368,7 +368,7 @@ func (w *WebhookWorker) fail(ctx context.Context, log *slog.Logger, job *river.J
 // skip cancels a delivery that has nothing to send.
 func (w *WebhookWorker) skip(ctx context.Context, log *slog.Logger, err error) error {
 	log.WarnContext(ctx, "webhook delivery skipped", "reason", err)
-	w.report(WebhookSkipped)
+	w.report(webhookSkipped)
 	return river.JobCancel(err)
 }
 
@@ -378,7 +378,7 @@ func (w *WebhookWorker) report(outcome string) {
 	}
 }
 
-func (w *WebhookWorker) recordOutput(ctx context.Context, log *slog.Logger, out WebhookOutput) {
+func (w *WebhookWorker) recordOutput(ctx context.Context, log *slog.Logger, out webhookOutput) {
 	if err := river.RecordOutput(ctx, out); err != nil {
 		log.WarnContext(ctx, "error recording webhook output", "error", err)
 	}

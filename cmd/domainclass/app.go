@@ -28,6 +28,7 @@ import (
 	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/internal/tracing"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -192,10 +193,10 @@ func (m *Main) registerMetrics() {
 	m.QueueCollector = jobs.NewQueueCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger,
 		jobs.QueueClassify, jobs.QueueList, jobs.QueueWebhook)
 	m.Metrics.MustRegister(m.QueueCollector)
-	m.Metrics.MustRegister(jobs.NewSpendCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
+	m.Metrics.MustRegister(spend.NewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger))
 	m.Metrics.MustRegister(pools.NewCollector(m.poolsByName()))
 	if m.runsAPI() { // the review queues and agreement, once per deployment's api
-		m.Metrics.MustRegister(jobs.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
+		m.Metrics.MustRegister(httpapi.NewReviewCollector(m.DB.Pool, cfg.Queue.QueueMetricsInterval, m.Logger, m.Registry.Names()))
 	}
 	m.listMetrics = jobs.NewListMetrics(m.Metrics)
 	// Registered by every role: the API counts the domains an upload

@@ -16,7 +16,7 @@ import (
 	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db/dbtest"
 	"github.com/domainclass/domainclass/httpapi"
-	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/spend"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -143,7 +143,7 @@ func TestCallerBudget(t *testing.T) {
 			r := a.job(string(body))
 			for _, d := range r.Results {
 				if d.Status == "FAILED" {
-					require.Equal(t, jobs.SpentReason, d.Error)
+					require.Equal(t, spend.SpentReason, d.Error)
 					failed++
 				}
 			}
@@ -196,7 +196,7 @@ func TestCallerBudget(t *testing.T) {
 		require.Equal(t, 30, e.llm.Total())
 		status, b := a.do(http.MethodGet, "/lists/"+id+"/results?status=FAILED", "", "")
 		require.Equal(t, http.StatusOK, status)
-		require.Contains(t, string(b), jobs.SpentReason)
+		require.Contains(t, string(b), spend.SpentReason)
 	})
 
 	// A spend budget is priced with the dry run's table, and bounds what a

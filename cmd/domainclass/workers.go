@@ -11,6 +11,7 @@ import (
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/spend"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -21,8 +22,7 @@ import (
 func (m *Main) startWorkers(ctx context.Context, working jobs.ClientConfig) (err error) {
 	m.process = holderName()
 	working.ID = m.process
-	working.PeriodicJobs = append(jobs.PeriodicJobs(), jobs.ListSweepPeriodicJob(m.Config.Queue.ListSweepInterval),
-		jobs.ChangeFanoutPeriodicJob())
+	working.PeriodicJobs = jobs.PeriodicJobs(m.Config.Queue)
 	if working.Workers, err = m.buildWorkers(ctx); err != nil {
 		return err
 	}
@@ -99,16 +99,16 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	})
 	workers := river.NewWorkers()
 	price := modelPrices()
-	spend := &jobs.Spenders{DB: m.WorkerDB.Pool, Price: price, Logger: m.Logger}
+	jobSpend := &spend.Spenders{DB: m.WorkerDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyWorker{
 		DB: m.WorkerDB.Pool, Pipeline: pipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
-		Metrics: m.jobMetrics, Price: price, Spend: spend,
+		Metrics: m.jobMetrics, Price: price, Spend: jobSpend,
 	}); err != nil {
 		return nil, err
 	}
 	// List work on its own pool (db/pools), with the same model slots.
 	listPipeline := pipeline.WithStore(jobs.NewPipelineStore(m.ListDB.Pool))
-	listSpend := &jobs.Spenders{DB: m.ListDB.Pool, Price: price, Logger: m.Logger}
+	listSpend := &spend.Spenders{DB: m.ListDB.Pool, Price: price, Logger: m.Logger}
 	if err := river.AddWorkerSafely(workers, &jobs.ClassifyListWorker{
 		DB: m.ListDB.Pool, Pipeline: listPipeline, Registry: m.Registry, Settings: cfg.Queue, Logger: m.Logger,
 		Metrics: m.jobMetrics, Lists: m.listMetrics, Price: price, Spend: listSpend,

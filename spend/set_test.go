@@ -1,4 +1,4 @@
-package jobs_test
+package spend_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/spend"
 )
 
 // spendWrites counts the statements a pool sends on the callers' day rows.
@@ -30,7 +30,7 @@ func (c *spendWrites) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx
 func (c *spendWrites) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 type spendSetBundle struct {
-	spend  *jobs.Spenders
+	spend  *spend.Spenders
 	reads  *db.DB // for the test's own look-ups, not counted
 	writes *spendWrites
 }
@@ -46,7 +46,7 @@ func setupSpendSet(t *testing.T) *spendSetBundle {
 	require.NoError(t, err)
 	t.Cleanup(reads.Close)
 	return &spendSetBundle{
-		spend:  &jobs.Spenders{DB: counted.Pool, Price: testPrice, Logger: slog.New(slog.DiscardHandler)},
+		spend:  &spend.Spenders{DB: counted.Pool, Price: testPrice, Logger: slog.New(slog.DiscardHandler)},
 		reads:  reads,
 		writes: writes,
 	}
@@ -116,7 +116,7 @@ func TestSpendSet_ExactAtTheBudget(t *testing.T) {
 	for _, err := range refused {
 		reason, spent := classifier.BudgetSpent(err)
 		require.True(t, spent, "refused for the budget: %v", err)
-		require.Equal(t, jobs.SpentReason, reason)
+		require.Equal(t, spend.SpentReason, reason)
 	}
 	require.Equal(t, int64(1), b.writes.n.Load(), "one statement: the calls past the budget are refused without asking Postgres")
 	require.Equal(t, 12, b.today(t, "a").ModelCalls, "the corrections wait in the set")
@@ -225,7 +225,7 @@ func TestSpendSet_TakeCorrection(t *testing.T) {
 // A nil set counts nothing, and is a Spender that does not count.
 func TestSpendSet_Nil(t *testing.T) {
 	t.Parallel()
-	var s *jobs.Spenders
+	var s *spend.Spenders
 	set := s.Set("a")
 	require.Nil(t, set)
 	var spender classifier.Spender = set
@@ -235,4 +235,14 @@ func TestSpendSet_Nil(t *testing.T) {
 	require.NoError(t, set.Prepare(context.Background(), "m", 5))
 	require.NoError(t, set.Flush(context.Background()))
 	require.NoError(t, set.Close(context.Background()))
+}
+
+// testPrice: $1 per million prompt tokens and $2 per million completion
+// tokens, half in a batch.
+func testPrice(_ string, promptTokens, completionTokens float64, batch bool) (float64, bool) {
+	usd := (promptTokens*1 + completionTokens*2) / 1e6
+	if batch {
+		usd /= 2
+	}
+	return usd, true
 }

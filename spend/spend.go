@@ -1,4 +1,8 @@
-package jobs
+// Package spend counts the callers' model calls and dollars against their
+// daily budgets in Postgres (caller_budget, caller_spend) before each call
+// starts, and exports the day's top spenders as metrics (Collector). The
+// workers of jobs hold one Spenders per process.
+package spend
 
 import (
 	"context"
@@ -50,7 +54,7 @@ func (s *Spenders) For(caller string) classifier.Spender {
 
 // ForBatch is For for the requests of caller's economy lists, staged for
 // a provider batch: each counted at the Batch API's price, and settled by
-// the batch (BatchWorker) once it is answered.
+// the batch (jobs.BatchWorker) once it is answered.
 func (s *Spenders) ForBatch(caller string) classifier.Spender {
 	if s == nil {
 		return nil
@@ -192,16 +196,16 @@ func ewmaCost(mean, x float64) float64 {
 	return mean + 0.1*(x-mean)
 }
 
-// reservation is what one staged request counted against its caller's
+// Reservation is what one staged request counted against its caller's
 // budget: the day and the estimate, which its batch settles.
-type reservation struct {
-	day time.Time
-	usd float64
+type Reservation struct {
+	Day time.Time
+	USD float64
 }
 
-// recordStaged wraps sp so that the reservation of a call staged for a
+// RecordStaged wraps sp so that the Reservation of a call staged for a
 // batch (settled with no usage) is kept in *into; nil stays nil.
-func recordStaged(sp classifier.Spender, into *reservation) classifier.Spender {
+func RecordStaged(sp classifier.Spender, into *Reservation) classifier.Spender {
 	if sp == nil {
 		return nil
 	}
@@ -210,7 +214,7 @@ func recordStaged(sp classifier.Spender, into *reservation) classifier.Spender {
 
 type recorder struct {
 	classifier.Spender
-	into *reservation
+	into *Reservation
 }
 
 func (r recorder) Reserve(ctx context.Context, model string) (classifier.Spend, error) {
@@ -223,12 +227,12 @@ func (r recorder) Reserve(ctx context.Context, model string) (classifier.Spend, 
 
 type recordedSpend struct {
 	classifier.Spend
-	into *reservation
+	into *Reservation
 }
 
 func (s recordedSpend) Settle(u *classifier.Usage, model string, called bool) {
 	if cs, ok := s.Spend.(*callerSpend); ok && called && u == nil {
-		*s.into = reservation{day: cs.day, usd: cs.usd}
+		*s.into = Reservation{Day: cs.day, USD: cs.usd}
 	}
 	s.Spend.Settle(u, model, called)
 }

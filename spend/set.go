@@ -1,4 +1,4 @@
-package jobs
+package spend
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/domainclass/domainclass/db"
 )
 
-// A SpendSet counts a set of caller's model calls against its daily
+// A Set counts a set of caller's model calls against its daily
 // budget in a few statements instead of two per call: Prepare reserves
 // the calls the set expects in one statement, Reserve draws one of them
 // with no Postgres, Settle adds each call's correction up in memory, and
@@ -30,9 +30,9 @@ import (
 // leaves them counted for the day (never past the budget; at most a
 // chunk's fresh domains early). Its counts are on the day they were
 // reserved on: a set prepared before midnight UTC draws on the day before,
-// as a call reserved then settles on it. A nil *SpendSet counts nothing.
+// as a call reserved then settles on it. A nil *Set counts nothing.
 // It is safe for concurrent use.
-type SpendSet struct {
+type Set struct {
 	s      *Spenders
 	caller string
 
@@ -50,12 +50,12 @@ type spendCorrection struct {
 	usd   float64
 }
 
-// Set returns a SpendSet of caller's standard calls (nil when s is).
-func (s *Spenders) Set(caller string) *SpendSet {
+// Set returns a Set of caller's standard calls (nil when s is).
+func (s *Spenders) Set(caller string) *Set {
 	if s == nil {
 		return nil
 	}
-	return &SpendSet{s: s, caller: caller}
+	return &Set{s: s, caller: caller}
 }
 
 // Prepare reserves n calls of model for the set in one statement, each at
@@ -63,7 +63,7 @@ func (s *Spenders) Set(caller string) *SpendSet {
 // when not all fit, the caller's budget is noted spent, so that the calls
 // past them are refused without asking Postgres (for 5 s, as per call). It
 // returns Postgres's errors; nothing is reserved then.
-func (set *SpendSet) Prepare(ctx context.Context, model string, n int) error {
+func (set *Set) Prepare(ctx context.Context, model string, n int) error {
 	if set == nil || n <= 0 {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (set *SpendSet) Prepare(ctx context.Context, model string, n int) error {
 // when none is left, counts one more as Spenders.For does (refused while
 // the caller's budget is noted spent). After Close, every call is counted
 // on its own.
-func (set *SpendSet) Reserve(ctx context.Context, model string) (classifier.Spend, error) {
+func (set *Set) Reserve(ctx context.Context, model string) (classifier.Spend, error) {
 	if set == nil {
 		return noSpend{}, nil
 	}
@@ -143,7 +143,7 @@ func (set *SpendSet) Reserve(ctx context.Context, model string) (classifier.Spen
 // Flush writes the corrections the set's calls added up so far, one
 // statement a day (one, but around midnight UTC). On error they stay
 // to be written by the next Flush or Close.
-func (set *SpendSet) Flush(ctx context.Context) error {
+func (set *Set) Flush(ctx context.Context) error {
 	if set == nil {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (set *SpendSet) Flush(ctx context.Context) error {
 // answers they were made for); zero when there are none. It hands one day
 // at a time, the oldest first: around midnight UTC, take again until it
 // returns zero. Restore puts it back when that write failed.
-func (set *SpendSet) TakeCorrection() (day time.Time, calls int, usd float64) {
+func (set *Set) TakeCorrection() (day time.Time, calls int, usd float64) {
 	if set == nil {
 		return day, 0, 0
 	}
@@ -180,7 +180,7 @@ func (set *SpendSet) TakeCorrection() (day time.Time, calls int, usd float64) {
 
 // Restore puts back a correction TakeCorrection handed over whose write
 // failed; after Close it is written on its own.
-func (set *SpendSet) Restore(day time.Time, calls int, usd float64) {
+func (set *Set) Restore(day time.Time, calls int, usd float64) {
 	if set == nil {
 		return
 	}
@@ -198,7 +198,7 @@ func (set *SpendSet) Restore(day time.Time, calls int, usd float64) {
 // corrections, one statement (two around midnight UTC). It may be called
 // again: on error, that writes what is left; else it does nothing. From
 // Close on, the set counts each call on its own, as Spenders.For does.
-func (set *SpendSet) Close(ctx context.Context) error {
+func (set *Set) Close(ctx context.Context) error {
 	if set == nil {
 		return nil
 	}
@@ -215,7 +215,7 @@ func (set *SpendSet) Close(ctx context.Context) error {
 }
 
 // correct adds a correction of day to the set's. set.mu is held.
-func (set *SpendSet) correct(day time.Time, calls int, usd float64) {
+func (set *Set) correct(day time.Time, calls int, usd float64) {
 	if calls == 0 && usd == 0 {
 		return
 	}
@@ -233,7 +233,7 @@ func (set *SpendSet) correct(day time.Time, calls int, usd float64) {
 }
 
 // write writes pending, and puts back what it could not write.
-func (set *SpendSet) write(ctx context.Context, pending map[time.Time]spendCorrection) error {
+func (set *Set) write(ctx context.Context, pending map[time.Time]spendCorrection) error {
 	for day, c := range pending {
 		if err := db.CallerSpendAdd(ctx, set.s.DB, set.caller, day, c.calls, c.usd); err != nil {
 			set.mu.Lock()
@@ -248,9 +248,9 @@ func (set *SpendSet) write(ctx context.Context, pending map[time.Time]spendCorre
 	return nil
 }
 
-// setSpend is one call of a SpendSet.
+// setSpend is one call of a Set.
 type setSpend struct {
-	set *SpendSet
+	set *Set
 	day time.Time
 	usd float64
 }
