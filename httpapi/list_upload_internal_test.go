@@ -53,6 +53,6 @@ func TestListFingerprint_KeysOfEarlierRequestsStayValid(t *testing.T) {
 	old, _ := json.Marshal([]any{"list", "cpg", formatCSV, "https://example.com/h", body.Sum(nil)})
 	want := sha256.Sum256(old)
 	req := listRequest{cls: &classifier.Classifier{Name: "cpg"}, format: formatCSV, callbackURL: "https://example.com/h",
-		tier: classifier.TierStandard, columns: csvColumns{domain: "Domain", ref: "REF"}}
+		tier: classifier.TierStandard, columns: csvColumns{Domain: "Domain", Ref: "REF"}}
 	require.Equal(t, want[:], listFingerprint(req, body), "the defaults, named or not")
 }
