@@ -141,7 +141,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.listEstimate(ctx, c, req.cls, req.tier, req.want, rows, sp)
 		return
 	}
-	s.listStore(ctx, c, caller, req, rows, sp, listFingerprint(req, body.hash))
+	s.listStore(ctx, c, caller, req, rows, sp, listFingerprint(req, body.Hash()))
 }
 
 // spoolRows reads every row of an upload into a spool, holding no database

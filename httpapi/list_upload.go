@@ -1,11 +1,7 @@
 package httpapi
 
 import (
-	"compress/gzip"
-	"crypto/sha256"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -43,34 +39,11 @@ func listFormatOf(contentType string) (listFormat, error) {
 		detail: fmt.Sprintf("Send the list as text/csv (with a domain column), application/x-ndjson or text/plain, not %q.", contentType)}
 }
 
-// maxGzipRatio is how many times its compressed size a gzip body may
-// decompress to, once past gzipRatioGrace. CRM exports compress 4–6 times
-// (measured on 200k-row exports: five columns, 4.6 at gzip -1 to 6.1 at
-// -9; forty columns, mostly empty, 4.3 to 5.4), so 100 leaves them 16
-// times the room; a million copies of one domain compress 500 times, and
-// one repeated byte, the cheapest bomb, 1,000. A bomb is now refused
-// within its first megabyte or two of output, instead of after
-// LIST_MAX_BYTES of it (1 MB of gzip made of 1 GiB of newlines took 12 s
-// and 5 CPU-seconds to refuse).
-const maxGzipRatio = 100
-
-// gzipRatioGrace is the output below which the ratio is not checked: a
-// small list of one domain repeated compresses far beyond maxGzipRatio
-// and costs nothing.
-const gzipRatioGrace = 1 << 20
-
-// listBody is an upload's body: read at no less than the minimum rate,
-// decompressed when it is gzip, cut off with a 413 problem beyond max
-// bytes (counted after decompression) or beyond maxGzipRatio, and, with an
-// Idempotency-Key, hashed as it is read.
+// listBody is an upload's body: read at no less than the minimum rate
+// (rateReader), and bounded, decompressed and hashed by listfile.Body.
 type listBody struct {
-	r    io.Reader
-	n    int64
-	max  int64
-	gzip bool
-	hash hash.Hash // nil: not hashed
-	raw  *countingReader
-	req  *http.Request
+	*listfile.Body // nil: refused before it was opened
+	req            *http.Request
 }
 
 // openListBody opens an upload's body, read within the rate and limits of
@@ -78,62 +51,20 @@ type listBody struct {
 // returns, even with an error, must be finished once the answer is
 // written.
 func openListBody(r *http.Request, rc *http.ResponseController, l ListLimits, hashed bool) (*listBody, error) {
-	raw := &countingReader{r: newRateReader(r.Body, rc, l.UploadMinRate, l.UploadRateWindow)}
-	b := &listBody{max: l.MaxBytes, raw: raw, req: r}
-	in := http.MaxBytesReader(nil, io.NopCloser(raw), l.MaxBytes)
+	b := &listBody{req: r}
+	gzip := false
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
-		b.r = in
 	case "gzip":
-		zr, err := gzip.NewReader(in)
-		if err != nil {
-			var p *problem
-			if errors.As(err, &p) {
-				return b, p // too slow before the gzip header was in
-			}
-			return b, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
-		}
-		b.r, b.gzip = zr, true
+		gzip = true
 	default:
 		return b, &problem{status: http.StatusUnsupportedMediaType, slug: "unsupported-media-type",
 			detail: fmt.Sprintf("Content-Encoding %q is not supported; send gzip, or no encoding.", enc)}
 	}
-	if hashed {
-		b.hash = sha256.New()
-	}
-	return b, nil
-}
-
-func (b *listBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	if b.hash != nil {
-		b.hash.Write(p[:n])
-	}
-	if b.n > b.max {
-		return n, b.tooLarge()
-	}
-	if b.gzip && b.n > gzipRatioGrace && b.n > maxGzipRatio*b.raw.n {
-		return n, &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
-			detail: fmt.Sprintf("The body decompresses to more than %d times its compressed size, which no export does "+
-				"(a gzip bomb?); send it uncompressed, or split it.", maxGzipRatio)}
-	}
-	var (
-		mbe  *http.MaxBytesError
-		prob *problem
-	)
-	switch {
-	case errors.As(err, &prob):
-		return n, prob
-	case errors.As(err, &mbe):
-		return n, b.tooLarge()
-	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
-		return n, &problem{status: http.StatusBadRequest, slug: "unreadable-list", detail: "The body is not valid gzip."}
-	case err != nil && err != io.EOF:
-		return n, &problem{status: http.StatusBadRequest, slug: "unreadable-list",
-			detail: fmt.Sprintf("The body could not be read: %v.", err)}
-	}
-	return n, err
+	var err error
+	b.Body, err = listfile.OpenBody(newRateReader(r.Body, rc, l.UploadMinRate, l.UploadRateWindow),
+		listfile.BodyOptions{MaxBytes: l.MaxBytes, Gzip: gzip, Hashed: hashed})
+	return b, err
 }
 
 // finish runs once the handler has answered. When it refused the list
@@ -145,7 +76,7 @@ func (b *listBody) Read(p []byte) (int, error) {
 // arriving with a reset: a client still writing gets "connection reset by
 // peer" instead of the answer, and retries the whole upload.
 func (b *listBody) finish(c *gin.Context) {
-	if c.Writer.Status() < http.StatusBadRequest || b.raw.n == 0 {
+	if c.Writer.Status() < http.StatusBadRequest || b.Body == nil || b.Sent() == 0 {
 		return // accepted (the body was read to its end), or refused before a byte was asked for
 	}
 	c.Writer.Flush()
@@ -157,23 +88,6 @@ func (b *listBody) finish(c *gin.Context) {
 // for the client to read the answer, short enough that a refused gigabyte
 // costs a handler a second.
 const refusedDrain = time.Second
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (b *listBody) tooLarge() error {
-	return &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
-		detail: fmt.Sprintf("The list is larger than %d bytes (after decompression); split it.", b.max)}
-}
 
 // csvColumns name a CSV upload's domain and ref columns.
 type csvColumns = listfile.Columns
