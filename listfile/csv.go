@@ -18,7 +18,7 @@ import (
 const (
 	// maxRecordBytes caps a CSV record, its newlines included, as
 	// maxLineBytes caps a line of the other formats: a CRM export's row is
-	// 100–250 bytes. Beyond it the upload is refused (413) naming the row:
+	// 100–250 bytes. Beyond it the list is refused (CodeRecordTooLarge) naming the row:
 	// a record that long is most often a quoted field never closed, which
 	// would swallow every row after it.
 	maxRecordBytes = maxLineBytes
