@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/client"
+	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/listfile"
 )
 
 type readCloser struct {
@@ -20,7 +21,9 @@ type readCloser struct {
 }
 
 // domainFile is submit's --file, the one reader of domain files for jobs
-// and lists: one domain per line, or a CSV (its first line has a comma).
+// and lists: one domain per line, or a CSV (its first line has a comma),
+// read by the server's rules (listfile) whether submit reads it or sends
+// it as a list.
 // A list upload reads it once per attempt, so stdin is kept: in memory up
 // to stdinInMemory, in a temporary file beyond.
 type domainFile struct {
@@ -79,12 +82,12 @@ func listBody(args []string, src *domainFile, columns bool) (func() (io.ReadClos
 	if src == nil {
 		return func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(prefix)), nil }, client.ListText, nil
 	}
-	isCSV, err := src.isCSV()
+	format, err := src.format()
 	if err != nil {
 		return nil, "", err
 	}
 	contentType := client.ListText
-	if isCSV {
+	if format == listfile.CSV {
 		if len(args) > 0 {
 			return nil, "", usagef("%s is a CSV file: add the domains given as arguments to it, or send them apart", src.name)
 		}
@@ -113,24 +116,49 @@ func (s *domainFile) open() (io.ReadCloser, error) {
 	return f, nil
 }
 
-// isCSV reports whether the input is a CSV (its first line has a comma).
-func (s *domainFile) isCSV() (bool, error) {
+// format is the input's: a CSV when its first line has a comma, else a
+// domain a line (listfile.Detect).
+func (s *domainFile) format() (listfile.Format, error) {
 	r, err := s.open()
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	defer r.Close()
-	return firstLineHasComma(bufio.NewReader(r))
+	return listfile.Detect(bufio.NewReader(r))
 }
 
-// domains reads every input (see scanDomainList).
-func (s *domainFile) domains() ([]string, error) {
+// rows reads the input's rows as the server reads an upload of it
+// (listfile, with no limit of rows), and calls each with every row in
+// order until it returns false: a row is a domain, the duplicate of an
+// earlier row's, or rejected with its reason. It returns the error that
+// refuses the whole file, in the server's words (its flags named as
+// submit's).
+func (s *domainFile) rows(each func(db.ListRowIn) bool) error {
+	format, err := s.format()
+	if err != nil {
+		return err
+	}
 	r, err := s.open()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer r.Close()
-	return readDomainList(r)
+	rows := listfile.NewReader(format, r, listfile.Options{})
+	defer rows.Close()
+	for rows.Next() {
+		if !each(rows.Row()) {
+			return nil
+		}
+	}
+	var lerr *listfile.Error
+	if err := rows.Err(); errors.As(err, &lerr) {
+		said := *lerr
+		said.Detail = flagWords.Replace(lerr.Detail)
+		return &said
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Close removes a temporary file.
@@ -140,109 +168,24 @@ func (s *domainFile) Close() {
 	}
 }
 
-// scanDomainList reads one domain per line (blank lines and # comments
-// skipped), or a CSV whose header names a "domain" column, and calls each
-// with every input in order until it returns false. lenient skips CSV
-// records that cannot be read instead of failing.
-func scanDomainList(r io.Reader, lenient bool, each func(string) bool) error {
-	br := bufio.NewReader(r)
-	csvFile, err := firstLineHasComma(br)
-	if err != nil {
-		return err
-	}
-	if csvFile {
-		cr := csv.NewReader(br)
-		cr.FieldsPerRecord = -1
-		header, err := cr.Read()
-		if err != nil {
-			return fmt.Errorf("cannot read the CSV header: %w", err)
-		}
-		col := -1
-		for i, h := range header {
-			if strings.EqualFold(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")), "domain") {
-				col = i
-			}
-		}
-		if col < 0 {
-			return fmt.Errorf("the CSV header has no \"domain\" column: %q", strings.Join(header, ","))
-		}
-		for {
-			rec, err := cr.Read()
-			var perr *csv.ParseError
-			switch {
-			case err == io.EOF:
-				return nil
-			case lenient && errors.As(err, &perr):
-				continue
-			case err != nil:
-				return fmt.Errorf("cannot read the CSV: %w", err)
-			}
-			if col < len(rec) && strings.TrimSpace(rec[col]) != "" {
-				if !each(strings.TrimSpace(rec[col])) {
-					return nil
-				}
-			}
-		}
-	}
-	sc := bufio.NewScanner(br)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			if !each(line) {
-				return nil
-			}
-		}
-	}
-	return sc.Err()
-}
-
-// readDomainList reads every input of a domain list (see scanDomainList).
-func readDomainList(r io.Reader) ([]string, error) {
-	var out []string
-	err := scanDomainList(r, false, func(s string) bool { out = append(out, s); return true })
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// firstLineHasComma tells a CSV file from a list of domains: the first line
-// of a CSV (its header) has a comma.
-func firstLineHasComma(br *bufio.Reader) (bool, error) {
-	first, err := br.Peek(4096)
-	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
-		return false, fmt.Errorf("cannot read the domain list: %w", err)
-	}
-	firstLine, _, _ := strings.Cut(string(first), "\n")
-	return strings.Contains(firstLine, ","), nil
-}
-
 // countDistinct counts the distinct domains among inputs and src's, up to
-// limit (it stops reading there). Inputs that are not domains, and CSV
-// lines that cannot be read, do not count: a list would keep them as
-// rejected rows.
+// limit (it stops reading there). Inputs that are not domains do not
+// count: a list would keep them as rejected rows.
 func countDistinct(inputs []string, src *domainFile, limit int) (int, error) {
 	seen := map[string]bool{}
-	each := func(in string) bool {
+	for _, in := range inputs {
 		if d, err := classifier.NormalizeDomain(in); err == nil {
 			seen[d] = true
 		}
+	}
+	if src == nil || len(seen) >= limit {
+		return min(len(seen), limit), nil
+	}
+	err := src.rows(func(r db.ListRowIn) bool {
+		if r.Domain != "" {
+			seen[r.Domain] = true
+		}
 		return len(seen) < limit
-	}
-	for _, in := range inputs {
-		if !each(in) {
-			return len(seen), nil
-		}
-	}
-	if src != nil {
-		r, err := src.open()
-		if err != nil {
-			return 0, err
-		}
-		defer r.Close()
-		if err := scanDomainList(r, true, each); err != nil {
-			return 0, err
-		}
-	}
-	return len(seen), nil
+	})
+	return len(seen), err
 }

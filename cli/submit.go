@@ -19,6 +19,7 @@ import (
 
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/client"
+	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/wire"
 	"github.com/domainclass/domainclass/wire/csvcell"
 )
@@ -176,19 +177,32 @@ func (o *submitOptions) Run(ctx context.Context) error {
 // submitJobs checks every input, sends them as jobs of ten, and with
 // --wait polls until all have ended.
 func (o *submitOptions) submitJobs(ctx context.Context, inputs []string, src *domainFile) error {
+	all := len(inputs)
+	var badRows []wire.RejectedRow
 	if src != nil {
-		more, err := src.domains()
+		inputs = slices.Clip(inputs)
+		err := src.rows(func(r db.ListRowIn) bool {
+			all++
+			if r.Reason != "" {
+				badRows = append(badRows, wire.RejectedRow{Row: r.Row, Input: r.Input, Reason: r.Reason})
+			} else {
+				inputs = append(inputs, r.Input)
+			}
+			return true
+		})
 		if err != nil {
 			return err
 		}
-		inputs = append(inputs, more...)
 	}
 	domains, bad := classifier.NormalizeDomains(inputs)
-	if len(bad) > 0 {
+	if len(bad)+len(badRows) > 0 {
 		for _, b := range bad {
 			fmt.Fprintf(o.stderr, "  %q: %s\n", b.Input, b.Reason)
 		}
-		return fmt.Errorf("%d of %d domains cannot be classified (listed above); nothing was submitted", len(bad), len(inputs))
+		for _, r := range badRows { // as the server says them of a list (printAccepted)
+			fmt.Fprintf(o.stderr, "  row %d %q: %s\n", r.Row, r.Input, r.Reason)
+		}
+		return fmt.Errorf("%d of %d domains cannot be classified (listed above); nothing was submitted", len(bad)+len(badRows), all)
 	}
 	api := o.apiClient(o.api.url, o.api.key)
 	ids, err := o.sendJobs(ctx, api, domains)

@@ -21,6 +21,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/listfile"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) classifyCreate(c *gin.Context) {
 		return
 	}
 	for i := range req.domains {
-		req.domains[i].Input = clip(req.domains[i].Input) // what the job keeps of an input: as a list row does
+		req.domains[i].Input = listfile.Clip(req.domains[i].Input) // what the job keeps of an input: as a list row does
 	}
 	accepted := wire.Accepted{JobID: id.String(), Status: classifier.StatusPending, StatusURL: statusURL(id),
 		Classifier: req.cls.Name, Domains: wire.DomainInputs(req.domains)}

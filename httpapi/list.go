@@ -17,6 +17,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/listfile"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -140,7 +141,7 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.listEstimate(ctx, c, req.cls, req.tier, req.want, rows, sp)
 		return
 	}
-	s.listStore(ctx, c, caller, req, rows, sp, listFingerprint(req, body.hash))
+	s.listStore(ctx, c, caller, req, rows, sp, listFingerprint(req, body.Hash()))
 }
 
 // spoolRows reads every row of an upload into a spool, holding no database
@@ -148,19 +149,20 @@ func (s *Server) listCreate(c *gin.Context) {
 // the problem of a list refused: a limit crossed, a body that cannot be
 // read, no valid row.
 func (s *Server) spoolRows(rows *listReader) (*spool, error) {
-	sp, err := newSpool(s.cfg.Lists.SpoolDir, spoolLimit(s.cfg.Lists))
+	sp, err := newSpool(s.cfg.Lists.SpoolDir, listfile.SpoolLimit(s.cfg.Lists.MaxBytes, s.cfg.Lists.MaxRows))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		if err := sp.add(rows.Row()); err != nil {
+		if err := sp.Add(rows.Row()); err != nil {
 			return sp, err
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return sp, err
 	}
+	rows.counted()
 	if rows.domains == 0 {
 		return sp, noValidRows(rows)
 	}
@@ -334,7 +336,7 @@ func listFingerprint(req listRequest, bodyHash hash.Hash) []byte {
 	if req.tier != classifier.TierStandard {
 		fields = append(fields, "tier", req.tier)
 	}
-	if domain, ref := req.columns.key(); domain != "" || ref != "" {
+	if domain, ref := req.columns.Key(); domain != "" || ref != "" {
 		fields = append(fields, "columns", domain, ref)
 	}
 	if req.partial {

@@ -14,6 +14,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/listfile"
 	"github.com/domainclass/domainclass/wire"
 )
 
@@ -63,6 +64,15 @@ var problemTypes = map[string]string{
 	"internal":                  "Internal error",
 }
 
+// listStatus is the status of each reason a list upload is refused.
+var listStatus = map[listfile.Code]int{
+	listfile.CodeTooLarge:       http.StatusRequestEntityTooLarge,
+	listfile.CodeRecordTooLarge: http.StatusRequestEntityTooLarge,
+	listfile.CodeUnreadable:     http.StatusBadRequest,
+	listfile.CodeNoDomainColumn: http.StatusBadRequest,
+	listfile.CodeNoRefColumn:    http.StatusBadRequest,
+}
+
 // statusClientClosed is what a request whose caller hung up is counted as.
 const statusClientClosed = 499
 
@@ -93,10 +103,13 @@ func problemOf(err error) (p *problem, ok bool) {
 	var (
 		queueFull *db.QueueFullError
 		unknown   *classifier.UnknownClassifierError
+		list      *listfile.Error
 	)
 	switch {
-	case errors.As(err, &p):
+	case errors.As(err, &p): // a body's own (too slow, too large) before the list's that wraps it
 		return p, true
+	case errors.As(err, &list):
+		return &problem{status: listStatus[list.Code], slug: string(list.Code), detail: list.Detail}, true
 	case errors.Is(err, db.ErrUnavailable),
 		// A request's deadlines are its database bounds: one that passed
 		// (in River's insert too) means "busy or down", not a bug.

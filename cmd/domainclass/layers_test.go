@@ -29,6 +29,10 @@ func TestLayers(t *testing.T) {
 		// The handlers call jobs' steps (AcceptJob, CancelList, …), which
 		// alone know River's kinds, states and args.
 		{"httpapi", []string{"github.com/riverqueue/"}},
+		// The reader of list files, the server's and the CLI's: no HTTP,
+		// nothing of either side.
+		{"listfile", []string{mod + "httpapi", mod + "cli", mod + "jobs", mod + "cmd/", "net/http", "github.com/gin-gonic/",
+			"github.com/riverqueue/", "github.com/jackc/pgx"}},
 		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
 		// The commands reach the service only through what main wires.
 		// and an API key's form is internal/apikey's, not the server's.

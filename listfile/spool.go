@@ -1,4 +1,4 @@
-package httpapi
+package listfile
 
 import (
 	"bufio"
@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 
 	"github.com/domainclass/domainclass/db"
 )
 
-// spool holds an upload's rows as COPY writes them, in a temporary file:
+// Spool holds an upload's rows as COPY writes them, in a temporary file:
 // the body is read, decompressed, parsed and normalized into it while the
 // upload holds no database connection, however slowly the caller sends;
 // then COPY reads it at disk speed. The file is removed as soon as it is
@@ -22,7 +21,7 @@ import (
 // A row is written compactly: its input, ref, domain, first row and
 // reason, each string as a uvarint length and its bytes (a CRM export's
 // row takes about 60 bytes; row numbers are implicit, 1, 2, …).
-type spool struct {
+type Spool struct {
 	f    *os.File
 	w    *bufio.Writer
 	n    int64
@@ -31,13 +30,14 @@ type spool struct {
 	buf  []byte
 }
 
-// spoolLimit bounds an upload's spool, from the list limits, so that it
-// never refuses a list the others accept: a row keeps its input and ref,
+// SpoolLimit bounds an upload's spool, from the list limits (a body's
+// bytes, after decompression, and its rows), so that it never refuses a
+// list the others accept: a row keeps its input and ref,
 // from the body (at most three times their bytes there: a control byte
 // is stored as the three of U+FFFD), and a domain, a reason and their
 // lengths (spoolRowBytes). A CRM export's row takes about 60 bytes: a
 // million rows, 60 MB.
-func spoolLimit(l ListLimits) int64 { return 3*l.MaxBytes + int64(l.MaxRows)*spoolRowBytes }
+func SpoolLimit(maxBytes int64, maxRows int) int64 { return 3*maxBytes + int64(maxRows)*spoolRowBytes }
 
 // spoolRowBytes bounds what a row adds to its input and ref: a domain (253
 // bytes), a reason and five lengths.
@@ -46,8 +46,9 @@ const spoolRowBytes = 400
 // spoolBufferBytes is the spool's read and write buffer.
 const spoolBufferBytes = 64 << 10
 
-// newSpool creates an empty spool in dir, of at most max bytes.
-func newSpool(dir string, max int64) (*spool, error) {
+// NewSpool creates an empty spool in dir ("" is os.TempDir()), of at most
+// max bytes. It returns the error of creating its file.
+func NewSpool(dir string, max int64) (*Spool, error) {
 	f, err := os.CreateTemp(dir, "domainclass-upload-*")
 	if err != nil {
 		return nil, fmt.Errorf("error creating the upload's spool file: %w", err)
@@ -56,15 +57,16 @@ func newSpool(dir string, max int64) (*spool, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("error unlinking the upload's spool file: %w", err)
 	}
-	return &spool{f: f, w: bufio.NewWriterSize(f, spoolBufferBytes), max: max}, nil
+	return &Spool{f: f, w: bufio.NewWriterSize(f, spoolBufferBytes), max: max}, nil
 }
 
 // Close closes the file, which frees it.
-func (s *spool) Close() error { return s.f.Close() }
+func (s *Spool) Close() error { return s.f.Close() }
 
-// add appends a row (rows come in order: r.Row is not written). It
-// returns a 413 problem when the spool would outgrow its bound.
-func (s *spool) add(r db.ListRowIn) error {
+// Add appends a row (rows come in order: r.Row is not written). It
+// returns an *Error (CodeTooLarge) when the spool would outgrow its bound,
+// or the error of writing the file.
+func (s *Spool) Add(r db.ListRowIn) error {
 	b := s.buf[:0]
 	for _, v := range []string{r.Input, r.Ref, r.Domain} {
 		b = binary.AppendUvarint(b, uint64(len(v)))
@@ -75,8 +77,7 @@ func (s *spool) add(r db.ListRowIn) error {
 	b = append(b, r.Reason...)
 	s.buf = b
 	if s.n += int64(len(b)); s.n > s.max {
-		return &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
-			detail: fmt.Sprintf("The list's rows take more than %d bytes as stored; split it.", s.max)}
+		return &Error{Code: CodeTooLarge, Detail: fmt.Sprintf("The list's rows take more than %d bytes as stored; split it.", s.max)}
 	}
 	s.rows++
 	if _, err := s.w.Write(b); err != nil {
@@ -85,21 +86,21 @@ func (s *spool) add(r db.ListRowIn) error {
 	return nil
 }
 
-// read returns a reader of the rows from the first; call it once every
-// row is added.
-func (s *spool) read() (*spoolReader, error) {
+// Read returns a reader of the rows from the first; call it once every
+// row is added. It returns the error of reading the file.
+func (s *Spool) Read() (*SpoolReader, error) {
 	if err := s.w.Flush(); err != nil {
 		return nil, fmt.Errorf("error writing the upload's spool file: %w", err)
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("error reading the upload's spool file: %w", err)
 	}
-	return &spoolReader{r: bufio.NewReaderSize(s.f, spoolBufferBytes), left: s.rows}, nil
+	return &SpoolReader{r: bufio.NewReaderSize(s.f, spoolBufferBytes), left: s.rows}, nil
 }
 
-// spoolReader reads a spool's rows in order: it is the db.ListRowSource
+// SpoolReader reads a spool's rows in order: it is the db.ListRowSource
 // that COPY writes from.
-type spoolReader struct {
+type SpoolReader struct {
 	r    *bufio.Reader
 	left int
 	cur  db.ListRowIn
@@ -109,7 +110,7 @@ type spoolReader struct {
 
 // Next reads the next row; false at the end or on an error (Err). A
 // row's strings share one allocation.
-func (s *spoolReader) Next() bool {
+func (s *SpoolReader) Next() bool {
 	if s.err != nil || s.left == 0 {
 		return false
 	}
@@ -134,7 +135,7 @@ func (s *spoolReader) Next() bool {
 	return true
 }
 
-func (s *spoolReader) uvarint() (uint64, error) {
+func (s *SpoolReader) uvarint() (uint64, error) {
 	n, err := binary.ReadUvarint(s.r)
 	if err != nil {
 		return 0, s.readError(err)
@@ -143,7 +144,7 @@ func (s *spoolReader) uvarint() (uint64, error) {
 }
 
 // appendString reads a string's length and bytes onto buf.
-func (s *spoolReader) appendString() error {
+func (s *SpoolReader) appendString() error {
 	n, err := s.uvarint()
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func (s *spoolReader) appendString() error {
 	return nil
 }
 
-func (s *spoolReader) readError(err error) error {
+func (s *SpoolReader) readError(err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF // the rows were counted: the file is short
 	}
@@ -167,23 +168,7 @@ func (s *spoolReader) readError(err error) error {
 }
 
 // Row is the row Next read.
-func (s *spoolReader) Row() db.ListRowIn { return s.cur }
+func (s *SpoolReader) Row() db.ListRowIn { return s.cur }
 
 // Err is why Next stopped early.
-func (s *spoolReader) Err() error { return s.err }
-
-// spoolDomains is the db.DomainSource of a spool's distinct domains: the
-// rows with a domain that no earlier row had (a dry run copies only
-// those).
-type spoolDomains struct{ *spoolReader }
-
-func (d spoolDomains) Next() bool {
-	for d.spoolReader.Next() {
-		if d.cur.Domain != "" && d.cur.FirstRow == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (d spoolDomains) Domain() string { return d.cur.Domain }
+func (s *SpoolReader) Err() error { return s.err }

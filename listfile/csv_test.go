@@ -1,4 +1,4 @@
-package httpapi
+package listfile
 
 import (
 	"encoding/csv"

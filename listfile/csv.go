@@ -1,4 +1,4 @@
-package httpapi
+package listfile
 
 import (
 	"bufio"
@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -20,7 +18,7 @@ import (
 const (
 	// maxRecordBytes caps a CSV record, its newlines included, as
 	// maxLineBytes caps a line of the other formats: a CRM export's row is
-	// 100–250 bytes. Beyond it the upload is refused (413) naming the row:
+	// 100–250 bytes. Beyond it the list is refused (CodeRecordTooLarge) naming the row:
 	// a record that long is most often a quoted field never closed, which
 	// would swallow every row after it.
 	maxRecordBytes = maxLineBytes
@@ -221,7 +219,7 @@ func lengthNL(b []byte) int {
 
 // readCSV reads a CSV row: its header first (see readHeader), then its
 // domain and ref fields.
-func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
+func (r *Reader) readCSV() (input, ref, reason string, ok bool) {
 	if r.csv == nil && !r.readHeader() {
 		return "", "", "", false
 	}
@@ -248,13 +246,12 @@ func (r *listReader) readCSV() (input, ref, reason string, ok bool) {
 // readHeader reads a CSV's header row and finds its domain and ref
 // columns, by the names asked for (any case); false, with Err, when it
 // cannot.
-func (r *listReader) readHeader() bool {
+func (r *Reader) readHeader() bool {
 	r.csv = newCSVReader(r.body)
 	header, err := r.csv.Read()
 	if err != nil {
 		if err == io.EOF {
-			err = &problem{status: http.StatusBadRequest, slug: "unreadable-list",
-				detail: "The CSV has no header row; the first line must name a domain column."}
+			err = &Error{Code: CodeUnreadable, Detail: "The CSV has no header row; the first line must name a domain column."}
 		}
 		r.readErr = r.csvError(err, "The CSV's header row")
 		return false
@@ -276,100 +273,72 @@ func (r *listReader) readHeader() bool {
 	return true
 }
 
-// csvError is the problem of a CSV that cannot be read on: a record over a
+// csvError is the error of a CSV that cannot be read on: a record over a
 // bound (what is the row, or the header), a header that is not CSV, or
 // the body's own error.
-func (r *listReader) csvError(err error, what string) error {
+func (r *Reader) csvError(err error, what string) error {
 	var serr *csvSyntaxError
 	switch {
 	case errors.Is(err, errRecordTooLarge):
-		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
-			detail: fmt.Sprintf("%s is longer than %d bytes (is a quoted field never closed?); a CSV row may have at most %d bytes and %d fields.",
+		return &Error{Code: CodeRecordTooLarge,
+			Detail: fmt.Sprintf("%s is longer than %d bytes (is a quoted field never closed?); a CSV row may have at most %d bytes and %d fields.",
 				what, maxRecordBytes, maxRecordBytes, maxCSVFields)}
 	case errors.Is(err, errUnclosedQuote):
-		return &problem{status: http.StatusBadRequest, slug: "unreadable-list",
-			detail: fmt.Sprintf("%s opens a quoted field on line %d that is never closed: every line after it would be read into that field. "+
+		return &Error{Code: CodeUnreadable,
+			Detail: fmt.Sprintf("%s opens a quoted field on line %d that is never closed: every line after it would be read into that field. "+
 				"Close the quote; a quote inside a quoted field is written twice (\"\").", what, r.csv.start)}
 	case errors.Is(err, errTooManyFields):
-		return &problem{status: http.StatusRequestEntityTooLarge, slug: "csv-record-too-large",
-			detail: fmt.Sprintf("%s has more than %d fields; a CSV row may have at most %d bytes and %d fields.",
+		return &Error{Code: CodeRecordTooLarge,
+			Detail: fmt.Sprintf("%s has more than %d fields; a CSV row may have at most %d bytes and %d fields.",
 				what, maxCSVFields, maxRecordBytes, maxCSVFields)}
 	case errors.As(err, &serr):
-		return &problem{status: http.StatusBadRequest, slug: "unreadable-list",
-			detail: fmt.Sprintf("%s is not valid CSV: %v.", what, serr)}
+		return &Error{Code: CodeUnreadable,
+			Detail: fmt.Sprintf("%s is not valid CSV: %v.", what, serr)}
 	}
 	return r.readError(err, "")
 }
 
-// csvColumns name the columns of a CSV upload that hold each row's domain
-// and ref (?domain_column=, ?ref_column=); "" is the default: "domain",
-// and "ref" when the header has one. Header names match in any case; the
-// other columns are dropped.
-type csvColumns struct{ domain, ref string }
+// Columns name the columns of a CSV that hold each row's domain and ref
+// (the API's ?domain_column= and ?ref_column=, the CLI's --domain-column
+// and --ref-column); "" is the default: "domain", and "ref" when the
+// header has one. Header names match in any case; the other columns are
+// dropped.
+type Columns struct{ Domain, Ref string }
 
-func (c csvColumns) domainName() string { return cmp.Or(c.domain, "domain") }
-func (c csvColumns) refName() string    { return cmp.Or(c.ref, "ref") }
+func (c Columns) domainName() string { return cmp.Or(c.Domain, "domain") }
+func (c Columns) refName() string    { return cmp.Or(c.Ref, "ref") }
 
-// maxColumnName bounds a column name in the query.
-const maxColumnName = 256
-
-// csvColumnsParam reads ?domain_column= and ?ref_column= (a 400 problem for
-// an empty or long name, or for an upload that is not a CSV).
-func csvColumnsParam(q url.Values, format listFormat) (csvColumns, error) {
-	var c csvColumns
-	for _, p := range []struct {
-		name string
-		into *string
-	}{{"domain_column", &c.domain}, {"ref_column", &c.ref}} {
-		vs, ok := q[p.name]
-		if !ok {
-			continue
-		}
-		v := strings.TrimSpace(firstOf(vs))
-		switch {
-		case v == "" || len(v) > maxColumnName:
-			return c, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-				detail: fmt.Sprintf("%s must name a column of the CSV's header row (1 to %d characters).", p.name, maxColumnName)}
-		case format != formatCSV:
-			return c, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-				detail: fmt.Sprintf("%s names a column of a text/csv upload; this one is %s.", p.name, format)}
-		}
-		*p.into = v
-	}
-	return c, nil
-}
-
-// missing is the 400 problem of a header without the domain column, or
-// without the ref column asked for, naming the columns it has.
-func (c csvColumns) missing(header []string, domainCol, refCol int) error {
+// missing is the error of a header without the domain column, or without
+// the ref column asked for, naming the columns it has.
+func (c Columns) missing(header []string, domainCol, refCol int) error {
 	quoted := make([]string, len(header))
 	for i, h := range header {
 		quoted[i] = strconv.Quote(h)
 	}
-	found := clip(strings.Join(quoted, ","))
+	found := Clip(strings.Join(quoted, ","))
 	switch {
-	case domainCol < 0 && c.domain == "":
-		return &problem{status: http.StatusBadRequest, slug: "no-domain-column",
-			detail: fmt.Sprintf("The CSV header has no column %q; its columns are %s. Name the column of the domains with ?domain_column=.",
+	case domainCol < 0 && c.Domain == "":
+		return &Error{Code: CodeNoDomainColumn,
+			Detail: fmt.Sprintf("The CSV header has no column %q; its columns are %s. Name the column of the domains with ?domain_column=.",
 				c.domainName(), found)}
 	case domainCol < 0:
-		return &problem{status: http.StatusBadRequest, slug: "no-domain-column",
-			detail: fmt.Sprintf("The CSV header has no column %q (domain_column); its columns are %s.", c.domain, found)}
-	case refCol < 0 && c.ref != "":
-		return &problem{status: http.StatusBadRequest, slug: "no-ref-column",
-			detail: fmt.Sprintf("The CSV header has no column %q (ref_column); its columns are %s.", c.ref, found)}
+		return &Error{Code: CodeNoDomainColumn,
+			Detail: fmt.Sprintf("The CSV header has no column %q (domain_column); its columns are %s.", c.Domain, found)}
+	case refCol < 0 && c.Ref != "":
+		return &Error{Code: CodeNoRefColumn,
+			Detail: fmt.Sprintf("The CSV header has no column %q (ref_column); its columns are %s.", c.Ref, found)}
 	}
 	return nil
 }
 
-// key is the mapping as the Idempotency-Key fingerprint sees it: each name
-// in lower case, "" for the default.
-func (c csvColumns) key() (domain, ref string) {
+// Key is the mapping as the API's Idempotency-Key fingerprint sees it:
+// each name in lower case, "" for the default.
+func (c Columns) Key() (domain, ref string) {
 	norm := func(name, def string) string {
 		if n := strings.ToLower(name); n != def {
 			return n
 		}
 		return ""
 	}
-	return norm(c.domain, "domain"), norm(c.ref, "ref")
+	return norm(c.Domain, "domain"), norm(c.Ref, "ref")
 }

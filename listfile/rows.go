@@ -1,4 +1,4 @@
-package httpapi
+package listfile
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 )
 
-// The upload's rows are read ahead in batches, and each batch is
+// A list's rows are read ahead in batches, and each batch is
 // normalized on another core while the rows before it are deduplicated
 // and spooled: normalizing is half of an upload's CPU, and the spool, which
 // keeps the upload from holding a connection while it arrives, made
@@ -42,7 +42,7 @@ func (w *rawRow) normalize() {
 			w.domain = d
 		}
 	}
-	w.input, w.ref = clip(w.input), clip(w.ref)
+	w.input, w.ref = Clip(w.input), Clip(w.ref)
 }
 
 type rowBatch struct {
@@ -51,7 +51,7 @@ type rowBatch struct {
 	done  chan struct{} // closed once normalized
 }
 
-// rowBatches hands a listReader its rows, normalized, in order.
+// rowBatches hands a Reader its rows, normalized, in order.
 type rowBatches struct {
 	work    chan *rowBatch
 	workers sync.WaitGroup
@@ -63,7 +63,7 @@ type rowBatches struct {
 
 // next returns the next row of r, or false when there is none (r's
 // reading ended: at the end of the body, or on readErr).
-func (b *rowBatches) next(r *listReader) (*rawRow, bool) {
+func (b *rowBatches) next(r *Reader) (*rawRow, bool) {
 	for b.cur == nil || b.pos >= len(b.cur.rows) {
 		if !b.advance(r) {
 			return nil, false
@@ -75,7 +75,7 @@ func (b *rowBatches) next(r *listReader) (*rawRow, bool) {
 
 // advance reads batches until readAhead are in flight (or the body
 // ends), then takes the oldest once it is normalized.
-func (b *rowBatches) advance(r *listReader) bool {
+func (b *rowBatches) advance(r *Reader) bool {
 	if b.work == nil {
 		b.work = make(chan *rowBatch, readAhead)
 		for range max(1, runtime.GOMAXPROCS(0)) {
