@@ -46,19 +46,48 @@ func (s *Server) callerMe(c *gin.Context) {
 // roundUSD rounds to the micro-dollar, as the dry run does.
 func roundUSD(usd float64) float64 { return math.Round(usd*1e6) / 1e6 }
 
-// budgetParam reads ?budget=partial: accept a list whose estimate is over
-// the caller's budget, to run up to it.
-func budgetParam(q map[string][]string) (partial bool, err error) {
+// overBudgetParam reads ?over_budget: what to do with a list whose
+// estimate is over the caller's remaining daily budget, refuse it (the
+// default) or run_partly (accept it, to run up to the budget). The
+// deprecated ?budget=whole|partial, its name before issue 38, is read one
+// release more; deprecated is true when it was sent. The two disagreeing
+// is a 400.
+func overBudgetParam(q map[string][]string) (runPartly, deprecated bool, err error) {
+	invalid := func(name, values, v string) error {
+		return &problem{status: http.StatusBadRequest, slug: "invalid-query",
+			detail: fmt.Sprintf("%s must be %s, not %q.", name, values, classifier.Truncate(v, 40))}
+	}
+	v, given := firstOf(q["over_budget"]), len(q["over_budget"]) > 0
+	switch v {
+	case "", overBudgetRefuse:
+	case overBudgetRunPartly:
+		runPartly = true
+	default:
+		return false, false, invalid("over_budget", overBudgetRefuse+" or "+overBudgetRunPartly, v)
+	}
+	if len(q["budget"]) == 0 {
+		return runPartly, false, nil
+	}
+	old := false
 	switch v := firstOf(q["budget"]); v {
 	case "", "whole":
-		return false, nil
 	case "partial":
-		return true, nil
+		old = true
 	default:
-		return false, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-			detail: fmt.Sprintf("budget must be whole or partial, not %q.", classifier.Truncate(v, 40))}
+		return false, false, invalid("budget (deprecated: send over_budget)", "whole or partial", v)
 	}
+	if given && old != runPartly {
+		return false, false, &problem{status: http.StatusBadRequest, slug: "invalid-query",
+			detail: "over_budget and the deprecated budget disagree; send over_budget alone."}
+	}
+	return old, true, nil
 }
+
+// The values of ?over_budget.
+const (
+	overBudgetRefuse    = "refuse"
+	overBudgetRunPartly = "run_partly"
+)
 
 // listBudget refuses list l, uploaded in tx, when its estimated model calls
 // or their price are more than its caller has left today, unless partial:
@@ -102,7 +131,7 @@ func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List,
 	}
 	return &problem{status: http.StatusTooManyRequests, slug: "budget-exceeded", retryAfter: time.Until(reset),
 		detail: fmt.Sprintf("This list needs an estimated %s; your daily model budget has %s left, and refills at %s. "+
-			"Send it with ?budget=partial to run it up to the budget (its rows left end FAILED; POST /lists/{id}/retry "+
+			"Send it with ?over_budget=run_partly to run it up to the budget (its rows left end FAILED; POST /lists/{id}/retry "+
 			"resumes them once the budget refills), or send a smaller list.",
 			need, joinAnd(left), reset.UTC().Format(time.RFC3339))}
 }
@@ -125,7 +154,7 @@ func listFitsBudget(b db.CallerBudget, calls int, cost float64, priced bool) err
 	}
 	return &problem{status: http.StatusUnprocessableEntity, slug: "list-exceeds-budget",
 		detail: fmt.Sprintf("This list needs an estimated %s; your daily model budget is %s in all, so it can never run whole in a day. "+
-			"Send it with ?budget=partial to run it up to the budget (POST /lists/{id}/retry resumes its rows left once the budget refills), "+
+			"Send it with ?over_budget=run_partly to run it up to the budget (POST /lists/{id}/retry resumes its rows left once the budget refills), "+
 			"split it, or ask an operator to raise your budget.", joinAnd(over), joinAnd(whole))}
 }
 

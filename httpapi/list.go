@@ -38,8 +38,11 @@ type listRequest struct {
 	idemKey     string
 	callbackURL string
 	// partial: run up to the caller's daily model budget rather than be
-	// refused when the estimate is over it (?budget=partial).
+	// refused when the estimate is over it (?over_budget=run_partly).
 	partial bool
+	// deprecatedBudget: the request named it with the deprecated
+	// ?budget=partial|whole; its answer says so in a Deprecation header.
+	deprecatedBudget bool
 }
 
 // listRequestOf reads a POST /lists's query and headers, or returns the
@@ -62,7 +65,7 @@ func (s *Server) listRequestOf(c *gin.Context) (req listRequest, err error) {
 		return req, err
 	}
 	req.want = want(req.maxAge, req.refresh)
-	if req.partial, err = budgetParam(q); err != nil {
+	if req.partial, req.deprecatedBudget, err = overBudgetParam(q); err != nil {
 		return req, err
 	}
 	if req.format, err = listFormatOf(c.GetHeader("Content-Type")); err != nil {
@@ -91,6 +94,10 @@ func (s *Server) listCreate(c *gin.Context) {
 	if err != nil {
 		s.writeError(c, err)
 		return
+	}
+	if req.deprecatedBudget {
+		// RFC 9745: deprecated since 2026-12-04 (issue 38), for over_budget.
+		c.Header("Deprecation", "@1796342400")
 	}
 	// Counted before a byte of the body is read, dry runs included.
 	leave, lists, err := s.uploads.enter(caller.Name, req.dryRun)
