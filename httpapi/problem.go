@@ -94,6 +94,9 @@ func problemOf(err error) (p *problem, ok bool) {
 		queueFull *db.QueueFullError
 		unknown   *classifier.UnknownClassifierError
 	)
+	if p, ok := admissionProblem(err); ok {
+		return p, true
+	}
 	switch {
 	case errors.As(err, &p):
 		return p, true
