@@ -11,6 +11,7 @@ import (
 
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
+	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/internal/apikey"
 )
 
@@ -171,6 +172,32 @@ func TestCallerLimits(t *testing.T) {
 		require.Empty(t, r.header.Get("Retry-After"), "no day's budget holds it: waiting is no use")
 		require.Equal(t, http.StatusAccepted, b.do(t, "POST", "/lists?budget=partial", "a.com\nb.com\nc.com\n",
 			"Content-Type", "text/plain").status, "budget=partial runs it up to the budget")
+	})
+
+	t.Run("ListOverTheBudgetRunsPartlyByItsNameOrTheDeprecatedOne", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 1000}})
+		ctx := context.Background()
+		require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-a", db.CallerBudget{ModelCallsPerDay: 2}))
+		upload := func(query, body string) response {
+			return b.do(t, "POST", "/lists"+query, body, "Content-Type", "text/plain")
+		}
+		p := requireProblem(t, upload("", "a.com\nb.com\nc.com\n"), http.StatusUnprocessableEntity, "list-exceeds-budget")
+		require.Contains(t, p.Detail, "Send it with ?over_budget=run_partly to run it up to the budget",
+			"the refusal names the parameter to send")
+		requireProblem(t, upload("?over_budget=refuse", "a.com\nb.com\nc.com\n"), http.StatusUnprocessableEntity, "list-exceeds-budget")
+		r := upload("?over_budget=run_partly", "d.com\ne.com\nf.com\n")
+		require.Equal(t, http.StatusAccepted, r.status, "over_budget=run_partly runs it up to the budget")
+		require.Empty(t, r.header.Get("Deprecation"))
+		r = upload("?budget=partial", "g.com\nh.com\ni.com\n")
+		require.Equal(t, http.StatusAccepted, r.status, "the deprecated budget=partial still runs it, one release")
+		require.Equal(t, "@1796342400", r.header.Get("Deprecation"), "and says it is deprecated")
+		p = requireProblem(t, upload("?over_budget=partial", "a.com\n"), http.StatusBadRequest, "invalid-query")
+		require.Contains(t, p.Detail, "over_budget must be refuse or run_partly")
+		p = requireProblem(t, upload("?over_budget=refuse&budget=partial", "a.com\n"), http.StatusBadRequest, "invalid-query")
+		require.Contains(t, p.Detail, "disagree")
+		require.Equal(t, http.StatusAccepted, upload("?over_budget=run_partly&budget=partial", "j.com\nk.com\nl.com\n").status,
+			"the two names agreeing is no error")
 	})
 
 	t.Run("ReplaysAreNotRateLimited", func(t *testing.T) {

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/domainclass/domainclass/admission"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/wire"
@@ -44,112 +44,47 @@ func (s *Server) callerMe(c *gin.Context) {
 }
 
 // roundUSD rounds to the micro-dollar, as the dry run does.
-func roundUSD(usd float64) float64 { return math.Round(usd*1e6) / 1e6 }
+func roundUSD(usd float64) float64 { return admission.RoundUSD(usd) }
 
-// budgetParam reads ?budget=partial: accept a list whose estimate is over
-// the caller's budget, to run up to it.
-func budgetParam(q map[string][]string) (partial bool, err error) {
+// overBudgetParam reads ?over_budget: what to do with a list whose
+// estimate is over the caller's remaining daily budget, refuse it (the
+// default) or run_partly (accept it, to run up to the budget). The
+// deprecated ?budget=whole|partial, its name before issue 38, is read one
+// release more; deprecated is true when it was sent. The two disagreeing
+// is a 400.
+func overBudgetParam(q map[string][]string) (runPartly, deprecated bool, err error) {
+	invalid := func(name, values, v string) error {
+		return &problem{status: http.StatusBadRequest, slug: "invalid-query",
+			detail: fmt.Sprintf("%s must be %s, not %q.", name, values, classifier.Truncate(v, 40))}
+	}
+	v, given := firstOf(q["over_budget"]), len(q["over_budget"]) > 0
+	switch v {
+	case "", overBudgetRefuse:
+	case overBudgetRunPartly:
+		runPartly = true
+	default:
+		return false, false, invalid("over_budget", overBudgetRefuse+" or "+overBudgetRunPartly, v)
+	}
+	if len(q["budget"]) == 0 {
+		return runPartly, false, nil
+	}
+	old := false
 	switch v := firstOf(q["budget"]); v {
 	case "", "whole":
-		return false, nil
 	case "partial":
-		return true, nil
+		old = true
 	default:
-		return false, &problem{status: http.StatusBadRequest, slug: "invalid-query",
-			detail: fmt.Sprintf("budget must be whole or partial, not %q.", classifier.Truncate(v, 40))}
+		return false, false, invalid("budget (deprecated: send over_budget)", "whole or partial", v)
 	}
+	if given && old != runPartly {
+		return false, false, &problem{status: http.StatusBadRequest, slug: "invalid-query",
+			detail: "over_budget and the deprecated budget disagree; send over_budget alone."}
+	}
+	return old, true, nil
 }
 
-// listBudget refuses list l, uploaded in tx, when its estimated model calls
-// or their price are more than its caller has left today, unless partial:
-// then the list runs until the budget is spent, and its rows left end
-// FAILED. A caller without a budget is not asked about.
-func (s *Server) listBudget(ctx context.Context, tx db.DBTX, l *classifier.List, partial bool) error {
-	b, u, reset, err := db.CallerToday(ctx, tx, l.Caller)
-	if err != nil || !b.Limited() || partial {
-		return err
-	}
-	calls, err := db.ListModelCalls(ctx, tx, l.ID, l.Classifier, s.cfg.Estimate.Freshness, l.Want, time.Now())
-	if err != nil || calls == 0 {
-		return err
-	}
-	perCall, priced, err := s.perCallUSD(ctx, tx, l.Classifier, l.Tier)
-	if err != nil {
-		return err
-	}
-	cost := roundUSD(perCall * float64(calls))
-	if err := listFitsBudget(b, calls, cost, priced); err != nil {
-		return err
-	}
-	var left []string
-	over := false
-	if b.ModelCallsPerDay > 0 {
-		n := max(0, b.ModelCallsPerDay-u.ModelCalls)
-		over = over || calls > n
-		left = append(left, fmt.Sprintf("%d model calls", n))
-	}
-	if b.SpendPerDayUSD > 0 {
-		usd := math.Max(0, b.SpendPerDayUSD-u.SpendUSD)
-		over = over || (priced && cost > usd)
-		left = append(left, "$"+strconv.FormatFloat(roundUSD(usd), 'f', -1, 64))
-	}
-	if !over {
-		return nil
-	}
-	need := fmt.Sprintf("%d model calls", calls)
-	if priced {
-		need += fmt.Sprintf(" ($%s)", strconv.FormatFloat(cost, 'f', -1, 64))
-	}
-	return &problem{status: http.StatusTooManyRequests, slug: "budget-exceeded", retryAfter: time.Until(reset),
-		detail: fmt.Sprintf("This list needs an estimated %s; your daily model budget has %s left, and refills at %s. "+
-			"Send it with ?budget=partial to run it up to the budget (its rows left end FAILED; POST /lists/{id}/retry "+
-			"resumes them once the budget refills), or send a smaller list.",
-			need, joinAnd(left), reset.UTC().Format(time.RFC3339))}
-}
-
-// listFitsBudget refuses a list whose estimate (calls, and cost when
-// priced) is more than budget b allows in a whole day: 422, without
-// Retry-After, since waiting for the budget to refill never makes it fit.
-func listFitsBudget(b db.CallerBudget, calls int, cost float64, priced bool) error {
-	var over, whole []string
-	if b.ModelCallsPerDay > 0 && calls > b.ModelCallsPerDay {
-		over = append(over, fmt.Sprintf("%d model calls", calls))
-		whole = append(whole, fmt.Sprintf("%d model calls", b.ModelCallsPerDay))
-	}
-	if b.SpendPerDayUSD > 0 && priced && cost > b.SpendPerDayUSD {
-		over = append(over, "$"+strconv.FormatFloat(cost, 'f', -1, 64))
-		whole = append(whole, "$"+strconv.FormatFloat(b.SpendPerDayUSD, 'f', -1, 64))
-	}
-	if len(over) == 0 {
-		return nil
-	}
-	return &problem{status: http.StatusUnprocessableEntity, slug: "list-exceeds-budget",
-		detail: fmt.Sprintf("This list needs an estimated %s; your daily model budget is %s in all, so it can never run whole in a day. "+
-			"Send it with ?budget=partial to run it up to the budget (POST /lists/{id}/retry resumes its rows left once the budget refills), "+
-			"split it, or ask an operator to raise your budget.", joinAnd(over), joinAnd(whole))}
-}
-
-// perCallUSD is what one model call of classifierName costs in tier, as
-// the dry run prices it (Estimator.perCallUSD). priced is false for a
-// model the table does not list.
-func (s *Server) perCallUSD(ctx context.Context, tx db.DBTX, classifierName, tier string) (usd float64, priced bool, err error) {
-	if s.cfg.Estimate.Price == nil {
-		return 0, false, nil
-	}
-	stats, err := db.ModelStatsRecent(ctx, tx, classifierName, modelStatsSample)
-	if err != nil {
-		return 0, false, err
-	}
-	usd, priced = s.cfg.Estimate.perCallUSD(stats, tier)
-	return usd, priced, nil
-}
-
-func joinAnd(parts []string) string {
-	switch len(parts) {
-	case 0:
-		return ""
-	case 1:
-		return parts[0]
-	}
-	return parts[0] + " and " + parts[1]
-}
+// The values of ?over_budget.
+const (
+	overBudgetRefuse    = "refuse"
+	overBudgetRunPartly = "run_partly"
+)

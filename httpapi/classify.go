@@ -272,10 +272,10 @@ func (s *Server) idempotencyReplay(ctx context.Context, tx pgx.Tx, k db.Idempote
 
 // admit takes one of the caller's jobs-per-minute, or returns a 429
 // problem saying when the next one is due.
-func (s *Server) admit(caller Caller) (admission, error) {
+func (s *Server) admit(caller Caller) (rateToken, error) {
 	r, ok, wait := s.limiter.reserve(caller.Name, caller.RatePerMinute)
 	if !ok {
-		return admission{}, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
+		return rateToken{}, &problem{status: http.StatusTooManyRequests, slug: "rate-limited", retryAfter: wait,
 			detail: fmt.Sprintf("You may send %d jobs a minute; retry after the number of seconds in Retry-After.", caller.RatePerMinute)}
 	}
 	return r, nil

@@ -102,6 +102,7 @@ func TestIdempotencyKey_EveryInputIsInTheFingerprint(t *testing.T) {
 			"domain_column":  with("?domain_column=website"),
 			"ref_column":     with("?ref_column=account"),
 			"budget":         with("?budget=partial"),
+			"over_budget":    with("?over_budget=run_partly"),
 			"X-Callback-URL": with("", "X-Callback-URL", "http://127.0.0.1:9/hooks"),
 			"the body":       {header: csv, body: body + "gamma.com,delta.com,r2,a2\n"},
 		}

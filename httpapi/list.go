@@ -12,8 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/domainclass/domainclass/admission"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
@@ -39,8 +39,11 @@ type listRequest struct {
 	idemKey     string
 	callbackURL string
 	// partial: run up to the caller's daily model budget rather than be
-	// refused when the estimate is over it (?budget=partial).
+	// refused when the estimate is over it (?over_budget=run_partly).
 	partial bool
+	// deprecatedBudget: the request named it with the deprecated
+	// ?budget=partial|whole; its answer says so in a Deprecation header.
+	deprecatedBudget bool
 }
 
 // listRequestOf reads a POST /lists's query and headers, or returns the
@@ -63,7 +66,7 @@ func (s *Server) listRequestOf(c *gin.Context) (req listRequest, err error) {
 		return req, err
 	}
 	req.want = want(req.maxAge, req.refresh)
-	if req.partial, err = budgetParam(q); err != nil {
+	if req.partial, req.deprecatedBudget, err = overBudgetParam(q); err != nil {
 		return req, err
 	}
 	if req.format, err = listFormatOf(c.GetHeader("Content-Type")); err != nil {
@@ -93,6 +96,10 @@ func (s *Server) listCreate(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	if req.deprecatedBudget {
+		// RFC 9745: deprecated since 2026-12-04 (issue 38), for over_budget.
+		c.Header("Deprecation", "@1796342400")
+	}
 	// Counted before a byte of the body is read, dry runs included.
 	leave, lists, err := s.uploads.enter(caller.Name, req.dryRun)
 	if err != nil {
@@ -101,15 +108,15 @@ func (s *Server) listCreate(c *gin.Context) {
 	}
 	defer leave()
 	if !req.dryRun {
-		// A caller at its limit of lists is told before it sends a million
-		// rows; its other uploads in progress here would be lists too. The
-		// count is checked again, under a lock, before the list is written.
-		if err := s.listSlotFreeUploading(c.Request.Context(), caller, lists); err != nil {
-			s.writeError(c, err)
-			return
-		}
+		// A caller at its limit of lists, or of stored rows, is told
+		// before it sends a million rows; its other uploads in progress
+		// here would be lists too. The same admission is asked again, in
+		// the transaction (jobs.AcceptList), under a lock, once the rows
+		// are in to be counted and priced.
+		r := s.admissionOf(admission.BeforeBody, caller, &classifier.List{Caller: caller.Name}, req.partial)
+		r.Uploading = lists
 		ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
-		err := s.listRowsFit(ctx, caller, 1)
+		_, err := admission.List(ctx, s.cfg.DB.Pool, r)
 		cancel()
 		if err != nil {
 			s.writeError(c, err)
@@ -138,7 +145,7 @@ func (s *Server) listCreate(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), listTimeout)
 	defer cancel()
 	if req.dryRun {
-		s.listEstimate(ctx, c, req.cls, req.tier, req.want, rows, sp)
+		s.listEstimate(ctx, c, caller, req, rows, sp)
 		return
 	}
 	s.listStore(ctx, c, caller, req, rows, sp, listFingerprint(req, body.Hash()))
@@ -219,7 +226,8 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 	resp, _ := json.Marshal(accepted)
 	// The rows an override or a fresh cached answer answers are written
 	// answered (a CRM export uploaded again ends with its upload).
-	a := jobs.ListAccept{List: l, Admit: s.listAdmit(caller, req.partial),
+	admit := s.admissionOf(admission.Written, caller, l, req.partial)
+	a := jobs.ListAccept{List: l, Admit: &admit,
 		Answer: &jobs.AnswerRules{Rows: func() (db.ListRowSource, error) { return sp.read() },
 			Freshness: s.cfg.Estimate.Freshness, Now: time.Now(), Dir: s.cfg.Lists.SpoolDir}}
 	if req.idemKey != "" {
@@ -248,62 +256,8 @@ func (s *Server) listStore(ctx context.Context, c *gin.Context, caller Caller, r
 	c.Data(http.StatusAccepted, "application/json", resp)
 }
 
-// listAdmit checks an upload's list against caller's limits, in the
-// upload's transaction once its rows are in: its daily model budget
-// (unless partial), then, under the caller's lock so that the count is
-// exact, its active lists and its stored rows.
-func (s *Server) listAdmit(caller Caller, partial bool) func(context.Context, pgx.Tx, *classifier.List) error {
-	return func(ctx context.Context, tx pgx.Tx, l *classifier.List) error {
-		if err := s.listBudget(ctx, tx, l, partial); err != nil {
-			return err
-		}
-		if err := db.ListActiveLock(ctx, tx, caller.Name); err != nil {
-			return err
-		}
-		if err := s.listSlotFree(ctx, caller, tx); err != nil {
-			return err
-		}
-		return s.listRowsFit(ctx, caller, l.Rows, tx)
-	}
-}
-
 var errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idempotency-key-reused",
 	detail: "This Idempotency-Key was already used with a different request."}
-
-// listSlotFree returns a 429 problem when caller has MaxActive lists not
-// yet ended; exec is the transaction when given. It waits for the database
-// no longer than any short request.
-func (s *Server) listSlotFree(ctx context.Context, caller Caller, exec ...db.DBTX) error {
-	return s.listSlotFreeUploading(ctx, caller, 0, exec...)
-}
-
-// listSlotFreeUploading is listSlotFree counting uploading, the caller's
-// uploads in progress that would be lists, as lists.
-func (s *Server) listSlotFreeUploading(ctx context.Context, caller Caller, uploading int, exec ...db.DBTX) error {
-	var e db.DBTX = s.cfg.DB.Pool
-	if len(exec) > 0 {
-		e = exec[0]
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
-	defer cancel()
-	n, err := db.ListActiveCount(ctx, e, caller.Name)
-	if err != nil {
-		return err
-	}
-	if max := s.cfg.Lists.MaxActive; n+uploading >= max {
-		also := ""
-		if uploading > 0 {
-			also = fmt.Sprintf(" (and %d uploads in progress)", uploading)
-		}
-		return &problem{status: http.StatusTooManyRequests, slug: "too-many-lists", retryAfter: listRetryAfter,
-			detail: fmt.Sprintf("You have %d lists not yet ended%s; the limit is %d. Wait for one to end, or cancel one.", n, also, max)}
-	}
-	return nil
-}
-
-// listRetryAfter is the Retry-After of a refusal for too many active lists:
-// lists run for minutes.
-const listRetryAfter = time.Minute
 
 // noValidRows is the 422 of a list without one domain: every row, its
 // input and its reason, the first MaxRejectedSample of them.

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/domainclass/domainclass/admission"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
@@ -128,7 +129,12 @@ func (s *Server) listRetry(c *gin.Context) {
 	}
 	defer db.Rollback(ctx, tx)
 	l, requeued, err := jobs.RetryList(ctx, tx, s.cfg.River, s.cfg.Queue, id, caller.Name,
-		func() error { return s.listSlotFree(ctx, caller, tx) })
+		func() error {
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+			defer cancel()
+			_, err := admission.List(ctx, tx, s.admissionOf(admission.Resumed, caller, &classifier.List{Caller: caller.Name}, false))
+			return err
+		})
 	if err != nil {
 		s.writeListError(c, err)
 		return

@@ -105,6 +105,9 @@ func problemOf(err error) (p *problem, ok bool) {
 		unknown   *classifier.UnknownClassifierError
 		list      *listfile.Error
 	)
+	if p, ok := admissionProblem(err); ok {
+		return p, true
+	}
 	switch {
 	case errors.As(err, &p): // a body's own (too slow, too large) before the list's that wraps it
 		return p, true

@@ -43,16 +43,16 @@ func newCallerLimiter(now func() time.Time) *callerLimiter {
 	return &callerLimiter{buckets: map[string]*bucket{}, now: now}
 }
 
-// admission is a token taken for a request; cancel gives it back when the
+// rateToken is a token taken for a request; cancel gives it back when the
 // request wrote nothing.
-type admission struct {
+type rateToken struct {
 	l *callerLimiter
 	b *bucket
 }
 
 // cancel gives the token back, whenever that is: the request that took it
 // was not accepted, so it does not count toward the caller's rate.
-func (a admission) cancel() {
+func (a rateToken) cancel() {
 	if a.b == nil {
 		return
 	}
@@ -64,7 +64,7 @@ func (a admission) cancel() {
 
 // reserve takes a token for caller. When none is left it returns false and
 // how long until one is.
-func (l *callerLimiter) reserve(caller string, perMinute int) (admission, bool, time.Duration) {
+func (l *callerLimiter) reserve(caller string, perMinute int) (rateToken, bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -75,10 +75,10 @@ func (l *callerLimiter) reserve(caller string, perMinute int) (admission, bool, 
 	}
 	b.refill(now)
 	if b.tokens < 1 {
-		return admission{}, false, time.Duration((1 - b.tokens) / float64(perMinute) * float64(time.Minute))
+		return rateToken{}, false, time.Duration((1 - b.tokens) / float64(perMinute) * float64(time.Minute))
 	}
 	b.tokens--
-	return admission{l: l, b: b}, true, 0
+	return rateToken{l: l, b: b}, true, 0
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1.

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/domainclass/domainclass/admission"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 )
@@ -60,10 +61,12 @@ type ListAccept struct {
 	// answer answers written answered at once (db.ListRowsAccept), and
 	// Rows is not used.
 	Answer *AnswerRules
-	// Admit checks the caller's limits in tx once the rows are in (so that
-	// it can count and price them), before the list is written; its error
-	// is returned as it is. Nil: none.
-	Admit func(ctx context.Context, tx pgx.Tx, l *classifier.List) error
+	// Admit, when not nil, is the caller's admission (its limits, its
+	// budget, the estimator), asked again in tx once the rows are in (so
+	// that they can be counted and priced), before the list is written:
+	// admission.List at admission.Written, for List. Its error is returned
+	// as it is.
+	Admit *admission.Request
 	// Key, when not nil, is the Idempotency-Key to keep with its answer.
 	Key *db.IdempotencyKey
 }
@@ -84,7 +87,7 @@ type AnswerRules struct {
 // or BatchMaxRequests for an economy list: a chunk of it is one provider
 // batch) and its counters, its first chunk's River job and the key. It
 // returns what the upload answered (nothing is counted in metrics before
-// tx commits), and Admit's error, db.ErrUnavailable, or another error; tx
+// tx commits), and admission's errors, db.ErrUnavailable, or another error; tx
 // is then to be rolled back, and nothing of the list is left.
 func AcceptList(ctx context.Context, tx pgx.Tx, ins ManyInserter, s Settings, a ListAccept) (db.Accepted, error) {
 	l := a.List
@@ -104,7 +107,9 @@ func AcceptList(ctx context.Context, tx pgx.Tx, ins ManyInserter, s Settings, a 
 		return known, err
 	}
 	if a.Admit != nil {
-		if err := a.Admit(ctx, tx, l); err != nil {
+		r := *a.Admit
+		r.Stage, r.List = admission.Written, l
+		if _, err := admission.List(ctx, tx, r); err != nil {
 			return known, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/admission"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
@@ -176,17 +177,17 @@ func TestAcceptList(t *testing.T) {
 	t.Run("AdmitSeesTheRowsAndItsRefusalWritesNoList", func(t *testing.T) {
 		t.Parallel()
 		b := setupSeam(t)
+		require.NoError(t, db.CallerBudgetSet(ctx, b.tx, "test", db.CallerBudget{ModelCallsPerDay: 1}))
 		l := &classifier.List{ID: uuid.New(), Caller: "test", Classifier: "cpg", Rows: 2, Domains: 2}
 		src := &rowSlice{}
 		src.add(db.ListRowIn{Row: 1, Input: "a.com", Domain: "a.com"})
 		src.add(db.ListRowIn{Row: 2, Input: "b.com", Domain: "b.com"})
-		refused := errors.New("over the budget")
-		_, err := jobs.AcceptList(ctx, b.tx, b.client, b.s, jobs.ListAccept{List: l, Rows: src,
-			Admit: func(ctx context.Context, tx pgx.Tx, got *classifier.List) error {
-				require.Equal(t, 2, count(t, tx, `SELECT count(*) FROM list_row WHERE list_id = $1`, got.ID), "the rows are in")
-				return refused
-			}})
-		require.ErrorIs(t, err, refused)
+		admit := &admission.Request{Limits: admission.Limits{MaxActiveLists: 3, MaxStoredRows: 100},
+			Estimator: admission.DefaultEstimator()}
+		_, err := jobs.AcceptList(ctx, b.tx, b.client, b.s, jobs.ListAccept{List: l, Rows: src, Admit: admit})
+		var over *admission.ExceedsBudgetError
+		require.ErrorAs(t, err, &over)
+		require.Equal(t, 2, over.ModelCalls, "the rows are in: both are counted")
 		_, err = db.ListGet(ctx, b.tx, l.ID)
 		require.ErrorIs(t, err, db.ErrNotFound, "no list written after a refusal")
 		_, chunks := jobsOf[jobs.ClassifyListArgs](t, b, jobs.ClassifyListArgs{}.Kind())

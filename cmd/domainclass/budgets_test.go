@@ -175,7 +175,7 @@ func TestCallerBudget(t *testing.T) {
 		}, dbtest.Patience(), 50*time.Millisecond)
 	})
 
-	// A list sent with ?budget=partial runs until the budget is spent; its
+	// A list sent with ?over_budget=run_partly runs until the budget is spent; its
 	// other rows end FAILED with the reason, and the list completes.
 	t.Run("PartialListRunsUpToTheBudget", func(t *testing.T) {
 		t.Parallel()
@@ -187,8 +187,8 @@ func TestCallerBudget(t *testing.T) {
 		status, _, p := a.list("", numbered("part", 50))
 		require.Equal(t, http.StatusUnprocessableEntity, status, "50 calls never fit a budget of 30 a day: not a 429 to retry")
 		require.Equal(t, "/problems/list-exceeds-budget", p.Type)
-		require.Contains(t, p.Detail, "?budget=partial")
-		status, id, p := a.list("budget=partial", numbered("part", 50))
+		require.Contains(t, p.Detail, "?over_budget=run_partly")
+		status, id, p := a.list("over_budget=run_partly", numbered("part", 50))
 		require.Equal(t, http.StatusAccepted, status, p.Detail)
 		s := a.waitList(id)
 		require.Equal(t, 30, s.Progress.Completed)
@@ -210,7 +210,7 @@ func TestCallerBudget(t *testing.T) {
 		// A call is 120 prompt and 25 completion tokens: $0.0002025.
 		code, _, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--spend-per-day-usd", "0.002")
 		require.Equal(t, 0, code, errOut)
-		status, id, p := a.list("budget=partial", numbered("usd", 30))
+		status, id, p := a.list("over_budget=run_partly", numbered("usd", 30))
 		require.Equal(t, http.StatusAccepted, status, p.Detail)
 		s := a.waitList(id)
 		require.Positive(t, s.Progress.Completed)

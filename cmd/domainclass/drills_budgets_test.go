@@ -292,7 +292,7 @@ func drillCallerAtBudget(t *testing.T, s *drillSet) {
 		require.NoError(t, json.Unmarshal(body, &acc))
 		return acc.ListID
 	}
-	la, lb := list(keyA, "budget-a", "budget=partial"), list(keyB, "budget-b", "")
+	la, lb := list(keyA, "budget-a", "over_budget=run_partly"), list(keyB, "budget-b", "")
 	ended := eventually(5*time.Minute, func() bool {
 		return d.count(fmt.Sprintf(`SELECT count(*) FROM list WHERE id IN ('%s', '%s') AND status = 'COMPLETED'`, la, lb)) == 2
 	})

@@ -33,6 +33,9 @@ func TestLayers(t *testing.T) {
 		// nothing of either side.
 		{"listfile", []string{mod + "httpapi", mod + "cli", mod + "jobs", mod + "cmd/", "net/http", "github.com/gin-gonic/",
 			"github.com/riverqueue/", "github.com/jackc/pgx"}},
+		// A list's admission is asked by the server and by jobs.AcceptList;
+		// it knows neither, nor River.
+		{"admission", []string{mod + "httpapi", mod + "jobs", mod + "cli", "github.com/riverqueue/", "github.com/gin-gonic/"}},
 		{"wire", []string{mod + "httpapi", mod + "jobs", mod + "db", "github.com/riverqueue/", "github.com/jackc/pgx"}},
 		// The commands reach the service only through what main wires.
 		// and an API key's form is internal/apikey's, not the server's.

@@ -293,6 +293,24 @@ func (e ListWebhookPayloadType) Valid() bool {
 	}
 }
 
+// Defines values for OverBudget.
+const (
+	Refuse    OverBudget = "refuse"
+	RunPartly OverBudget = "run_partly"
+)
+
+// Valid indicates whether the value is a known member of the OverBudget enum.
+func (e OverBudget) Valid() bool {
+	switch e {
+	case Refuse:
+		return true
+	case RunPartly:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResultStatus.
 const (
 	ResultStatusCOMPLETED ResultStatus = "COMPLETED"
@@ -573,8 +591,10 @@ type AnswerState struct {
 	ProvenanceId *openapi_types.UUID `json:"provenance_id"`
 }
 
-// BudgetMode whole: a list over the caller's daily model budget is refused;
-// partial: it runs until the budget is spent.
+// BudgetMode Deprecated (`OverBudget` replaces it): whole is refuse, partial is
+// run_partly.
+//
+// Deprecated: this type has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 type BudgetMode string
 
 // CallerLimits The caller's request limits (docs/api.md, "Limits").
@@ -1213,6 +1233,10 @@ type ModelUsage struct {
 	SpendUsd float64 `json:"spend_usd"`
 }
 
+// OverBudget refuse: a list over the caller's daily model budget is refused;
+// run_partly: it runs until the budget is spent.
+type OverBudget string
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -1641,13 +1665,22 @@ type CreateListParams struct {
 	// and cached domains are answered at once in both. docs/api.md, "Tiers".
 	Tier *Tier `form:"tier,omitempty" json:"tier,omitempty"`
 
-	// Budget What to do when the list's estimated model calls, or their price,
+	// OverBudget What to do when the list's estimated model calls, or their price,
 	// are more than the caller's daily model budget has left (`GET
-	// /callers/me`): whole (the default) refuses the list with 429
-	// `budget-exceeded`; partial accepts it, and it runs until the
-	// budget is spent, its rows left ending FAILED with the reason
+	// /callers/me`): refuse (the default) refuses the list with 429
+	// `budget-exceeded` (or 422 `list-exceeds-budget` when no whole
+	// day's budget holds it); run_partly accepts it, and it runs until
+	// the budget is spent, its rows left ending FAILED with the reason
 	// (`POST /lists/{list_id}/retry` resumes them once the budget
 	// refills). A caller without a budget is not affected.
+	OverBudget *OverBudget `form:"over_budget,omitempty" json:"over_budget,omitempty"`
+
+	// Budget The name of `over_budget` before issue 38, kept one release:
+	// whole is `over_budget=refuse`, partial is
+	// `over_budget=run_partly`. An answer to a request that sends it
+	// has a `Deprecation` header; sent with `over_budget` and
+	// disagreeing, it is a 400.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Budget *BudgetMode `form:"budget,omitempty" json:"budget,omitempty"`
 
 	// DomainColumn text/csv only: the header name (any case) of the column that holds
@@ -4333,6 +4366,18 @@ func NewCreateListRequestWithBody(server string, params *CreateListParams, conte
 
 		}
 
+		if params.OverBudget != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "over_budget", *params.OverBudget, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Budget != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "budget", *params.Budget, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -6218,6 +6263,7 @@ func (r ListListsResponse) ContentType() string {
 
 // CreateListResponse202Headers the declared response headers of an HTTP 202 response for CreateList
 type CreateListResponse202Headers struct {
+	Deprecation        *string
 	IdempotentReplayed *string
 	Location           string
 }
@@ -8830,6 +8876,13 @@ func ParseCreateListResponse(rsp *http.Response) (*CreateListResponse, error) {
 	switch {
 	case rsp.StatusCode == 202:
 		var headers CreateListResponse202Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

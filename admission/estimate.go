@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"fmt"
@@ -123,7 +123,10 @@ func DefaultEstimator() Estimator {
 		DefaultCallSeconds: DefaultCallSeconds, Freshness: classifier.DefaultFreshness()}
 }
 
-func (l Estimator) withDefaults() Estimator {
+// WithDefaults is l with DefaultEstimator's values for its zero fields:
+// the model bounds (both, when either is unset), the time of a call and
+// the cache policy.
+func (l Estimator) WithDefaults() Estimator {
 	def := DefaultEstimator()
 	if l.ModelConcurrency <= 0 || l.ModelRatePerMinute <= 0 {
 		l.ModelConcurrency, l.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
@@ -175,7 +178,7 @@ func (l Estimator) estimate(est wire.ListEstimate, stats db.ModelStats, load db.
 		tier string
 	}{{&standard, classifier.TierStandard}, {&economy, classifier.TierEconomy}} {
 		if perCallUSD, ok := l.perCallUSD(stats, t.tier); ok {
-			cost := roundUSD(perCallUSD * float64(est.LLM)) // to the micro-dollar: a small list costs fractions of a cent
+			cost := RoundUSD(perCallUSD * float64(est.LLM)) // to the micro-dollar: a small list costs fractions of a cent
 			t.into.EstimatedCostUSD = &cost
 		}
 	}
@@ -271,6 +274,17 @@ func (l Estimator) summary(b wire.EstimateBasis) string {
 func seconds(v float64) string {
 	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }
+
+// RoundUSD rounds to the micro-dollar, as the estimate does: a small list
+// costs fractions of a cent.
+func RoundUSD(usd float64) float64 { return math.Round(usd*1e6) / 1e6 }
+
+// modelStatsSample is how many recent model answers the estimate reads.
+const modelStatsSample = 1000
+
+// batchWindowSeconds is the economy tier's bound: the provider's 24-hour
+// completion window (most batches end within hours).
+const batchWindowSeconds = 24 * 60 * 60
 
 // roughly is a window as people say it: 15 minutes.
 func roughly(d time.Duration) string {
