@@ -29,7 +29,7 @@ const (
 	DefaultCallerMaxQueuedDomains = 1000
 	// DefaultCallerMaxStoredRows: rows of one caller's lists kept at once,
 	// running or ended and not yet purged (LIST_RETENTION). Five
-	// full-size lists (LIST_MAX_DOMAINS): the three a caller may run at
+	// full-size lists (DefaultListMaxRows): the three a caller may run at
 	// once (CALLER_MAX_ACTIVE_LISTS) and two ended ones, or a hundred
 	// 50k-account exports a month. An answered row takes about 480 bytes
 	// of list_row with its indexes and TOAST (one evidence address) to 750
@@ -42,7 +42,8 @@ const (
 	DefaultCallerMaxStoredRows = 5_000_000
 	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
 	// process does one key query per caller per 5 s under load, and a revoked
-	// key stops working within 5 s.
+	// key stops working within 5 s. A constant, not a variable (issue 38):
+	// `apikey revoke` promises this figure, and shorter only costs queries.
 	DefaultAuthCacheTTL = 5 * time.Second
 )
 
@@ -74,8 +75,9 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// The reviewed list limits (LIST_MAX_BYTES, LIST_MAX_DOMAINS,
-// CALLER_MAX_ACTIVE_LISTS; CALLER_MAX_STORED_ROWS is with the callers').
+// The reviewed list limits (LIST_MAX_BYTES, CALLER_MAX_ACTIVE_LISTS;
+// CALLER_MAX_STORED_ROWS is with the callers'). The row cap is a constant:
+// LIST_MAX_BYTES bounds what an upload may hold.
 const (
 	// DefaultListMaxBytes: 256 MiB after decompression holds a million rows
 	// of a CRM export with a few columns (≈ 100–250 bytes a row); it is
@@ -91,8 +93,28 @@ const (
 	DefaultCallerMaxActiveLists = 3
 )
 
+// The reviewed slow-client bound of list uploads and downloads alike
+// (LIST_MIN_RATE, LIST_RATE_WINDOW): one pair, since a client that keeps up
+// less than a modem's pace is as costly whichever way the bytes flow.
+const (
+	// DefaultListMinRate: the bytes a second (as sent, compressed or not)
+	// an upload must keep up over each window, or it is ended with 408;
+	// the bytes a second a download's client must take, measured over each
+	// window's worth of bytes (8 KiB/s × 20 s = 160 KiB, to be taken within
+	// 20 s), or the download is cut off (the client sees it break, and may
+	// resume with ?after=). 8 KiB/s is 64 kbit/s: a modem's pace; a slow
+	// office uplink (1 Mbit/s) sends 15 times that. A caller trickling a
+	// byte a second, or a reader that stops, is let go within a window.
+	DefaultListMinRate = 8 << 10
+	// DefaultListRateWindow: the window the rate is measured over. TCP
+	// retransmissions stall a healthy connection for a second or a few on
+	// a lossy link; 20 s rides them out, and ends a trickle 20 s after its
+	// last good window.
+	DefaultListRateWindow = 20 * time.Second
+)
+
 // The reviewed upload bounds (LIST_UPLOADS_PER_PROCESS, CALLER_MAX_UPLOADS,
-// LIST_UPLOAD_MIN_RATE, LIST_UPLOAD_RATE_WINDOW, LIST_SPOOL_DIR). An upload
+// LIST_SPOOL_DIR; the slow-client bound above). An upload
 // is read, decompressed, parsed and normalized into a spool file before it
 // takes a database connection (then COPY runs at full speed), so a slow
 // caller holds a socket, a file and some memory, never a connection. These
@@ -111,17 +133,6 @@ const (
 	// LIST_UPLOADS_PER_PROCESS stays free (uploadGate), so slow callers with
 	// two each hold six of eight at most, and two more callers get in.
 	DefaultCallerMaxUploads = 2
-	// DefaultListUploadMinRate: the bytes a second (as sent, compressed or
-	// not) an upload must keep up over each LIST_UPLOAD_RATE_WINDOW, or it
-	// is ended with 408. 8 KiB/s is 64 kbit/s: a modem's pace; a slow
-	// office uplink (1 Mbit/s) sends 15 times that. A caller trickling a
-	// byte a second is ended within a window.
-	DefaultListUploadMinRate = 8 << 10
-	// DefaultListUploadRateWindow: the window the rate is measured over.
-	// TCP retransmissions stall a healthy connection for a second or a few
-	// on a lossy link; 20 s rides them out, and ends a trickle 20 s after
-	// its last good window.
-	DefaultListUploadRateWindow = 20 * time.Second
 	// uploadsRetryAfter is the Retry-After of a refusal for too many
 	// uploads at once: an upload's rows are stored seconds after its last
 	// byte arrives (a million rows: 2–5 s).
@@ -129,7 +140,7 @@ const (
 )
 
 // The reviewed download bounds (LIST_DOWNLOADS_PER_PROCESS,
-// CALLER_MAX_DOWNLOADS, LIST_DOWNLOAD_MIN_RATE, LIST_DOWNLOAD_RATE_WINDOW).
+// CALLER_MAX_DOWNLOADS; the slow-client bound above).
 // A results download reads its rows a page at a time, each page on a
 // connection taken for its query and given back before the page is
 // written, so a slow reader holds a socket, a goroutine and one page of
@@ -148,17 +159,6 @@ const (
 	// running and reads each once, or resumes one with ?after=; four lets a
 	// script fetch its lists side by side, and eight callers share the 32.
 	DefaultCallerMaxDownloads = 4
-	// DefaultListDownloadMinRate: the bytes a second a download's client
-	// must take, measured over each LIST_DOWNLOAD_RATE_WINDOW's worth of
-	// bytes (8 KiB/s × 20 s = 160 KiB, to be taken within 20 s), or the
-	// download is cut off (the client sees it break, and may resume with
-	// ?after=). The same modem's pace as an upload's: a reader that stops,
-	// or takes a few bytes now and then, is let go within a window once the
-	// socket's buffers are full.
-	DefaultListDownloadMinRate = 8 << 10
-	// DefaultListDownloadRateWindow: the window the rate is measured over;
-	// 20 s rides out a lossy link's retransmissions, as for uploads.
-	DefaultListDownloadRateWindow = 20 * time.Second
 	// downloadsRetryAfter is the Retry-After of a refusal for too many
 	// downloads at once: a million rows stream in seconds on a fast link.
 	downloadsRetryAfter = 10 * time.Second
@@ -197,9 +197,9 @@ type ListLimits struct {
 func DefaultListLimits() ListLimits {
 	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
 		MaxUploads: DefaultListUploadsPerProcess, CallerMaxUploads: DefaultCallerMaxUploads,
-		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow,
+		UploadMinRate: DefaultListMinRate, UploadRateWindow: DefaultListRateWindow,
 		MaxDownloads: DefaultListDownloadsPerProcess, CallerMaxDownloads: DefaultCallerMaxDownloads,
-		DownloadMinRate: DefaultListDownloadMinRate, DownloadRateWindow: DefaultListDownloadRateWindow, SpoolDir: os.TempDir()}
+		DownloadMinRate: DefaultListMinRate, DownloadRateWindow: DefaultListRateWindow, SpoolDir: os.TempDir()}
 }
 
 // Validate returns an error for a limit below 1.

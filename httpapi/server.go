@@ -80,7 +80,7 @@ type Config struct {
 	Propagator         propagation.TextMapPropagator
 	TrustIncomingTrace bool
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
-	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
+	// link-local addresses, and plain http (ALLOW_PRIVATE_ADDRESSES: tests
 	// and local use).
 	CallbackAllowPrivate bool
 	// Clock is the time the per-caller request rate is counted in (nil:
