@@ -47,8 +47,14 @@ const (
 	DefaultAuthCacheTTL = 5 * time.Second
 )
 
-// Limits are a caller's limits: the defaults, or its key's own.
-type Limits struct {
+// CallerLimits are one caller's limits, all of them: what the checks of its
+// requests read and what GET /callers/me reports, from the one struct. The
+// deployment's (Config.Callers, from the CALLER_* variables) hold for every
+// caller; a key may override the first three (`domainclass apikey limits`),
+// and the server puts the two together as it resolves the caller
+// (requireCaller). A caller's daily model budget is not a limit of this
+// kind: it is counted against its day's usage (caller_budget, db.CallerToday).
+type CallerLimits struct {
 	// RatePerMinute is how many jobs a caller may start a minute; it is
 	// counted per API process.
 	RatePerMinute int
@@ -59,20 +65,39 @@ type Limits struct {
 	// MaxStoredRows is how many rows of its lists, ended or not, may be
 	// kept until they are purged; it is summed in Postgres from the lists.
 	MaxStoredRows int
+	// MaxActiveLists is how many of its lists may be not yet ended (its
+	// uploads in progress that would be lists count too).
+	MaxActiveLists int
+	// MaxUploads and MaxDownloads bound its list uploads read, and its
+	// result downloads sent, at once by one API process.
+	MaxUploads, MaxDownloads int
 }
 
-// DefaultLimits are the reviewed defaults.
-func DefaultLimits() Limits {
-	return Limits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains,
-		MaxStoredRows: DefaultCallerMaxStoredRows}
+// DefaultCallerLimits are the reviewed defaults.
+func DefaultCallerLimits() CallerLimits {
+	return CallerLimits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains,
+		MaxStoredRows: DefaultCallerMaxStoredRows, MaxActiveLists: DefaultCallerMaxActiveLists,
+		MaxUploads: DefaultCallerMaxUploads, MaxDownloads: DefaultCallerMaxDownloads}
 }
 
 // Validate returns an error for a limit below 1.
-func (l Limits) Validate() error {
+func (l CallerLimits) Validate() error {
 	if l.RatePerMinute < 1 || l.MaxQueuedDomains < 1 || l.MaxStoredRows < 1 {
 		return errors.New("RatePerMinute, MaxQueuedDomains and MaxStoredRows must be at least 1")
 	}
+	if l.MaxActiveLists < 1 || l.MaxUploads < 1 || l.MaxDownloads < 1 {
+		return errors.New("MaxActiveLists, MaxUploads and MaxDownloads must be at least 1")
+	}
 	return nil
+}
+
+// over returns l with each limit it does not set (0) taken from def: a
+// key's own limits over the deployment's.
+func (l CallerLimits) over(def CallerLimits) CallerLimits {
+	return CallerLimits{RatePerMinute: cmpOr(l.RatePerMinute, def.RatePerMinute),
+		MaxQueuedDomains: cmpOr(l.MaxQueuedDomains, def.MaxQueuedDomains), MaxStoredRows: cmpOr(l.MaxStoredRows, def.MaxStoredRows),
+		MaxActiveLists: cmpOr(l.MaxActiveLists, def.MaxActiveLists), MaxUploads: cmpOr(l.MaxUploads, def.MaxUploads),
+		MaxDownloads: cmpOr(l.MaxDownloads, def.MaxDownloads)}
 }
 
 // The reviewed list limits (LIST_MAX_BYTES, CALLER_MAX_ACTIVE_LISTS;
@@ -164,24 +189,22 @@ const (
 	downloadsRetryAfter = 10 * time.Second
 )
 
-// ListLimits are the list routes' limits.
+// ListLimits are the list routes' limits for the process; a caller's own
+// (its active lists, its uploads and downloads at once) are its
+// CallerLimits.
 type ListLimits struct {
-	MaxBytes  int64
-	MaxRows   int
-	MaxActive int
-	// MaxUploads and CallerMaxUploads bound the uploads read at once by this
-	// process, in all and per caller, dry runs included; counted before a
-	// byte of the body is read.
-	MaxUploads       int
-	CallerMaxUploads int
+	MaxBytes int64
+	MaxRows  int
+	// MaxUploads bounds the uploads read at once by this process, dry runs
+	// included; counted before a byte of the body is read.
+	MaxUploads int
 	// UploadMinRate (bytes a second, as sent) must be kept up over each
 	// UploadRateWindow, or the upload is ended with 408.
 	UploadMinRate    int64
 	UploadRateWindow time.Duration
-	// MaxDownloads and CallerMaxDownloads bound the result downloads sent
-	// at once by this process, in all and per caller.
-	MaxDownloads       int
-	CallerMaxDownloads int
+	// MaxDownloads bounds the result downloads sent at once by this
+	// process.
+	MaxDownloads int
 	// DownloadMinRate (bytes a second) must be kept up by a download's
 	// client: each DownloadMinRate × DownloadRateWindow bytes written must
 	// be taken within DownloadRateWindow, or the download is cut off.
@@ -195,26 +218,24 @@ type ListLimits struct {
 
 // DefaultListLimits are the reviewed list limits.
 func DefaultListLimits() ListLimits {
-	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
-		MaxUploads: DefaultListUploadsPerProcess, CallerMaxUploads: DefaultCallerMaxUploads,
-		UploadMinRate: DefaultListMinRate, UploadRateWindow: DefaultListRateWindow,
-		MaxDownloads: DefaultListDownloadsPerProcess, CallerMaxDownloads: DefaultCallerMaxDownloads,
-		DownloadMinRate: DefaultListMinRate, DownloadRateWindow: DefaultListRateWindow, SpoolDir: os.TempDir()}
+	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows,
+		MaxUploads: DefaultListUploadsPerProcess, UploadMinRate: DefaultListMinRate, UploadRateWindow: DefaultListRateWindow,
+		MaxDownloads: DefaultListDownloadsPerProcess, DownloadMinRate: DefaultListMinRate, DownloadRateWindow: DefaultListRateWindow, SpoolDir: os.TempDir()}
 }
 
 // Validate returns an error for a limit below 1.
 func (l ListLimits) Validate() error {
-	if l.MaxBytes < 1 || l.MaxRows < 1 || l.MaxActive < 1 {
-		return errors.New("MaxBytes, MaxRows and MaxActive must be at least 1")
+	if l.MaxBytes < 1 || l.MaxRows < 1 {
+		return errors.New("MaxBytes and MaxRows must be at least 1")
 	}
-	if l.MaxUploads < 1 || l.CallerMaxUploads < 1 || l.UploadMinRate < 1 {
-		return errors.New("MaxUploads, CallerMaxUploads and UploadMinRate must be at least 1")
+	if l.MaxUploads < 1 || l.UploadMinRate < 1 {
+		return errors.New("MaxUploads and UploadMinRate must be at least 1")
 	}
 	if l.UploadRateWindow < time.Second {
 		return errors.New("UploadRateWindow must be at least 1s")
 	}
-	if l.MaxDownloads < 1 || l.CallerMaxDownloads < 1 || l.DownloadMinRate < 1 {
-		return errors.New("MaxDownloads, CallerMaxDownloads and DownloadMinRate must be at least 1")
+	if l.MaxDownloads < 1 || l.DownloadMinRate < 1 {
+		return errors.New("MaxDownloads and DownloadMinRate must be at least 1")
 	}
 	if l.DownloadRateWindow < time.Second {
 		return errors.New("DownloadRateWindow must be at least 1s")
@@ -287,6 +308,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.DBTimeout = DefaultDBTimeout
 	}
 	cfg.Lists = cfg.Lists.withDefaults()
+	cfg.Callers = cfg.Callers.over(DefaultCallerLimits())
 	def := jobs.DefaultSettings()
 	if cfg.Queue.ListChunkRows <= 0 {
 		cfg.Queue = def
@@ -304,14 +326,11 @@ func (l ListLimits) withDefaults() ListLimits {
 		l.MaxBytes = def.MaxBytes
 	}
 	l.MaxRows = cmpOr(l.MaxRows, def.MaxRows)
-	l.MaxActive = cmpOr(l.MaxActive, def.MaxActive)
 	l.MaxUploads = cmpOr(l.MaxUploads, def.MaxUploads)
-	l.CallerMaxUploads = cmpOr(l.CallerMaxUploads, def.CallerMaxUploads)
 	if l.UploadMinRate <= 0 || l.UploadRateWindow <= 0 {
 		l.UploadMinRate, l.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
 	}
 	l.MaxDownloads = cmpOr(l.MaxDownloads, def.MaxDownloads)
-	l.CallerMaxDownloads = cmpOr(l.CallerMaxDownloads, def.CallerMaxDownloads)
 	if l.DownloadMinRate <= 0 || l.DownloadRateWindow <= 0 {
 		l.DownloadMinRate, l.DownloadRateWindow = def.DownloadMinRate, def.DownloadRateWindow
 	}

@@ -268,7 +268,7 @@ func (s *Server) listAdmit(caller Caller, partial bool) func(context.Context, pg
 var errKeyReused = &problem{status: http.StatusUnprocessableEntity, slug: "idempotency-key-reused",
 	detail: "This Idempotency-Key was already used with a different request."}
 
-// listSlotFree returns a 429 problem when caller has MaxActive lists not
+// listSlotFree returns a 429 problem when caller has MaxActiveLists lists not
 // yet ended; exec is the transaction when given. It waits for the database
 // no longer than any short request.
 func (s *Server) listSlotFree(ctx context.Context, caller Caller, exec ...db.DBTX) error {
@@ -288,7 +288,7 @@ func (s *Server) listSlotFreeUploading(ctx context.Context, caller Caller, uploa
 	if err != nil {
 		return err
 	}
-	if max := s.cfg.Lists.MaxActive; n+uploading >= max {
+	if max := caller.MaxActiveLists; n+uploading >= max {
 		also := ""
 		if uploading > 0 {
 			also = fmt.Sprintf(" (and %d uploads in progress)", uploading)

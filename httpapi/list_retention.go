@@ -20,7 +20,7 @@ func (s *Server) listRowsFit(ctx context.Context, caller Caller, rows int, exec 
 	if len(exec) > 0 {
 		e = exec[0]
 	}
-	limit := int64(cmpOr(caller.MaxStoredRows, DefaultCallerMaxStoredRows))
+	limit := int64(caller.MaxStoredRows)
 	if int64(rows) > limit {
 		return &problem{status: http.StatusRequestEntityTooLarge, slug: "list-too-large",
 			detail: fmt.Sprintf("The list has %d rows; your key may keep at most %d list rows stored. Split the list.", rows, limit)}

@@ -221,16 +221,16 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 
 func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error) {
 	cfg := m.Config
-	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB.Pool, httpapi.DefaultAuthCacheTTL, cfg.Callers, m.Logger)
+	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB.Pool, httpapi.DefaultAuthCacheTTL, m.Logger)
 	if cfg.Auth == "off" {
-		auth = httpapi.AuthOff{Limits: cfg.Callers}
+		auth = httpapi.AuthOff{}
 	}
 	api := httpapi.Config{
 		DB: m.DB, DBTimeout: cfg.APIDBTimeout, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.AllowPrivate,
-		Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
+		Callers: cfg.Callers, Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
 		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded,
 			Answered: m.jobMetrics.DomainsAnswered},
 	}

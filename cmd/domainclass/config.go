@@ -88,8 +88,11 @@ type Config struct {
 	// (httpapi.Config.TrustIncomingTrace); off, their traces are linked.
 	TraceTrustIncoming bool
 
-	Queue   jobs.Settings
-	Callers httpapi.Limits
+	Queue jobs.Settings
+	// Callers are every caller's limits, all six in one struct
+	// (httpapi.CallerLimits): the checks and GET /callers/me read them,
+	// under a key's own.
+	Callers httpapi.CallerLimits
 	Lists   httpapi.ListLimits
 	// ListMinRate and ListRateWindow are the slow-client bound of list
 	// uploads and downloads alike (LIST_MIN_RATE, LIST_RATE_WINDOW): Lists'
@@ -110,28 +113,28 @@ type Config struct {
 // reviewed settings.
 func DefaultConfig() Config {
 	return Config{
-		DatabaseURL:            DefaultDatabaseURL,
-		HTTPAddr:               "127.0.0.1:8080",
-		WorkerAddr:             "127.0.0.1:8081",
-		OpenAIModel:            "gpt-5.4-mini",
-		LLMMaxConcurrency:      llm.DefaultMaxConcurrency,
-		LLMRatePerMinute:       llm.DefaultRatePerMinute,
-		LLMConcurrencyFrom:     "default",
-		LLMRateFrom:            "default",
-		LLMTimeout:             llm.DefaultTimeout,
-		SearchProvider:         search.ProviderHomepage,
-		Auth:                   "on",
-		TraceTrustIncoming:     httpapi.DefaultTrustIncomingTrace,
-		APIDBTimeout:           httpapi.DefaultDBTimeout,
-		LogFormat:              "json",
-		LogLevel:               "info",
-		Queue:                  jobs.DefaultSettings(),
-		Callers:                httpapi.DefaultLimits(),
-		Lists:                  httpapi.DefaultListLimits(),
-		ListMinRate:            httpapi.DefaultListMinRate,
-		ListRateWindow:         httpapi.DefaultListRateWindow,
-		Freshness:              classifier.DefaultFreshness(),
-		ClaimWait:              classifier.DefaultClaimWait,
+		DatabaseURL:        DefaultDatabaseURL,
+		HTTPAddr:           "127.0.0.1:8080",
+		WorkerAddr:         "127.0.0.1:8081",
+		OpenAIModel:        "gpt-5.4-mini",
+		LLMMaxConcurrency:  llm.DefaultMaxConcurrency,
+		LLMRatePerMinute:   llm.DefaultRatePerMinute,
+		LLMConcurrencyFrom: "default",
+		LLMRateFrom:        "default",
+		LLMTimeout:         llm.DefaultTimeout,
+		SearchProvider:     search.ProviderHomepage,
+		Auth:               "on",
+		TraceTrustIncoming: httpapi.DefaultTrustIncomingTrace,
+		APIDBTimeout:       httpapi.DefaultDBTimeout,
+		LogFormat:          "json",
+		LogLevel:           "info",
+		Queue:              jobs.DefaultSettings(),
+		Callers:            httpapi.DefaultCallerLimits(),
+		Lists:              httpapi.DefaultListLimits(),
+		ListMinRate:        httpapi.DefaultListMinRate,
+		ListRateWindow:     httpapi.DefaultListRateWindow,
+		Freshness:          classifier.DefaultFreshness(),
+		ClaimWait:          classifier.DefaultClaimWait,
 	}
 }
 
@@ -147,7 +150,7 @@ func (c *Config) environment() []envvar.Var {
 
 // envTable is the table without the old names of renamed variables.
 func envTable(c *Config) []envvar.Var {
-	return slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv())
+	return slices.Concat(c.serviceEnv(), c.callerEnv(), c.limitsEnv(), c.queueEnv())
 }
 
 // renamedEnv: the variables renamed, whose old names are read one release
@@ -245,19 +248,24 @@ func (c *Config) serviceEnv() []envvar.Var {
 	}
 }
 
-// limitsEnv: the callers' and the lists' limits, and the claim wait.
-func (c *Config) limitsEnv() []envvar.Var {
+// callerEnv: every caller's limits, one struct (httpapi.CallerLimits).
+func (c *Config) callerEnv() []envvar.Var {
 	return []envvar.Var{
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
 		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
+		{"CALLER_MAX_ACTIVE_LISTS", &c.Callers.MaxActiveLists, "MaxActiveLists"},
+		{"CALLER_MAX_UPLOADS", &c.Callers.MaxUploads, "MaxUploads"},
+		{"CALLER_MAX_DOWNLOADS", &c.Callers.MaxDownloads, "MaxDownloads"},
+	}
+}
 
+// limitsEnv: the process's list limits, and the claim wait.
+func (c *Config) limitsEnv() []envvar.Var {
+	return []envvar.Var{
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
-		{"CALLER_MAX_ACTIVE_LISTS", &c.Lists.MaxActive, "MaxActive"},
 		{"LIST_UPLOADS_PER_PROCESS", &c.Lists.MaxUploads, "MaxUploads"},
-		{"CALLER_MAX_UPLOADS", &c.Lists.CallerMaxUploads, "CallerMaxUploads"},
 		{"LIST_DOWNLOADS_PER_PROCESS", &c.Lists.MaxDownloads, "MaxDownloads"},
-		{"CALLER_MAX_DOWNLOADS", &c.Lists.CallerMaxDownloads, "CallerMaxDownloads"},
 		{"LIST_MIN_RATE", &c.ListMinRate, ""},
 		{"LIST_RATE_WINDOW", &c.ListRateWindow, ""},
 		{"LIST_SPOOL_DIR", &c.Lists.SpoolDir, "SpoolDir"},
@@ -381,8 +389,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("WEBHOOK_SECRET %v (make one with: echo whsec_$(openssl rand -base64 32))", err)
 		}
 	}
-	vars := c.environment()
-	for _, err := range []error{c.Queue.Validate(), c.Callers.Validate(), c.Lists.Validate(), c.Freshness.Validate()} {
+	// The callers' messages are renamed apart: their field names are the
+	// lists' too (MaxUploads, MaxDownloads), for the process's bounds.
+	if err := c.Callers.Validate(); err != nil {
+		return errors.New(envvar.Rename(err.Error(), c.callerEnv()))
+	}
+	vars := envvar.WithOld(slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv()), renamedEnv)
+	for _, err := range []error{c.Queue.Validate(), c.Lists.Validate(), c.Freshness.Validate()} {
 		if err != nil {
 			return errors.New(envvar.Rename(err.Error(), vars))
 		}

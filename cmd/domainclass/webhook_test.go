@@ -193,7 +193,7 @@ func TestEndToEnd_AnswerChanged(t *testing.T) {
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Makes snacks.") },
 		map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
-	e.tune = func(c *Config) { c.Queue.ChangeFanoutInterval, c.Queue.ChangeNotifyWindow = time.Second, 240 * time.Hour }
+	e.tune = func(c *Config) { c.Queue.ChangeFanoutInterval, c.Queue.ChangeNotifyWindow = time.Second, 240*time.Hour }
 	e.start(cli.RoleAPI)
 	e.start(cli.RoleWorker)
 	wh, err := standardwebhooks.NewWebhook(secret)
