@@ -129,7 +129,7 @@ type apikeyRevoke struct {
 func (c *base) apikeyRevokeCommand() *cobra.Command {
 	return command(&cobra.Command{
 		Use:   "revoke NAME",
-		Short: "revoke a key (refused within AUTH_CACHE_TTL)",
+		Short: "revoke a key (refused within 5 s)",
 	}, &apikeyRevoke{base: c})
 }
 

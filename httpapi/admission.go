@@ -29,8 +29,8 @@ func (e Estimator) withDefaults() Estimator {
 // l at stage: its limits, the estimator, and whether it may run partly.
 func (s *Server) admissionOf(stage admission.Stage, caller Caller, l *classifier.List, runPartly bool) admission.Request {
 	return admission.Request{Stage: stage, List: l, RunPartly: runPartly, Estimator: admission.Estimator(s.cfg.Estimate),
-		Limits: admission.Limits{MaxActiveLists: s.cfg.Lists.MaxActive,
-			MaxStoredRows: cmpOr(caller.MaxStoredRows, DefaultCallerMaxStoredRows), ListRetention: s.cfg.Queue.ListRetention}}
+		Limits: admission.Limits{MaxActiveLists: caller.MaxActiveLists, MaxStoredRows: caller.MaxStoredRows,
+			ListRetention: s.cfg.Queue.ListRetention}}
 }
 
 // admissionProblem words admission's refusals: err's problem, or false

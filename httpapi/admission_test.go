@@ -45,7 +45,7 @@ func TestListAdmission_RefusesBeforeTheBody(t *testing.T) {
 
 	t.Run("TooManyLists", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 1}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{MaxActiveLists: 1}})
 		r, _ := b.upload(t, "text/plain", "a.com")
 		require.Equal(t, http.StatusAccepted, r.status)
 		r = headersOnly(t, b)
@@ -55,8 +55,8 @@ func TestListAdmission_RefusesBeforeTheBody(t *testing.T) {
 
 	t.Run("StoredRowsFull", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 10},
-			lists: httpapi.ListLimits{MaxActive: 10}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 10,
+			MaxActiveLists: 10}})
 		r, _ := b.upload(t, "text/plain", domainLines("a", 10))
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 		p := requireProblem(t, headersOnly(t, b), http.StatusTooManyRequests, "too-many-stored-rows")

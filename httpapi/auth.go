@@ -18,10 +18,10 @@ import (
 
 // Caller is who sent a request, with their limits.
 type Caller struct {
-	Name             string
-	RatePerMinute    int
-	MaxQueuedDomains int
-	MaxStoredRows    int
+	Name string
+	// CallerLimits are its limits: an Authenticator gives its key's own (0:
+	// not set), and requireCaller puts Config.Callers under them.
+	CallerLimits
 }
 
 // Authenticator says who is calling. It returns a 401 problem for a
@@ -35,13 +35,13 @@ type Authenticator interface {
 // LocalCaller is the caller of every request when auth is off.
 const LocalCaller = "local"
 
-// AuthOff lets every request in as LocalCaller (AUTH=off, local use only).
-type AuthOff struct{ Limits Limits }
+// AuthOff lets every request in as LocalCaller (AUTH=off, local use only),
+// with the deployment's limits.
+type AuthOff struct{}
 
 // Authenticate always succeeds.
-func (a AuthOff) Authenticate(*http.Request) (Caller, error) {
-	return Caller{Name: LocalCaller, RatePerMinute: a.Limits.RatePerMinute, MaxQueuedDomains: a.Limits.MaxQueuedDomains,
-		MaxStoredRows: a.Limits.MaxStoredRows}, nil
+func (AuthOff) Authenticate(*http.Request) (Caller, error) {
+	return Caller{Name: LocalCaller}, nil
 }
 
 // AuthNone refuses every request.
@@ -56,10 +56,9 @@ func (AuthNone) Authenticate(*http.Request) (Caller, error) {
 // Lookups, of unknown keys too, are cached for a short TTL (a revoked key
 // stops working within it); last_used_at is written at most once a minute per key.
 type APIKeyAuth struct {
-	db       db.DBTX
-	ttl      time.Duration
-	defaults Limits
-	logger   *slog.Logger
+	db     db.DBTX
+	ttl    time.Duration
+	logger *slog.Logger
 
 	mu      sync.Mutex
 	cache   map[[sha256.Size]byte]cachedKey
@@ -77,10 +76,10 @@ type cachedKey struct {
 const maxCachedKeys = 10_000
 
 // NewAPIKeyAuth returns API-key auth over exec (the pool): a key's lookup
-// is reused for ttl (DefaultAuthCacheTTL), and callers get defaults' limits
-// unless their key overrides them.
-func NewAPIKeyAuth(exec db.DBTX, ttl time.Duration, defaults Limits, logger *slog.Logger) *APIKeyAuth {
-	return &APIKeyAuth{db: exec, ttl: ttl, defaults: defaults, logger: logger,
+// is reused for ttl (DefaultAuthCacheTTL). A caller gets its key's own
+// limits; the server puts the deployment's under them.
+func NewAPIKeyAuth(exec db.DBTX, ttl time.Duration, logger *slog.Logger) *APIKeyAuth {
+	return &APIKeyAuth{db: exec, ttl: ttl, logger: logger,
 		cache: map[[sha256.Size]byte]cachedKey{}, misses: map[[sha256.Size]byte]time.Time{}, touched: map[string]time.Time{}}
 }
 
@@ -134,12 +133,8 @@ func (a *APIKeyAuth) Authenticate(r *http.Request) (Caller, error) {
 		return Caller{}, errUnauthorized("The API key is not valid (unknown or revoked).")
 	}
 	a.touch(k.Name, now)
-	return Caller{
-		Name:             k.Name,
-		RatePerMinute:    cmpOr(k.RatePerMinute, a.defaults.RatePerMinute),
-		MaxQueuedDomains: cmpOr(k.MaxQueuedDomains, a.defaults.MaxQueuedDomains),
-		MaxStoredRows:    cmpOr(k.MaxStoredRows, a.defaults.MaxStoredRows),
-	}, nil
+	return Caller{Name: k.Name,
+		CallerLimits: CallerLimits{RatePerMinute: k.RatePerMinute, MaxQueuedDomains: k.MaxQueuedDomains, MaxStoredRows: k.MaxStoredRows}}, nil
 }
 
 // touch records last use at most once a minute per key, off the request.
@@ -176,7 +171,8 @@ func cmpOr(a, b int) int {
 
 const callerKey = "domainclass.caller"
 
-// requireCaller resolves the caller, or answers 401 (503 when the key
+// requireCaller resolves the caller, with its limits: its key's own over
+// the deployment's (Config.Callers). It answers 401 (503 when the key
 // cannot be looked up within DBTimeout).
 func (s *Server) requireCaller(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
@@ -186,6 +182,7 @@ func (s *Server) requireCaller(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	caller.CallerLimits = caller.CallerLimits.over(s.cfg.Callers)
 	c.Set(callerKey, caller)
 	c.Next()
 }

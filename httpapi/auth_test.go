@@ -176,7 +176,7 @@ func TestCallerLimits(t *testing.T) {
 
 	t.Run("ListOverTheBudgetRunsPartlyByItsNameOrTheDeprecatedOne", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 1000}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{MaxActiveLists: 1000}})
 		ctx := context.Background()
 		require.NoError(t, db.CallerBudgetSet(ctx, b.db.Pool, "team-a", db.CallerBudget{ModelCallsPerDay: 2}))
 		upload := func(query, body string) response {

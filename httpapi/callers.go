@@ -29,8 +29,8 @@ func (s *Server) callerMe(c *gin.Context) {
 	r := wire.CallerReport{Caller: caller.Name, Day: u.Day.Format(time.DateOnly), ResetsAt: reset.UTC(),
 		Usage: wire.ModelUsage{ModelCalls: u.ModelCalls, CostUSD: roundUSD(u.SpendUSD), SpendUSD: roundUSD(u.SpendUSD)},
 		Limits: wire.CallerLimits{RatePerMinute: caller.RatePerMinute, MaxQueuedDomains: caller.MaxQueuedDomains,
-			MaxActiveLists: s.cfg.Lists.MaxActive, MaxStoredRows: cmpOr(caller.MaxStoredRows, DefaultCallerMaxStoredRows), MaxUploads: s.cfg.Lists.CallerMaxUploads,
-			MaxDownloads: s.cfg.Lists.CallerMaxDownloads}}
+			MaxActiveLists: caller.MaxActiveLists, MaxStoredRows: caller.MaxStoredRows, MaxUploads: caller.MaxUploads,
+			MaxDownloads: caller.MaxDownloads}}
 	if b.ModelCallsPerDay > 0 {
 		left := max(0, b.ModelCallsPerDay-u.ModelCalls)
 		r.Budget.ModelCalls, r.Remaining.ModelCalls = &b.ModelCallsPerDay, &left

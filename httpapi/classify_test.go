@@ -45,7 +45,7 @@ type testBundle struct {
 type setupOpts struct {
 	inserter func(*jobs.Client) httpapi.RiverClient
 	db       *db.DB // the API's database, when not the test's own (Postgres down)
-	limits   httpapi.Limits
+	limits   httpapi.CallerLimits
 	authTTL  time.Duration
 	// dbTimeout is Config.DBTimeout (zero: the tests' patience, so that a
 	// busy machine slow to open a connection does not turn a test's request
@@ -148,9 +148,8 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	b.keyA = createKey(t, b.db, "team-a", db.APIKey{})
 	b.keyB = createKey(t, b.db, "team-b", db.APIKey{})
 	limits := opts.limits
-	if limits.RatePerMinute == 0 {
-		limits = httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000}
-	}
+	limits.RatePerMinute = cmp.Or(limits.RatePerMinute, 1000)
+	limits.MaxQueuedDomains = cmp.Or(limits.MaxQueuedDomains, 1000)
 	var metrics *httpapi.Metrics
 	var metricsHandler http.Handler
 	if opts.metrics {
@@ -169,7 +168,8 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		TracerProvider: opts.tracer, Propagator: propagator, TrustIncomingTrace: opts.trustTrace, Clock: clock,
 		Metrics: metrics, MetricsHandler: metricsHandler,
 		DB: apiDB, DBTimeout: cmp.Or(opts.dbTimeout, dbtest.Patience()), River: inserter, Registry: registry,
-		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), limits, slog.New(slog.DiscardHandler)),
+		Auth:     httpapi.NewAPIKeyAuth(apiDB.Pool, cmp.Or(opts.authTTL, time.Minute), slog.New(slog.DiscardHandler)),
+		Callers:  limits,
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: opts.webhooks, CallbackAllowPrivate: opts.allowPrivate,
 		Lists: opts.lists, Queue: opts.queue, Estimate: opts.estimate,

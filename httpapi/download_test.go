@@ -95,8 +95,9 @@ func (d *download) close() { d.closeOnce.Do(func() { _ = d.conn.Close() }) }
 
 // downloadBounds lets n downloads run at once, per caller too, and a
 // reader that stops go on for the test's length.
-func downloadBounds(n int) httpapi.ListLimits {
-	return httpapi.ListLimits{MaxDownloads: n, CallerMaxDownloads: n, DownloadMinRate: 1024, DownloadRateWindow: 10 * time.Minute}
+func downloadBounds(n int) setupOpts {
+	return setupOpts{lists: httpapi.ListLimits{MaxDownloads: n, DownloadMinRate: 1024, DownloadRateWindow: 10 * time.Minute},
+		limits: httpapi.CallerLimits{MaxDownloads: n}}
 }
 
 // bigList uploads a list of n rows with key: every seventh row is not
@@ -135,7 +136,9 @@ func TestHostileDownloads(t *testing.T) {
 	t.Run("SlowReadersHoldNoDatabaseConnection", func(t *testing.T) {
 		t.Parallel()
 		const conns, readers = 4, 8
-		b := setup(t, setupOpts{apiMaxConns: conns, lists: downloadBounds(readers)})
+		opts := downloadBounds(readers)
+		opts.apiMaxConns = conns
+		b := setup(t, opts)
 		id, _ := bigList(t, b, b.keyA, 20_000)
 		// B's key is looked up before the downloads start.
 		require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/callers/me", "", "Authorization", "Bearer "+b.keyB).status)
@@ -165,8 +168,8 @@ func TestHostileDownloads(t *testing.T) {
 	t.Run("DownloadsInProgressAreBoundedPerCallerAndPerProcess", func(t *testing.T) {
 		t.Parallel()
 		bounds := downloadBounds(0)
-		bounds.MaxDownloads, bounds.CallerMaxDownloads = 3, 2
-		b := setup(t, setupOpts{lists: bounds})
+		bounds.lists.MaxDownloads, bounds.limits.MaxDownloads = 3, 2
+		b := setup(t, bounds)
 		idA, _ := bigList(t, b, b.keyA, 20_000)
 		idB, _ := bigList(t, b, b.keyB, 20_000)
 		a1, _ := startDownload(t, b.url, b.keyA, "/lists/"+idA+"/results")
@@ -202,7 +205,8 @@ func TestHostileDownloads(t *testing.T) {
 	t.Run("AReaderBelowTheMinimumRateIsCutOff", func(t *testing.T) {
 		t.Parallel()
 		// 64 KiB must be taken within each second.
-		b := setup(t, setupOpts{lists: httpapi.ListLimits{CallerMaxDownloads: 1, DownloadMinRate: 64 << 10, DownloadRateWindow: time.Second}})
+		b := setup(t, setupOpts{lists: httpapi.ListLimits{DownloadMinRate: 64 << 10, DownloadRateWindow: time.Second},
+			limits: httpapi.CallerLimits{MaxDownloads: 1}})
 		id, _ := bigList(t, b, b.keyA, 20_000)
 		probe := "/lists/" + id + "/results?after=20000" // the header alone
 		// 320 bytes a second, then nothing at all.
@@ -334,7 +338,7 @@ func TestListResultsPages(t *testing.T) {
 // before its rows) breaks the download, never ends it short and whole.
 func TestListResultsPurgedDuringADownload(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{lists: downloadBounds(4)})
+	b := setup(t, downloadBounds(4))
 	id, _ := bigList(t, b, b.keyA, 20_000)
 	d, refused := startDownload(t, b.url, b.keyA, "/lists/"+id+"/results")
 	require.Nil(t, refused)

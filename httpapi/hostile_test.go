@@ -123,8 +123,7 @@ func TestHostile(t *testing.T) {
 		d, err := db.Open(context.Background(), db.Config{URL: dbtest.URL(), Schema: dbtest.Schema(t), Tracer: counter})
 		require.NoError(t, err)
 		t.Cleanup(d.Close)
-		auth := httpapi.NewAPIKeyAuth(d.Pool, time.Minute, httpapi.Limits{RatePerMinute: 60, MaxQueuedDomains: 100},
-			slog.New(slog.DiscardHandler))
+		auth := httpapi.NewAPIKeyAuth(d.Pool, time.Minute, slog.New(slog.DiscardHandler))
 		unknown, _ := apikey.New()
 		for range 5 {
 			req := httptest.NewRequest(http.MethodGet, "/", nil)

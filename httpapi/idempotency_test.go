@@ -87,7 +87,7 @@ func TestIdempotencyKey_EveryInputIsInTheFingerprint(t *testing.T) {
 	t.Run("Lists", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{registry: twoClassifiers(t), webhooks: true, allowPrivate: true,
-			lists: httpapi.ListLimits{MaxActive: 1000}})
+			limits: httpapi.CallerLimits{MaxActiveLists: 1000}})
 		csv := []string{"Content-Type", "text/csv"}
 		body := "domain,website,ref,account\nacme.com,beta.com,r1,a1\n"
 		base := request{header: csv, body: body}

@@ -29,7 +29,7 @@ const (
 	DefaultCallerMaxQueuedDomains = 1000
 	// DefaultCallerMaxStoredRows: rows of one caller's lists kept at once,
 	// running or ended and not yet purged (LIST_RETENTION). Five
-	// full-size lists (LIST_MAX_DOMAINS): the three a caller may run at
+	// full-size lists (DefaultListMaxRows): the three a caller may run at
 	// once (CALLER_MAX_ACTIVE_LISTS) and two ended ones, or a hundred
 	// 50k-account exports a month. An answered row takes about 480 bytes
 	// of list_row with its indexes and TOAST (one evidence address) to 750
@@ -42,12 +42,19 @@ const (
 	DefaultCallerMaxStoredRows = 5_000_000
 	// DefaultAuthCacheTTL: a key's lookup is reused this long, so an API
 	// process does one key query per caller per 5 s under load, and a revoked
-	// key stops working within 5 s.
+	// key stops working within 5 s. A constant, not a variable (issue 38):
+	// `apikey revoke` promises this figure, and shorter only costs queries.
 	DefaultAuthCacheTTL = 5 * time.Second
 )
 
-// Limits are a caller's limits: the defaults, or its key's own.
-type Limits struct {
+// CallerLimits are one caller's limits, all of them: what the checks of its
+// requests read and what GET /callers/me reports, from the one struct. The
+// deployment's (Config.Callers, from the CALLER_* variables) hold for every
+// caller; a key may override the first three (`domainclass apikey limits`),
+// and the server puts the two together as it resolves the caller
+// (requireCaller). A caller's daily model budget is not a limit of this
+// kind: it is counted against its day's usage (caller_budget, db.CallerToday).
+type CallerLimits struct {
 	// RatePerMinute is how many jobs a caller may start a minute; it is
 	// counted per API process.
 	RatePerMinute int
@@ -58,24 +65,44 @@ type Limits struct {
 	// MaxStoredRows is how many rows of its lists, ended or not, may be
 	// kept until they are purged; it is summed in Postgres from the lists.
 	MaxStoredRows int
+	// MaxActiveLists is how many of its lists may be not yet ended (its
+	// uploads in progress that would be lists count too).
+	MaxActiveLists int
+	// MaxUploads and MaxDownloads bound its list uploads read, and its
+	// result downloads sent, at once by one API process.
+	MaxUploads, MaxDownloads int
 }
 
-// DefaultLimits are the reviewed defaults.
-func DefaultLimits() Limits {
-	return Limits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains,
-		MaxStoredRows: DefaultCallerMaxStoredRows}
+// DefaultCallerLimits are the reviewed defaults.
+func DefaultCallerLimits() CallerLimits {
+	return CallerLimits{RatePerMinute: DefaultCallerRatePerMinute, MaxQueuedDomains: DefaultCallerMaxQueuedDomains,
+		MaxStoredRows: DefaultCallerMaxStoredRows, MaxActiveLists: DefaultCallerMaxActiveLists,
+		MaxUploads: DefaultCallerMaxUploads, MaxDownloads: DefaultCallerMaxDownloads}
 }
 
 // Validate returns an error for a limit below 1.
-func (l Limits) Validate() error {
+func (l CallerLimits) Validate() error {
 	if l.RatePerMinute < 1 || l.MaxQueuedDomains < 1 || l.MaxStoredRows < 1 {
 		return errors.New("RatePerMinute, MaxQueuedDomains and MaxStoredRows must be at least 1")
+	}
+	if l.MaxActiveLists < 1 || l.MaxUploads < 1 || l.MaxDownloads < 1 {
+		return errors.New("MaxActiveLists, MaxUploads and MaxDownloads must be at least 1")
 	}
 	return nil
 }
 
-// The reviewed list limits (LIST_MAX_BYTES, LIST_MAX_DOMAINS,
-// CALLER_MAX_ACTIVE_LISTS; CALLER_MAX_STORED_ROWS is with the callers').
+// over returns l with each limit it does not set (0) taken from def: a
+// key's own limits over the deployment's.
+func (l CallerLimits) over(def CallerLimits) CallerLimits {
+	return CallerLimits{RatePerMinute: cmpOr(l.RatePerMinute, def.RatePerMinute),
+		MaxQueuedDomains: cmpOr(l.MaxQueuedDomains, def.MaxQueuedDomains), MaxStoredRows: cmpOr(l.MaxStoredRows, def.MaxStoredRows),
+		MaxActiveLists: cmpOr(l.MaxActiveLists, def.MaxActiveLists), MaxUploads: cmpOr(l.MaxUploads, def.MaxUploads),
+		MaxDownloads: cmpOr(l.MaxDownloads, def.MaxDownloads)}
+}
+
+// The reviewed list limits (LIST_MAX_BYTES, CALLER_MAX_ACTIVE_LISTS;
+// CALLER_MAX_STORED_ROWS is with the callers'). The row cap is a constant:
+// LIST_MAX_BYTES bounds what an upload may hold.
 const (
 	// DefaultListMaxBytes: 256 MiB after decompression holds a million rows
 	// of a CRM export with a few columns (≈ 100–250 bytes a row); it is
@@ -91,8 +118,28 @@ const (
 	DefaultCallerMaxActiveLists = 3
 )
 
+// The reviewed slow-client bound of list uploads and downloads alike
+// (LIST_MIN_RATE, LIST_RATE_WINDOW): one pair, since a client that keeps up
+// less than a modem's pace is as costly whichever way the bytes flow.
+const (
+	// DefaultListMinRate: the bytes a second (as sent, compressed or not)
+	// an upload must keep up over each window, or it is ended with 408;
+	// the bytes a second a download's client must take, measured over each
+	// window's worth of bytes (8 KiB/s × 20 s = 160 KiB, to be taken within
+	// 20 s), or the download is cut off (the client sees it break, and may
+	// resume with ?after=). 8 KiB/s is 64 kbit/s: a modem's pace; a slow
+	// office uplink (1 Mbit/s) sends 15 times that. A caller trickling a
+	// byte a second, or a reader that stops, is let go within a window.
+	DefaultListMinRate = 8 << 10
+	// DefaultListRateWindow: the window the rate is measured over. TCP
+	// retransmissions stall a healthy connection for a second or a few on
+	// a lossy link; 20 s rides them out, and ends a trickle 20 s after its
+	// last good window.
+	DefaultListRateWindow = 20 * time.Second
+)
+
 // The reviewed upload bounds (LIST_UPLOADS_PER_PROCESS, CALLER_MAX_UPLOADS,
-// LIST_UPLOAD_MIN_RATE, LIST_UPLOAD_RATE_WINDOW, LIST_SPOOL_DIR). An upload
+// LIST_SPOOL_DIR; the slow-client bound above). An upload
 // is read, decompressed, parsed and normalized into a spool file before it
 // takes a database connection (then COPY runs at full speed), so a slow
 // caller holds a socket, a file and some memory, never a connection. These
@@ -111,17 +158,6 @@ const (
 	// LIST_UPLOADS_PER_PROCESS stays free (uploadGate), so slow callers with
 	// two each hold six of eight at most, and two more callers get in.
 	DefaultCallerMaxUploads = 2
-	// DefaultListUploadMinRate: the bytes a second (as sent, compressed or
-	// not) an upload must keep up over each LIST_UPLOAD_RATE_WINDOW, or it
-	// is ended with 408. 8 KiB/s is 64 kbit/s: a modem's pace; a slow
-	// office uplink (1 Mbit/s) sends 15 times that. A caller trickling a
-	// byte a second is ended within a window.
-	DefaultListUploadMinRate = 8 << 10
-	// DefaultListUploadRateWindow: the window the rate is measured over.
-	// TCP retransmissions stall a healthy connection for a second or a few
-	// on a lossy link; 20 s rides them out, and ends a trickle 20 s after
-	// its last good window.
-	DefaultListUploadRateWindow = 20 * time.Second
 	// uploadsRetryAfter is the Retry-After of a refusal for too many
 	// uploads at once: an upload's rows are stored seconds after its last
 	// byte arrives (a million rows: 2–5 s).
@@ -129,7 +165,7 @@ const (
 )
 
 // The reviewed download bounds (LIST_DOWNLOADS_PER_PROCESS,
-// CALLER_MAX_DOWNLOADS, LIST_DOWNLOAD_MIN_RATE, LIST_DOWNLOAD_RATE_WINDOW).
+// CALLER_MAX_DOWNLOADS; the slow-client bound above).
 // A results download reads its rows a page at a time, each page on a
 // connection taken for its query and given back before the page is
 // written, so a slow reader holds a socket, a goroutine and one page of
@@ -148,40 +184,27 @@ const (
 	// running and reads each once, or resumes one with ?after=; four lets a
 	// script fetch its lists side by side, and eight callers share the 32.
 	DefaultCallerMaxDownloads = 4
-	// DefaultListDownloadMinRate: the bytes a second a download's client
-	// must take, measured over each LIST_DOWNLOAD_RATE_WINDOW's worth of
-	// bytes (8 KiB/s × 20 s = 160 KiB, to be taken within 20 s), or the
-	// download is cut off (the client sees it break, and may resume with
-	// ?after=). The same modem's pace as an upload's: a reader that stops,
-	// or takes a few bytes now and then, is let go within a window once the
-	// socket's buffers are full.
-	DefaultListDownloadMinRate = 8 << 10
-	// DefaultListDownloadRateWindow: the window the rate is measured over;
-	// 20 s rides out a lossy link's retransmissions, as for uploads.
-	DefaultListDownloadRateWindow = 20 * time.Second
 	// downloadsRetryAfter is the Retry-After of a refusal for too many
 	// downloads at once: a million rows stream in seconds on a fast link.
 	downloadsRetryAfter = 10 * time.Second
 )
 
-// ListLimits are the list routes' limits.
+// ListLimits are the list routes' limits for the process; a caller's own
+// (its active lists, its uploads and downloads at once) are its
+// CallerLimits.
 type ListLimits struct {
-	MaxBytes  int64
-	MaxRows   int
-	MaxActive int
-	// MaxUploads and CallerMaxUploads bound the uploads read at once by this
-	// process, in all and per caller, dry runs included; counted before a
-	// byte of the body is read.
-	MaxUploads       int
-	CallerMaxUploads int
+	MaxBytes int64
+	MaxRows  int
+	// MaxUploads bounds the uploads read at once by this process, dry runs
+	// included; counted before a byte of the body is read.
+	MaxUploads int
 	// UploadMinRate (bytes a second, as sent) must be kept up over each
 	// UploadRateWindow, or the upload is ended with 408.
 	UploadMinRate    int64
 	UploadRateWindow time.Duration
-	// MaxDownloads and CallerMaxDownloads bound the result downloads sent
-	// at once by this process, in all and per caller.
-	MaxDownloads       int
-	CallerMaxDownloads int
+	// MaxDownloads bounds the result downloads sent at once by this
+	// process.
+	MaxDownloads int
 	// DownloadMinRate (bytes a second) must be kept up by a download's
 	// client: each DownloadMinRate × DownloadRateWindow bytes written must
 	// be taken within DownloadRateWindow, or the download is cut off.
@@ -195,26 +218,24 @@ type ListLimits struct {
 
 // DefaultListLimits are the reviewed list limits.
 func DefaultListLimits() ListLimits {
-	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows, MaxActive: DefaultCallerMaxActiveLists,
-		MaxUploads: DefaultListUploadsPerProcess, CallerMaxUploads: DefaultCallerMaxUploads,
-		UploadMinRate: DefaultListUploadMinRate, UploadRateWindow: DefaultListUploadRateWindow,
-		MaxDownloads: DefaultListDownloadsPerProcess, CallerMaxDownloads: DefaultCallerMaxDownloads,
-		DownloadMinRate: DefaultListDownloadMinRate, DownloadRateWindow: DefaultListDownloadRateWindow, SpoolDir: os.TempDir()}
+	return ListLimits{MaxBytes: DefaultListMaxBytes, MaxRows: DefaultListMaxRows,
+		MaxUploads: DefaultListUploadsPerProcess, UploadMinRate: DefaultListMinRate, UploadRateWindow: DefaultListRateWindow,
+		MaxDownloads: DefaultListDownloadsPerProcess, DownloadMinRate: DefaultListMinRate, DownloadRateWindow: DefaultListRateWindow, SpoolDir: os.TempDir()}
 }
 
 // Validate returns an error for a limit below 1.
 func (l ListLimits) Validate() error {
-	if l.MaxBytes < 1 || l.MaxRows < 1 || l.MaxActive < 1 {
-		return errors.New("MaxBytes, MaxRows and MaxActive must be at least 1")
+	if l.MaxBytes < 1 || l.MaxRows < 1 {
+		return errors.New("MaxBytes and MaxRows must be at least 1")
 	}
-	if l.MaxUploads < 1 || l.CallerMaxUploads < 1 || l.UploadMinRate < 1 {
-		return errors.New("MaxUploads, CallerMaxUploads and UploadMinRate must be at least 1")
+	if l.MaxUploads < 1 || l.UploadMinRate < 1 {
+		return errors.New("MaxUploads and UploadMinRate must be at least 1")
 	}
 	if l.UploadRateWindow < time.Second {
 		return errors.New("UploadRateWindow must be at least 1s")
 	}
-	if l.MaxDownloads < 1 || l.CallerMaxDownloads < 1 || l.DownloadMinRate < 1 {
-		return errors.New("MaxDownloads, CallerMaxDownloads and DownloadMinRate must be at least 1")
+	if l.MaxDownloads < 1 || l.DownloadMinRate < 1 {
+		return errors.New("MaxDownloads and DownloadMinRate must be at least 1")
 	}
 	if l.DownloadRateWindow < time.Second {
 		return errors.New("DownloadRateWindow must be at least 1s")
@@ -287,6 +308,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.DBTimeout = DefaultDBTimeout
 	}
 	cfg.Lists = cfg.Lists.withDefaults()
+	cfg.Callers = cfg.Callers.over(DefaultCallerLimits())
 	def := jobs.DefaultSettings()
 	if cfg.Queue.ListChunkRows <= 0 {
 		cfg.Queue = def
@@ -304,14 +326,11 @@ func (l ListLimits) withDefaults() ListLimits {
 		l.MaxBytes = def.MaxBytes
 	}
 	l.MaxRows = cmpOr(l.MaxRows, def.MaxRows)
-	l.MaxActive = cmpOr(l.MaxActive, def.MaxActive)
 	l.MaxUploads = cmpOr(l.MaxUploads, def.MaxUploads)
-	l.CallerMaxUploads = cmpOr(l.CallerMaxUploads, def.CallerMaxUploads)
 	if l.UploadMinRate <= 0 || l.UploadRateWindow <= 0 {
 		l.UploadMinRate, l.UploadRateWindow = def.UploadMinRate, def.UploadRateWindow
 	}
 	l.MaxDownloads = cmpOr(l.MaxDownloads, def.MaxDownloads)
-	l.CallerMaxDownloads = cmpOr(l.CallerMaxDownloads, def.CallerMaxDownloads)
 	if l.DownloadMinRate <= 0 || l.DownloadRateWindow <= 0 {
 		l.DownloadMinRate, l.DownloadRateWindow = def.DownloadMinRate, def.DownloadRateWindow
 	}

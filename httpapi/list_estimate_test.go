@@ -26,7 +26,7 @@ func TestListEstimateTime(t *testing.T) {
 	// The bounds of one worker process say 8 calls of 2 s at once: 4 a
 	// second. The deployment measurably answered 2 a second.
 	config := setupOpts{estimate: httpapi.Estimator{ModelConcurrency: 8, ModelRatePerMinute: 60_000, DefaultCallSeconds: 2, Cores: 2},
-		lists: httpapi.ListLimits{MaxActive: 10}}
+		limits: httpapi.CallerLimits{MaxActiveLists: 10}}
 	dryRun := func(t *testing.T, b *testBundle, body string) wire.ListEstimate {
 		t.Helper()
 		r := b.do(t, "POST", "/lists?dry_run=true", body, "Content-Type", "text/plain")

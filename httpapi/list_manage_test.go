@@ -174,7 +174,7 @@ func TestListRetry(t *testing.T) {
 
 	t.Run("RetryingCountsTowardTheCallersActiveLists", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{queue: chunking(2, 2), lists: httpapi.ListLimits{MaxActive: 1}})
+		b := setup(t, setupOpts{queue: chunking(2, 2), limits: httpapi.CallerLimits{MaxActiveLists: 1}})
 		id := newList(t, b)
 		_, _, err := db.ListFail(ctx, b.db.Pool, uuid.MustParse(id), "x")
 		require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestListIndex(t *testing.T) {
 
 	t.Run("ACallersListsNewestFirstAPageAtATime", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 10}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{MaxActiveLists: 10}})
 		var ids []string
 		for i := range 5 {
 			r, a := b.upload(t, "text/plain", fmt.Sprintf("brand%d.com\n", i))

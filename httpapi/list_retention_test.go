@@ -83,8 +83,8 @@ func TestListRetention(t *testing.T) {
 
 	t.Run("StoredRowsAreCappedPerCaller", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 25},
-			lists: httpapi.ListLimits{MaxActive: 10}, queue: kept(48 * time.Hour)})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 25,
+			MaxActiveLists: 10}, queue: kept(48 * time.Hour)})
 		var first wire.ListAccepted
 		for i := range 2 {
 			r, a := b.upload(t, "text/plain", domainLines(fmt.Sprint("a", i), 10))
@@ -135,8 +135,8 @@ func TestListRetention(t *testing.T) {
 
 	t.Run("TheCapIsExactUnderConcurrentUploads", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{limits: httpapi.Limits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 25},
-			lists: httpapi.ListLimits{MaxActive: 20}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{RatePerMinute: 1000, MaxQueuedDomains: 1000, MaxStoredRows: 25,
+			MaxActiveLists: 20}})
 		var (
 			wg       sync.WaitGroup
 			mu       sync.Mutex

@@ -262,7 +262,7 @@ func TestListCreate(t *testing.T) {
 
 	t.Run("ActiveListsAreLimitedPerCaller", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 2}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{MaxActiveLists: 2}})
 		for range 2 {
 			r, _ := b.upload(t, "text/plain", "a.com")
 			require.Equal(t, http.StatusAccepted, r.status)

@@ -670,7 +670,7 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	// Uploads: CSV (refs, a duplicate, rejected rows, an empty input) with
 	// an Idempotency-Key, replayed; NDJSON; plain text; gzip CSV; three of
 	// them with a callback. The service can sign, and reaches loopback.
-	l := setup(t, setupOpts{webhooks: true, allowPrivate: true, lists: httpapi.ListLimits{MaxActive: 100}})
+	l := setup(t, setupOpts{webhooks: true, allowPrivate: true, limits: httpapi.CallerLimits{MaxActiveLists: 100}})
 	auth := "Bearer " + l.keyA
 	csvBody := "company,domain,ref\n" +
 		"Unilever,https://www.Unilever.com/brands,crm-1\n" +
@@ -697,7 +697,7 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	estimate := upload(l, "?dry_run=true", "text/plain", "unilever.com\nfresh.com\nlocalhost\n")
 	require.Equal(t, http.StatusOK, estimate.status, "%s", estimate.body)
 	require.Contains(t, string(estimate.body), `"estimated_cost_usd":null`)
-	small := setup(t, setupOpts{lists: httpapi.ListLimits{MaxRows: 3, MaxBytes: 1000, MaxActive: 1},
+	small := setup(t, setupOpts{lists: httpapi.ListLimits{MaxRows: 3, MaxBytes: 1000}, limits: httpapi.CallerLimits{MaxActiveLists: 1},
 		estimate: httpapi.Estimator{Model: "gpt-test", Price: func(string, float64, float64, bool) (float64, bool) { return 0.001, true }}})
 	priced := upload(small, "?dry_run=true", "text/plain", "a.com\nb.com\n")
 	require.Equal(t, http.StatusOK, priced.status, "%s", priced.body)
@@ -794,7 +794,8 @@ func exerciseLists(t *testing.T, c *contract, call func(base, method, path, body
 	requireProblem(t, send(l.url, "GET", path+"/results?status=DONE", "", "Authorization", auth), 400, "invalid-query")
 	requireProblem(t, send(l.url, "GET", path+"/results?after=-1", "", "Authorization", auth), 400, "invalid-query")
 	// A caller with a download in progress, at its limit of one.
-	reading := setup(t, setupOpts{lists: httpapi.ListLimits{CallerMaxDownloads: 1, DownloadMinRate: 1024, DownloadRateWindow: 10 * time.Minute}})
+	reading := setup(t, setupOpts{lists: httpapi.ListLimits{DownloadMinRate: 1024, DownloadRateWindow: 10 * time.Minute},
+		limits: httpapi.CallerLimits{MaxDownloads: 1}})
 	big, _ := bigList(t, reading, reading.keyA, 20_000)
 	d, refused := startDownload(t, reading.url, reading.keyA, "/lists/"+big+"/results")
 	require.Nil(t, refused)

@@ -26,7 +26,7 @@ func BenchmarkListResults(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_RESULTS_ROWS")); err == nil && v > 0 {
 		n = v
 	}
-	tb := setup(b, setupOpts{lists: httpapi.ListLimits{MaxActive: 100, MaxRows: n}})
+	tb := setup(b, setupOpts{lists: httpapi.ListLimits{MaxRows: n}, limits: httpapi.CallerLimits{MaxActiveLists: 100}})
 	var body strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&body, "company%07d.com\n", i)

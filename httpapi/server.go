@@ -61,6 +61,9 @@ type Config struct {
 	// Webhooks is set when WEBHOOK_SECRET is configured: only then is an
 	// X-Callback-URL accepted (deliveries could not be signed otherwise).
 	Webhooks bool
+	// Callers are the deployment's per-caller limits, every caller's unless
+	// its key sets its own; zero fields: DefaultCallerLimits's.
+	Callers CallerLimits
 	// Lists are the list routes' limits; zero fields: DefaultListLimits's.
 	Lists ListLimits
 	// Queue holds the lists' chunking (ListChunkRows, ListChunksInFlight,
@@ -80,7 +83,7 @@ type Config struct {
 	Propagator         propagation.TextMapPropagator
 	TrustIncomingTrace bool
 	// CallbackAllowPrivate accepts callback URLs on private, loopback and
-	// link-local addresses, and plain http (CALLBACK_ALLOW_PRIVATE: tests
+	// link-local addresses, and plain http (ALLOW_PRIVATE_ADDRESSES: tests
 	// and local use).
 	CallbackAllowPrivate bool
 	// Clock is the time the per-caller request rate is counted in (nil:
@@ -112,8 +115,8 @@ const MaxBodyBytes = 64 << 10
 func New(cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, limiter: newCallerLimiter(cfg.Clock),
-		uploads:   newUploadGate(cfg.Lists.MaxUploads, cfg.Lists.CallerMaxUploads),
-		downloads: newDownloadGate(cfg.Lists.MaxDownloads, cfg.Lists.CallerMaxDownloads)}
+		uploads:   newUploadGate(cfg.Lists.MaxUploads, cfg.Callers.MaxUploads),
+		downloads: newDownloadGate(cfg.Lists.MaxDownloads, cfg.Callers.MaxDownloads)}
 
 	gin.SetMode(gin.ReleaseMode) // no debug banner; we log requests ourselves
 	r := gin.New()

@@ -143,10 +143,10 @@ var lenientRate = httpapi.ListLimits{UploadMinRate: 1, UploadRateWindow: 10 * ti
 // uploadBounds is lenientRate with room for n uploads of one caller at
 // once: a caller's second and later uploads leave a quarter of the
 // process's places free, so the process has twice n.
-func uploadBounds(n int) httpapi.ListLimits {
+func uploadBounds(n int) setupOpts {
 	l := lenientRate
-	l.MaxUploads, l.CallerMaxUploads, l.MaxActive = 2*n, n, 100
-	return l
+	l.MaxUploads = 2 * n
+	return setupOpts{lists: l, limits: httpapi.CallerLimits{MaxUploads: n, MaxActiveLists: 100}}
 }
 
 // TestHostileUploads holds the findings of the second hostile review on
@@ -162,7 +162,9 @@ func TestHostileUploads(t *testing.T) {
 	t.Run("TricklingUploadsHoldNoDatabaseConnection", func(t *testing.T) {
 		t.Parallel()
 		const conns, trickles = 4, 8
-		b := setup(t, setupOpts{apiMaxConns: conns, lists: uploadBounds(trickles)})
+		opts := uploadBounds(trickles)
+		opts.apiMaxConns = conns
+		b := setup(t, opts)
 		workers := river.NewWorkers()
 		river.AddWorker(workers, noopWorker{})
 		rc, err := jobs.NewClient(b.apiDB.Pool, jobs.ClientConfig{Settings: jobs.DefaultSettings(), Schema: b.db.Schema,
@@ -216,8 +218,8 @@ func TestHostileUploads(t *testing.T) {
 	t.Run("UploadsInProgressAreBoundedPerCallerAndPerProcess", func(t *testing.T) {
 		t.Parallel()
 		bounds := lenientRate
-		bounds.MaxUploads, bounds.CallerMaxUploads = 3, 2
-		b := setup(t, setupOpts{lists: bounds})
+		bounds.MaxUploads = 3
+		b := setup(t, setupOpts{lists: bounds, limits: httpapi.CallerLimits{MaxUploads: 2}})
 		a1 := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", time.Second)
 		a2 := startTrickle(t, b.url, b.keyA, "/lists?dry_run=true", "text/plain", time.Second)
 		require.True(t, a1.reading(dbtest.Patience()))
@@ -261,8 +263,8 @@ func TestHostileUploads(t *testing.T) {
 	t.Run("AFewCallersCannotHoldEveryPlace", func(t *testing.T) {
 		t.Parallel()
 		bounds := lenientRate
-		bounds.MaxUploads, bounds.CallerMaxUploads = 8, 2
-		b := setup(t, setupOpts{lists: bounds})
+		bounds.MaxUploads = 8
+		b := setup(t, setupOpts{lists: bounds, limits: httpapi.CallerLimits{MaxUploads: 2}})
 		outcome := func(tr *trickle) string {
 			select {
 			case <-tr.continued:
@@ -334,9 +336,9 @@ func TestHostileUploads(t *testing.T) {
 	t.Run("TheSpoolLivesOnlyAsLongAsItsRequest", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		l := uploadBounds(4)
-		l.SpoolDir, l.MaxBytes = dir, 1<<20
-		b := setup(t, setupOpts{lists: l})
+		opts := uploadBounds(4)
+		opts.lists.SpoolDir, opts.lists.MaxBytes = dir, 1<<20
+		b := setup(t, opts)
 		tr := startTrickle(t, b.url, b.keyA, "/lists", "text/plain", 10*time.Millisecond)
 		require.True(t, tr.reading(dbtest.Patience()))
 		require.Eventually(t, func() bool { return len(openSpools(t, dir)) == 1 }, dbtest.Patience(), 10*time.Millisecond,
@@ -432,7 +434,7 @@ func TestListCSV(t *testing.T) {
 	// Issue 27: exports name their columns as they like.
 	t.Run("ColumnsAreNamedInTheQuery", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{lists: httpapi.ListLimits{MaxActive: 100}})
+		b := setup(t, setupOpts{limits: httpapi.CallerLimits{MaxActiveLists: 100}})
 		body := "Company,Domain,Website,Account_ID\nAcme,old.com,acme.com,A-1\nBeta,,https://www.beta.com/,A-2\n"
 		r, a := b.upload(t, "text/csv", body)
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)

@@ -72,7 +72,7 @@ const (
 	DefaultListChunkRunTime = 2 * time.Minute
 	// DefaultBatchMaxRequests: OpenAI takes up to 50,000 requests in one
 	// batch file, but also caps the file at 200 MB, and one request with a
-	// full EVIDENCE_MAX_CHARS of evidence is about 6.1 kB (measured): 50,000
+	// full classifier.DefaultEvidenceMaxChars of evidence is about 6.1 kB (measured): 50,000
 	// would make 307 MB. 20,000 make 123 MB, room for evidence in scripts
 	// of two or three bytes a character. A file over 200 MB is not sent:
 	// its requests become calls (BatchWorker).
@@ -229,7 +229,7 @@ const (
 // connection, a deploy in progress), then spread over
 // about three days (75.6 h in all), long enough to outlast a weekend
 // outage of the receiver's on-call; after the last one the delivery is
-// discarded and can be replayed for RETENTION_DISCARDED (7 days). One
+// discarded and can be replayed for DefaultDiscardedRetention (7 days). One
 // delivery makes len(schedule)+1 attempts: 11 with this schedule.
 func DefaultWebhookRetrySchedule() []time.Duration {
 	return []time.Duration{
@@ -375,9 +375,9 @@ func (s Settings) Validate() error {
 	case s.DomainRetryBackoff < 0 || s.DomainRetryBackoff > time.Minute:
 		return fmt.Errorf("DomainRetryBackoff must be between 0 and 1m, got %s", s.DomainRetryBackoff)
 	case s.JobRetention < s.DiscardedRetention:
-		return fmt.Errorf("JobRetention (%s) must be at least DiscardedRetention (%s): a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
+		return fmt.Errorf("JobRetention (%s) must be at least the %s a given-up River job is kept: a job must outlive its River job", s.JobRetention, s.DiscardedRetention)
 	case s.ListRetention < s.DiscardedRetention:
-		return fmt.Errorf("ListRetention (%s) must be at least DiscardedRetention (%s): a list must outlive its River jobs", s.ListRetention, s.DiscardedRetention)
+		return fmt.Errorf("ListRetention (%s) must be at least the %s a given-up River job is kept: a list must outlive its River jobs", s.ListRetention, s.DiscardedRetention)
 	case s.BatchMaxRequests < 1 || s.BatchMaxRequests > 50_000:
 		return fmt.Errorf("BatchMaxRequests must be between 1 and 50000 (the provider's limit), got %d", s.BatchMaxRequests)
 	case s.BatchPollInterval <= 0 || s.BatchMaxAttempts < 1:

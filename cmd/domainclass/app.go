@@ -119,7 +119,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// from River's and ours alike: the logger every part of the process gets.
 	m.outage = logging.NewOutage(m.Logger.Handler())
 	m.Logger = slog.New(m.outage.Handler())
-	cfg.warnRenamed(m.Logger)
+	cfg.warnEnv(m.Logger)
 	if m.runsAPI() {
 		if err := cfg.checkSpoolDir(); err != nil {
 			return err
@@ -222,16 +222,16 @@ func (m *Main) WorkerURL() string { return "http://" + m.workerLn.Addr().String(
 
 func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error) {
 	cfg := m.Config
-	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB.Pool, cfg.AuthCacheTTL, cfg.Callers, m.Logger)
+	var auth httpapi.Authenticator = httpapi.NewAPIKeyAuth(m.DB.Pool, httpapi.DefaultAuthCacheTTL, m.Logger)
 	if cfg.Auth == "off" {
-		auth = httpapi.AuthOff{Limits: cfg.Callers}
+		auth = httpapi.AuthOff{}
 	}
 	api := httpapi.Config{
 		DB: m.DB, DBTimeout: cfg.APIDBTimeout, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
-		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
-		Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
+		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.AllowPrivate,
+		Callers: cfg.Callers, Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
 		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded,
 			Answered: m.jobMetrics.DomainsAnswered},
 	}

@@ -318,7 +318,7 @@ func fairAllRun(t *testing.T) []benchRow {
 		"LLM_MAX_CONCURRENCY": strconv.Itoa(c), "LLM_RATE_PER_MINUTE": strconv.Itoa(int(c/latency.Seconds()) * 60 * 10),
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
-	for _, k := range []string{"API_DB_MAX_CONNS", "WORKER_DB_MAX_CONNS", "LIST_DB_MAX_CONNS", "LIST_WORKERS", "LIST_DOMAIN_CONCURRENCY"} {
+	for _, k := range []string{"DB_MAX_CONNS", "LIST_WORKERS", "LIST_DOMAIN_CONCURRENCY"} {
 		if v := os.Getenv("BENCH_" + k); v != "" {
 			e.env[k] = v
 		}

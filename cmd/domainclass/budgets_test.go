@@ -112,7 +112,8 @@ func TestCallerBudget(t *testing.T) {
 	// told why at each step; another caller is not affected.
 	t.Run("BoundsACallersPaidCalls", func(t *testing.T) {
 		t.Parallel()
-		e := newE2E(t, nil, map[string]string{"AUTH": "on", "CALLER_MAX_ACTIVE_LISTS": "10", "QUEUE_METRICS_INTERVAL": "100ms"})
+		e := newE2E(t, nil, map[string]string{"AUTH": "on", "CALLER_MAX_ACTIVE_LISTS": "10"})
+		e.tune = func(c *Config) { c.Queue.QueueMetricsInterval = 100 * time.Millisecond }
 		e.start(cli.RoleAll)
 		a, b := as{e, e.apiKey("team-a")}, as{e, e.apiKey("team-b")}
 		code, out, errOut := e.cli(ctx, "", nil, "apikey", "limits", "team-a", "--model-calls-per-day", "150")

@@ -29,12 +29,10 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:54329/domainclass?sslm
 type Config struct {
 	DatabaseURL    string
 	DatabaseSchema string // holds all tables; "" = search_path
-	// Pool sizes (db/pools): DBMaxConns sizes each pool of the process
-	// whose own size is not set; 0 everywhere is each role's default.
-	DBMaxConns       int32
-	APIDBMaxConns    int32 // the API's pool (api, all)
-	WorkerDBMaxConns int32 // the workers' connections (worker, all)
-	ListDBMaxConns   int32 // of them, list work's pool
+	// DBMaxConns sizes each of the process's pools (db/pools): the API's,
+	// and the workers', of which list work's part is derived; 0 is each
+	// role's default.
+	DBMaxConns int32
 	// APIDBTimeout bounds a short request's wait for Postgres (a
 	// connection, then its queries) before it answers 503.
 	APIDBTimeout time.Duration
@@ -45,7 +43,6 @@ type Config struct {
 	OpenAIAPIKey      string
 	OpenAIBaseURL     string
 	OpenAIModel       string
-	LLMResponseFormat string
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
 	// LLMConcurrencyFrom and LLMRateFrom say where the two came from (a
@@ -60,22 +57,21 @@ type Config struct {
 	LLMAccountTPM         int
 	LLMAccountConcurrency int
 	LLMTimeout            time.Duration
-	// LLMMaxCompletionTokens bounds one answer's tokens (max_completion_tokens).
-	LLMMaxCompletionTokens int
-	// EvidenceMaxChars bounds the web text one prompt carries.
-	EvidenceMaxChars int
 
-	SearchProvider     string
-	SearchAllowPrivate bool
-	SearchTimeout      time.Duration
-	BraveAPIKey        string
-	BraveBaseURL       string
+	SearchProvider string
+	BraveAPIKey    string
+	BraveBaseURL   string
 
-	WebhookSecret        string
-	CallbackAllowPrivate bool
+	// AllowPrivate lets the service reach private, loopback and link-local
+	// addresses: a callback URL's (and plain http callbacks), and a
+	// homepage the search fetches. Tests and a deployment inside one
+	// network set it; on the internet it would let a caller aim the
+	// service at its own network.
+	AllowPrivate bool
+
+	WebhookSecret string
 
 	Auth            string
-	AuthCacheTTL    time.Duration
 	RiverUIUser     string
 	RiverUIPassword string
 
@@ -92,45 +88,53 @@ type Config struct {
 	// (httpapi.Config.TrustIncomingTrace); off, their traces are linked.
 	TraceTrustIncoming bool
 
-	Queue     jobs.Settings
-	Callers   httpapi.Limits
-	Lists     httpapi.ListLimits
-	Freshness classifier.Freshness
-	ClaimWait time.Duration
+	Queue jobs.Settings
+	// Callers are every caller's limits, all six in one struct
+	// (httpapi.CallerLimits): the checks and GET /callers/me read them,
+	// under a key's own.
+	Callers httpapi.CallerLimits
+	Lists   httpapi.ListLimits
+	// ListMinRate and ListRateWindow are the slow-client bound of list
+	// uploads and downloads alike (LIST_MIN_RATE, LIST_RATE_WINDOW): Lists'
+	// UploadMinRate and DownloadMinRate, and their windows, are set from
+	// them (slowClient).
+	ListMinRate    int64
+	ListRateWindow time.Duration
+	Freshness      classifier.Freshness
+	ClaimWait      time.Duration
 
-	// Renamed says which old names of renamed variables the environment
-	// sets (renamedEnv); a process logs it once as it starts.
-	Renamed []string
+	// EnvWarnings are the lines a process logs once as it starts: each old
+	// name of a renamed variable (renamedEnv) and each variable no longer
+	// read (removedEnv) that the environment sets.
+	EnvWarnings []string
 }
 
 // DefaultConfig returns the defaults: the binary's own, and each package's
 // reviewed settings.
 func DefaultConfig() Config {
 	return Config{
-		DatabaseURL:            DefaultDatabaseURL,
-		HTTPAddr:               "127.0.0.1:8080",
-		WorkerAddr:             "127.0.0.1:8081",
-		OpenAIModel:            "gpt-5.4-mini",
-		LLMMaxConcurrency:      llm.DefaultMaxConcurrency,
-		LLMRatePerMinute:       llm.DefaultRatePerMinute,
-		LLMConcurrencyFrom:     "default",
-		LLMRateFrom:            "default",
-		LLMTimeout:             llm.DefaultTimeout,
-		LLMMaxCompletionTokens: llm.DefaultMaxCompletionTokens,
-		EvidenceMaxChars:       classifier.DefaultEvidenceMaxChars,
-		SearchProvider:         search.ProviderHomepage,
-		SearchTimeout:          search.DefaultTimeout,
-		Auth:                   "on",
-		AuthCacheTTL:           httpapi.DefaultAuthCacheTTL,
-		TraceTrustIncoming:     httpapi.DefaultTrustIncomingTrace,
-		APIDBTimeout:           httpapi.DefaultDBTimeout,
-		LogFormat:              "json",
-		LogLevel:               "info",
-		Queue:                  jobs.DefaultSettings(),
-		Callers:                httpapi.DefaultLimits(),
-		Lists:                  httpapi.DefaultListLimits(),
-		Freshness:              classifier.DefaultFreshness(),
-		ClaimWait:              classifier.DefaultClaimWait,
+		DatabaseURL:        DefaultDatabaseURL,
+		HTTPAddr:           "127.0.0.1:8080",
+		WorkerAddr:         "127.0.0.1:8081",
+		OpenAIModel:        "gpt-5.4-mini",
+		LLMMaxConcurrency:  llm.DefaultMaxConcurrency,
+		LLMRatePerMinute:   llm.DefaultRatePerMinute,
+		LLMConcurrencyFrom: "default",
+		LLMRateFrom:        "default",
+		LLMTimeout:         llm.DefaultTimeout,
+		SearchProvider:     search.ProviderHomepage,
+		Auth:               "on",
+		TraceTrustIncoming: httpapi.DefaultTrustIncomingTrace,
+		APIDBTimeout:       httpapi.DefaultDBTimeout,
+		LogFormat:          "json",
+		LogLevel:           "info",
+		Queue:              jobs.DefaultSettings(),
+		Callers:            httpapi.DefaultCallerLimits(),
+		Lists:              httpapi.DefaultListLimits(),
+		ListMinRate:        httpapi.DefaultListMinRate,
+		ListRateWindow:     httpapi.DefaultListRateWindow,
+		Freshness:          classifier.DefaultFreshness(),
+		ClaimWait:          classifier.DefaultClaimWait,
 	}
 }
 
@@ -141,18 +145,66 @@ func DefaultConfig() Config {
 // (CLAIM_WAIT), classifier/llm (model bounds and timeout),
 // classifier/search (search timeout) and db/pools (the database pools).
 func (c *Config) environment() []envvar.Var {
-	return envvar.WithOld(slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv()), renamedEnv)
+	return envvar.WithOld(envTable(c), renamedEnv)
+}
+
+// envTable is the table without the old names of renamed variables.
+func envTable(c *Config) []envvar.Var {
+	return slices.Concat(c.serviceEnv(), c.callerEnv(), c.limitsEnv(), c.queueEnv())
 }
 
 // renamedEnv: the variables renamed, whose old names are read one release
 // more, with a warning as a process starts, then no longer.
 var renamedEnv = []envvar.Renamed{
-	{Old: "LIST_CHUNK_BUDGET", New: "LIST_CHUNK_RUN_TIME"}, // issue 38: "budget" is callers' money only
+	// issue 38: one variable where two said the same thing.
+	{Old: "SEARCH_ALLOW_PRIVATE", New: "ALLOW_PRIVATE_ADDRESSES"},
+	{Old: "CALLBACK_ALLOW_PRIVATE", New: "ALLOW_PRIVATE_ADDRESSES"},
+	{Old: "LIST_UPLOAD_MIN_RATE", New: "LIST_MIN_RATE"},
+	{Old: "LIST_DOWNLOAD_MIN_RATE", New: "LIST_MIN_RATE"},
+	{Old: "LIST_UPLOAD_RATE_WINDOW", New: "LIST_RATE_WINDOW"},
+	{Old: "LIST_DOWNLOAD_RATE_WINDOW", New: "LIST_RATE_WINDOW"},
 }
 
-// warnRenamed logs, once as a process starts, each old name it was given.
-func (c Config) warnRenamed(log *slog.Logger) {
-	for _, line := range c.Renamed {
+// removedEnv: the variables no longer read (issue 38), and what replaces
+// each; a process that is still given one says so once as it starts. A
+// reviewed constant keeps its value and its reason beside the code that
+// uses it (the Default* constants the lines name).
+var removedEnv = []envvar.Removed{
+	{Name: "API_DB_MAX_CONNS", Instead: "DB_MAX_CONNS sizes each role's pool"},
+	{Name: "WORKER_DB_MAX_CONNS", Instead: "DB_MAX_CONNS sizes each role's pool"},
+	{Name: "LIST_DB_MAX_CONNS", Instead: "list work's part of the workers' pool is derived (db/pools Sizes.List)"},
+	{Name: "LLM_RESPONSE_FORMAT", Instead: "auto, stepping down per model (classifier/llm)"},
+	{Name: "LLM_MAX_COMPLETION_TOKENS", Instead: "a reviewed constant (llm.DefaultMaxCompletionTokens)"},
+	{Name: "EVIDENCE_MAX_CHARS", Instead: "a reviewed constant (classifier.DefaultEvidenceMaxChars)"},
+	{Name: "SEARCH_TIMEOUT", Instead: "a reviewed constant (search.DefaultTimeout)"},
+	{Name: "AUTH_CACHE_TTL", Instead: "a reviewed constant (httpapi.DefaultAuthCacheTTL, 5s)"},
+	{Name: "LIST_MAX_DOMAINS", Instead: "a reviewed constant (httpapi.DefaultListMaxRows, a million); LIST_MAX_BYTES bounds an upload"},
+	{Name: "CACHE_TTL_HIGH", Instead: "a reviewed constant (classifier.DefaultFreshness)"},
+	{Name: "CACHE_TTL_MEDIUM", Instead: "a reviewed constant (classifier.DefaultFreshness)"},
+	{Name: "CACHE_TTL_LOW", Instead: "a reviewed constant (classifier.DefaultFreshness)"},
+	{Name: "DOMAIN_CONCURRENCY", Instead: "a reviewed constant (jobs.DefaultDomainConcurrency)"},
+	{Name: "RETENTION_COMPLETED", Instead: "a reviewed constant (jobs.DefaultCompletedRetention)"},
+	{Name: "RETENTION_CANCELLED", Instead: "a reviewed constant (jobs.DefaultCancelledRetention)"},
+	{Name: "RETENTION_DISCARDED", Instead: "a reviewed constant (jobs.DefaultDiscardedRetention)"},
+	{Name: "MAX_SNOOZE", Instead: "a reviewed constant (jobs.DefaultMaxSnooze)"},
+	{Name: "QUEUE_METRICS_INTERVAL", Instead: "a reviewed constant (jobs.DefaultQueueMetricsInterval)"},
+	{Name: "LIST_CHUNK_ROWS", Instead: "a reviewed constant (jobs.DefaultListChunkRows)"},
+	{Name: "LIST_CHUNK_RUN_TIME", Instead: "a reviewed constant (jobs.DefaultListChunkRunTime)"},
+	{Name: "LIST_CHUNK_BUDGET", Instead: "a reviewed constant (jobs.DefaultListChunkRunTime)"},
+	{Name: "DOMAIN_RETRY_BACKOFF", Instead: "a reviewed constant (jobs.DefaultDomainRetryBackoff)"},
+	{Name: "BATCH_MAX_ATTEMPTS", Instead: "a reviewed constant (jobs.DefaultBatchMaxAttempts)"},
+	{Name: "WEBHOOK_WORKERS", Instead: "a reviewed constant (jobs.DefaultWebhookWorkers)"},
+	{Name: "WEBHOOK_PER_HOST", Instead: "a reviewed constant (jobs.DefaultWebhookPerHost)"},
+	{Name: "WEBHOOK_PER_CALLER", Instead: "a reviewed constant (jobs.DefaultWebhookPerCaller)"},
+	{Name: "WEBHOOK_MAX_THROTTLES", Instead: "a reviewed constant (jobs.DefaultWebhookMaxThrottles)"},
+	{Name: "CHANGE_NOTIFY_WINDOW", Instead: "a reviewed constant (jobs.DefaultChangeNotifyWindow)"},
+	{Name: "CHANGE_FANOUT_INTERVAL", Instead: "a reviewed constant (jobs.DefaultChangeFanoutInterval)"},
+}
+
+// warnEnv logs, once as a process starts, each old or removed name it was
+// given.
+func (c Config) warnEnv(log *slog.Logger) {
+	for _, line := range c.EnvWarnings {
 		log.Warn(line)
 	}
 }
@@ -164,9 +216,6 @@ func (c *Config) serviceEnv() []envvar.Var {
 		{"DATABASE_URL", &c.DatabaseURL, ""},
 		{"DATABASE_SCHEMA", &c.DatabaseSchema, ""},
 		{"DB_MAX_CONNS", &c.DBMaxConns, "DBMaxConns"},
-		{"API_DB_MAX_CONNS", &c.APIDBMaxConns, "APIDBMaxConns"},
-		{"WORKER_DB_MAX_CONNS", &c.WorkerDBMaxConns, "WorkerDBMaxConns"},
-		{"LIST_DB_MAX_CONNS", &c.ListDBMaxConns, "ListDBMaxConns"},
 		{"API_DB_TIMEOUT", &c.APIDBTimeout, ""},
 		{"HTTP_ADDR", &c.HTTPAddr, ""},
 		{"WORKER_ADDR", &c.WorkerAddr, ""},
@@ -174,26 +223,20 @@ func (c *Config) serviceEnv() []envvar.Var {
 		{"OPENAI_API_KEY", &c.OpenAIAPIKey, ""},
 		{"OPENAI_BASE_URL", &c.OpenAIBaseURL, ""},
 		{"OPENAI_MODEL", &c.OpenAIModel, ""},
-		{"LLM_RESPONSE_FORMAT", &c.LLMResponseFormat, ""},
 		{"LLM_MAX_CONCURRENCY", &c.LLMMaxConcurrency, ""},
 		{"LLM_RATE_PER_MINUTE", &c.LLMRatePerMinute, ""},
 		{"LLM_ACCOUNT_RPM", &c.LLMAccountRPM, ""},
 		{"LLM_ACCOUNT_TPM", &c.LLMAccountTPM, ""},
 		{"LLM_ACCOUNT_CONCURRENCY", &c.LLMAccountConcurrency, ""},
 		{"LLM_TIMEOUT", &c.LLMTimeout, ""},
-		{"LLM_MAX_COMPLETION_TOKENS", &c.LLMMaxCompletionTokens, ""},
-		{"EVIDENCE_MAX_CHARS", &c.EvidenceMaxChars, ""},
 
 		{"SEARCH_PROVIDER", &c.SearchProvider, ""},
-		{"SEARCH_ALLOW_PRIVATE", &c.SearchAllowPrivate, ""},
-		{"SEARCH_TIMEOUT", &c.SearchTimeout, ""},
 		{"BRAVE_API_KEY", &c.BraveAPIKey, ""},
 		{"BRAVE_BASE_URL", &c.BraveBaseURL, ""},
 
 		{"WEBHOOK_SECRET", &c.WebhookSecret, ""},
-		{"CALLBACK_ALLOW_PRIVATE", &c.CallbackAllowPrivate, ""},
+		{"ALLOW_PRIVATE_ADDRESSES", &c.AllowPrivate, ""},
 		{"AUTH", &c.Auth, ""},
-		{"AUTH_CACHE_TTL", &c.AuthCacheTTL, ""},
 		{"RIVERUI_USER", &c.RiverUIUser, ""},
 		{"RIVERUI_PASSWORD", &c.RiverUIPassword, ""},
 		{"OTEL_TRACES_EXPORTER", &c.TracesExporter, ""},
@@ -205,29 +248,28 @@ func (c *Config) serviceEnv() []envvar.Var {
 	}
 }
 
-// limitsEnv: the callers' and the lists' limits, the cache's freshness.
-func (c *Config) limitsEnv() []envvar.Var {
+// callerEnv: every caller's limits, one struct (httpapi.CallerLimits).
+func (c *Config) callerEnv() []envvar.Var {
 	return []envvar.Var{
 		{"CALLER_RATE_PER_MINUTE", &c.Callers.RatePerMinute, "RatePerMinute"},
 		{"CALLER_MAX_QUEUED_DOMAINS", &c.Callers.MaxQueuedDomains, "MaxQueuedDomains"},
 		{"CALLER_MAX_STORED_ROWS", &c.Callers.MaxStoredRows, "MaxStoredRows"},
+		{"CALLER_MAX_ACTIVE_LISTS", &c.Callers.MaxActiveLists, "MaxActiveLists"},
+		{"CALLER_MAX_UPLOADS", &c.Callers.MaxUploads, "MaxUploads"},
+		{"CALLER_MAX_DOWNLOADS", &c.Callers.MaxDownloads, "MaxDownloads"},
+	}
+}
 
+// limitsEnv: the process's list limits, and the claim wait.
+func (c *Config) limitsEnv() []envvar.Var {
+	return []envvar.Var{
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
-		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
-		{"CALLER_MAX_ACTIVE_LISTS", &c.Lists.MaxActive, "MaxActive"},
 		{"LIST_UPLOADS_PER_PROCESS", &c.Lists.MaxUploads, "MaxUploads"},
-		{"CALLER_MAX_UPLOADS", &c.Lists.CallerMaxUploads, "CallerMaxUploads"},
-		{"LIST_UPLOAD_MIN_RATE", &c.Lists.UploadMinRate, "UploadMinRate"},
-		{"LIST_UPLOAD_RATE_WINDOW", &c.Lists.UploadRateWindow, "UploadRateWindow"},
 		{"LIST_DOWNLOADS_PER_PROCESS", &c.Lists.MaxDownloads, "MaxDownloads"},
-		{"CALLER_MAX_DOWNLOADS", &c.Lists.CallerMaxDownloads, "CallerMaxDownloads"},
-		{"LIST_DOWNLOAD_MIN_RATE", &c.Lists.DownloadMinRate, "DownloadMinRate"},
-		{"LIST_DOWNLOAD_RATE_WINDOW", &c.Lists.DownloadRateWindow, "DownloadRateWindow"},
+		{"LIST_MIN_RATE", &c.ListMinRate, ""},
+		{"LIST_RATE_WINDOW", &c.ListRateWindow, ""},
 		{"LIST_SPOOL_DIR", &c.Lists.SpoolDir, "SpoolDir"},
 
-		{"CACHE_TTL_HIGH", &c.Freshness.High, "High"},
-		{"CACHE_TTL_MEDIUM", &c.Freshness.Medium, "Medium"},
-		{"CACHE_TTL_LOW", &c.Freshness.Low, "Low"},
 		{"CLAIM_WAIT", &c.ClaimWait, ""},
 	}
 }
@@ -237,39 +279,23 @@ func (c *Config) queueEnv() []envvar.Var {
 	q := &c.Queue
 	return []envvar.Var{
 		{"CLASSIFY_WORKERS", &q.ClassifyWorkers, "ClassifyWorkers"},
-		{"DOMAIN_CONCURRENCY", &q.DomainConcurrency, "DomainConcurrency"},
 		{"JOB_MAX_ATTEMPTS", &q.MaxAttempts, "MaxAttempts"},
 		{"JOB_TIMEOUT", &q.JobTimeout, "JobTimeout"},
 		{"RESCUE_STUCK_AFTER", &q.RescueStuckAfter, "RescueStuckAfter"},
 		{"PROCESS_LEASE_TTL", &q.ProcessLeaseTTL, "ProcessLeaseTTL"},
 		{"SOFT_STOP_TIMEOUT", &q.SoftStopTimeout, "SoftStopTimeout"},
-		{"RETENTION_COMPLETED", &q.CompletedRetention, "CompletedRetention"},
 		{"JOB_RETENTION", &q.JobRetention, "JobRetention"},
 		{"LIST_RETENTION", &q.ListRetention, "ListRetention"},
-		{"RETENTION_CANCELLED", &q.CancelledRetention, "CancelledRetention"},
-		{"RETENTION_DISCARDED", &q.DiscardedRetention, "DiscardedRetention"},
 		{"BUSY_SNOOZE", &q.BusySnooze, "BusySnooze"},
-		{"MAX_SNOOZE", &q.MaxSnooze, "MaxSnooze"},
-		{"QUEUE_METRICS_INTERVAL", &q.QueueMetricsInterval, "QueueMetricsInterval"},
 		{"LIST_WORKERS", &q.ListWorkers, "ListWorkers"},
 		{"LIST_DOMAIN_CONCURRENCY", &q.ListDomainConcurrency, "ListDomainConcurrency"},
-		{"LIST_CHUNK_ROWS", &q.ListChunkRows, "ListChunkRows"},
 		{"LIST_CHUNKS_IN_FLIGHT", &q.ListChunksInFlight, "ListChunksInFlight"},
-		{"LIST_CHUNK_RUN_TIME", &q.ListChunkRunTime, "ListChunkRunTime"},
 		{"LIST_SWEEP_INTERVAL", &q.ListSweepInterval, "ListSweepInterval"},
 		{"DOMAIN_ATTEMPTS", &q.DomainAttempts, "DomainAttempts"},
-		{"DOMAIN_RETRY_BACKOFF", &q.DomainRetryBackoff, "DomainRetryBackoff"},
 		{"BATCH_MAX_REQUESTS", &q.BatchMaxRequests, "BatchMaxRequests"},
 		{"BATCH_POLL_INTERVAL", &q.BatchPollInterval, "BatchPollInterval"},
-		{"BATCH_MAX_ATTEMPTS", &q.BatchMaxAttempts, "BatchMaxAttempts"},
-		{"WEBHOOK_WORKERS", &q.WebhookWorkers, "WebhookWorkers"},
-		{"WEBHOOK_PER_HOST", &q.WebhookPerHost, "WebhookPerHost"},
-		{"WEBHOOK_PER_CALLER", &q.WebhookPerCaller, "WebhookPerCaller"},
 		{"WEBHOOK_TIMEOUT", &q.WebhookTimeout, "WebhookTimeout"},
 		{"WEBHOOK_RETRY_SCHEDULE", &q.WebhookRetrySchedule, "WebhookRetrySchedule"},
-		{"WEBHOOK_MAX_THROTTLES", &q.WebhookMaxThrottles, "WebhookMaxThrottles"},
-		{"CHANGE_NOTIFY_WINDOW", &q.ChangeNotifyWindow, "ChangeNotifyWindow"},
-		{"CHANGE_FANOUT_INTERVAL", &q.ChangeFanoutInterval, "ChangeFanoutInterval"},
 	}
 }
 
@@ -283,8 +309,17 @@ func LoadConfig(environ []string) (Config, error) {
 		return cfg, err
 	}
 	cfg.modelBounds(env)
-	cfg.Renamed = envvar.OldSet(renamedEnv, env)
+	cfg.slowClient()
+	cfg.EnvWarnings = append(envvar.OldSet(renamedEnv, env), envvar.Unread(removedEnv, env)...)
 	return cfg, cfg.Validate()
+}
+
+// slowClient sets the uploads' and the downloads' slow-client bound from
+// the one pair of variables: a client that keeps up less than a modem's
+// pace is let go the same way whichever way the bytes flow.
+func (cfg *Config) slowClient() {
+	cfg.Lists.UploadMinRate, cfg.Lists.DownloadMinRate = cfg.ListMinRate, cfg.ListMinRate
+	cfg.Lists.UploadRateWindow, cfg.Lists.DownloadRateWindow = cfg.ListRateWindow, cfg.ListRateWindow
 }
 
 // modelBounds settles a process's model bounds that env does not set, and
@@ -341,14 +376,10 @@ func (c Config) Validate() error {
 		return errors.New("LLM_ACCOUNT_RPM, LLM_ACCOUNT_TPM and LLM_ACCOUNT_CONCURRENCY must not be negative (0: no limit)")
 	case c.TracesExporter != "" && c.TracesExporter != "otlp" && c.TracesExporter != "none":
 		return fmt.Errorf("OTEL_TRACES_EXPORTER must be otlp or none, got %q", c.TracesExporter)
-	case c.LLMMaxCompletionTokens < 16:
-		return errors.New("LLM_MAX_COMPLETION_TOKENS must be at least 16 (an answer is about 60 tokens)")
-	case c.EvidenceMaxChars < 100:
-		return errors.New("EVIDENCE_MAX_CHARS must be at least 100")
-	case c.LLMTimeout <= 0 || c.SearchTimeout <= 0 || c.ClaimWait <= 0 || c.APIDBTimeout <= 0:
-		return errors.New("LLM_TIMEOUT, SEARCH_TIMEOUT, CLAIM_WAIT and API_DB_TIMEOUT must be positive")
-	case c.AuthCacheTTL < 0:
-		return errors.New("AUTH_CACHE_TTL must not be negative")
+	case c.LLMTimeout <= 0 || c.ClaimWait <= 0 || c.APIDBTimeout <= 0:
+		return errors.New("LLM_TIMEOUT, CLAIM_WAIT and API_DB_TIMEOUT must be positive")
+	case c.ListMinRate < 1 || c.ListRateWindow < time.Second:
+		return errors.New("LIST_MIN_RATE must be at least 1 and LIST_RATE_WINDOW at least 1s")
 	}
 	if err := c.poolSizes().Validate(); err != nil {
 		return errors.New(envvar.Rename(err.Error(), c.environment()))
@@ -358,8 +389,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("WEBHOOK_SECRET %v (make one with: echo whsec_$(openssl rand -base64 32))", err)
 		}
 	}
-	vars := c.environment()
-	for _, err := range []error{c.Queue.Validate(), c.Callers.Validate(), c.Lists.Validate(), c.Freshness.Validate()} {
+	// The callers' messages are renamed apart: their field names are the
+	// lists' too (MaxUploads, MaxDownloads), for the process's bounds.
+	if err := c.Callers.Validate(); err != nil {
+		return errors.New(envvar.Rename(err.Error(), c.callerEnv()))
+	}
+	vars := envvar.WithOld(slices.Concat(c.serviceEnv(), c.limitsEnv(), c.queueEnv()), renamedEnv)
+	for _, err := range []error{c.Queue.Validate(), c.Lists.Validate(), c.Freshness.Validate()} {
 		if err != nil {
 			return errors.New(envvar.Rename(err.Error(), vars))
 		}

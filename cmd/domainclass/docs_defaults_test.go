@@ -24,11 +24,6 @@ func TestDocsDefaults(t *testing.T) {
 	for _, v := range cfg.environment() {
 		defaults[v.Name] = settingValue(v.Setting)
 	}
-	// The pools' sizes are 0 ("the role's default") until db/pools sizes them.
-	sizes := cfg.poolSizes()
-	defaults["API_DB_MAX_CONNS"] = int64(sizes.API())
-	defaults["WORKER_DB_MAX_CONNS"] = int64(sizes.Worker())
-	defaults["LIST_DB_MAX_CONNS"] = int64(sizes.List())
 
 	t.Run("named", func(t *testing.T) {
 		t.Parallel()

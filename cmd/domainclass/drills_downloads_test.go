@@ -50,7 +50,7 @@ func drillSlowDownloads(t *testing.T, s *drillSet) {
 	}{
 		{"default bounds", nil},
 		{"bounds lifted", map[string]string{"CALLER_MAX_DOWNLOADS": "64", "LIST_DOWNLOADS_PER_PROCESS": "64",
-			"LIST_DOWNLOAD_MIN_RATE": "1", "LIST_DOWNLOAD_RATE_WINDOW": "10m"}},
+			"LIST_MIN_RATE": "1", "LIST_RATE_WINDOW": "10m"}},
 	} {
 		fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", 50*time.Millisecond))
 		settings := map[string]string{"AUTH": "on"}

@@ -46,7 +46,7 @@ func drillTrickledUploads(t *testing.T, s *drillSet) {
 		{"default bounds", nil},
 		// Uploads in progress count toward the caller's active lists too.
 		{"bounds lifted", map[string]string{"CALLER_MAX_UPLOADS": "64", "LIST_UPLOADS_PER_PROCESS": "64",
-			"CALLER_MAX_ACTIVE_LISTS": "100", "LIST_UPLOAD_MIN_RATE": "1", "LIST_UPLOAD_RATE_WINDOW": "10m"}},
+			"CALLER_MAX_ACTIVE_LISTS": "100", "LIST_MIN_RATE": "1", "LIST_RATE_WINDOW": "10m"}},
 	} {
 		fake := llmtest.New(t, llmtest.Steady(true, 4, "Makes packaged food.", 50*time.Millisecond))
 		settings := map[string]string{"AUTH": "on"}

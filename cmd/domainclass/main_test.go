@@ -56,6 +56,10 @@ type e2e struct {
 	traced bool
 	// key is sent by get and wait, for an api with AUTH=on.
 	key string
+	// tune sets, in the processes start runs, the settings that are
+	// reviewed constants and no variable (issue 38): a test that must see
+	// a gauge or a fan-out within a second sets them here, not in env.
+	tune func(*Config)
 }
 
 func newE2E(t *testing.T, handle func(llmtest.Request) llmtest.Reply, env map[string]string) *e2e {
@@ -110,6 +114,9 @@ func (e *e2e) start(role string) *Main {
 	e.t.Helper()
 	cfg, err := LoadConfig(e.environ())
 	require.NoError(e.t, err)
+	if e.tune != nil {
+		e.tune(&cfg)
+	}
 	m := NewMain(cfg, role, slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	m.TestOnly, m.Traced = true, e.traced
 	require.NoError(e.t, m.Run(context.Background()))

@@ -58,7 +58,8 @@ func TestOperators(t *testing.T) {
 				a.Wait = release
 			}
 			return a
-		}, map[string]string{"QUEUE_METRICS_INTERVAL": "1ms"})
+		}, nil)
+		e.tune = func(c *Config) { c.Queue.QueueMetricsInterval = time.Millisecond }
 		e.start(cli.RoleAPI)
 		w := e.start(cli.RoleWorker)
 
@@ -137,7 +138,7 @@ func TestOperators(t *testing.T) {
 		for range 5 {
 			scrape(t, api.APIURL())
 		}
-		require.Equal(t, 1, api.QueueCollector.Queries(), "five scrapes within QUEUE_METRICS_INTERVAL (5s) share one query")
+		require.Equal(t, 1, api.QueueCollector.Queries(), "five scrapes within the queue metrics interval (5s) share one query")
 	})
 
 	t.Run("TwoWorkerProcessesNeverClassifyADomainTwice", func(t *testing.T) {

@@ -11,11 +11,10 @@ import (
 	"github.com/domainclass/domainclass/db/pools"
 )
 
-// poolSizes are the pools' sizes (db/pools) from the four settings and
-// the queues' workers.
+// poolSizes are the pools' sizes (db/pools) from DB_MAX_CONNS and the
+// queues' workers.
 func (c Config) poolSizes() pools.Sizes {
-	return pools.Sizes{DBMaxConns: c.DBMaxConns, APIDBMaxConns: c.APIDBMaxConns, WorkerDBMaxConns: c.WorkerDBMaxConns,
-		ListDBMaxConns: c.ListDBMaxConns, ClassifyWorkers: c.Queue.ClassifyWorkers, ListWorkers: c.Queue.ListWorkers}
+	return pools.Sizes{DBMaxConns: c.DBMaxConns, ClassifyWorkers: c.Queue.ClassifyWorkers, ListWorkers: c.Queue.ListWorkers}
 }
 
 // openPools opens the pools of the role: the API's (api, all) as m.DB, the

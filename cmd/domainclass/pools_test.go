@@ -147,18 +147,15 @@ func domainsOf(prefix string, n int) string {
 	return b.String()
 }
 
-// The pools' settings are read from their variables, and a refusal names
-// them (db/pools' TestSizes holds the arithmetic).
+// The pools' setting is read from its variable, and a refusal names it
+// (db/pools' TestSizes holds the arithmetic).
 func TestConfig_PoolSizes(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadConfig([]string{"DB_MAX_CONNS=12", "API_DB_MAX_CONNS=5", "CLASSIFY_WORKERS=20", "LIST_WORKERS=2"})
+	cfg, err := LoadConfig([]string{"DB_MAX_CONNS=12", "CLASSIFY_WORKERS=20", "LIST_WORKERS=2"})
 	require.NoError(t, err)
-	require.Equal(t, pools.Sizes{DBMaxConns: 12, APIDBMaxConns: 5, ClassifyWorkers: 20, ListWorkers: 2}, cfg.poolSizes())
-	cfg, err = LoadConfig([]string{"WORKER_DB_MAX_CONNS=50", "LIST_DB_MAX_CONNS=40"})
-	require.NoError(t, err)
-	require.Equal(t, []int32{50, 40}, []int32{cfg.poolSizes().WorkerDBMaxConns, cfg.poolSizes().ListDBMaxConns})
-	_, err = LoadConfig([]string{"API_DB_MAX_CONNS=-1"})
-	require.EqualError(t, err, "DB_MAX_CONNS, API_DB_MAX_CONNS, WORKER_DB_MAX_CONNS and LIST_DB_MAX_CONNS must not be negative (0 is the default)")
-	_, err = LoadConfig([]string{"WORKER_DB_MAX_CONNS=10", "LIST_DB_MAX_CONNS=9"})
-	require.EqualError(t, err, "LIST_DB_MAX_CONNS (9) must leave at least 2 of the workers' 10 connections (WORKER_DB_MAX_CONNS) to classify jobs and River")
+	require.Equal(t, pools.Sizes{DBMaxConns: 12, ClassifyWorkers: 20, ListWorkers: 2}, cfg.poolSizes())
+	_, err = LoadConfig([]string{"DB_MAX_CONNS=-1"})
+	require.EqualError(t, err, "DB_MAX_CONNS must not be negative (0 is each role's default)")
+	_, err = LoadConfig([]string{"DB_MAX_CONNS=2"})
+	require.EqualError(t, err, "DB_MAX_CONNS (2) must leave at least 2 connections to classify jobs and River beside list work's 1: set at least 3")
 }

@@ -14,8 +14,7 @@ import (
 func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm.Client, error) {
 	return llm.New(llm.Config{
 		BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Timeout: c.LLMTimeout,
-		ResponseFormat: c.LLMResponseFormat, Observer: observer, MaxCompletionTokens: c.LLMMaxCompletionTokens,
-		Feedback: feedback, Conns: c.LLMMaxConcurrency,
+		Observer: observer, Feedback: feedback, Conns: c.LLMMaxConcurrency,
 	})
 }
 
@@ -23,7 +22,7 @@ func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm
 // the workers; eval compares several).
 func (c Config) newSearcher(name string) (classifier.Searcher, error) {
 	return search.New(search.Config{
-		Provider: name, Timeout: c.SearchTimeout, AllowPrivate: c.SearchAllowPrivate,
+		Provider: name, AllowPrivate: c.AllowPrivate,
 		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(), Conns: c.LLMMaxConcurrency,
 	})
 }

@@ -26,7 +26,7 @@ func TestLoadConfig_Retention(t *testing.T) {
 	require.Equal(t, 2_000_000, cfg.Callers.MaxStoredRows)
 
 	_, err = LoadConfig([]string{"LIST_RETENTION=24h"})
-	require.ErrorContains(t, err, "LIST_RETENTION (24h0m0s) must be at least RETENTION_DISCARDED (168h0m0s)")
+	require.ErrorContains(t, err, "LIST_RETENTION (24h0m0s) must be at least the 168h0m0s a given-up River job is kept")
 	_, err = LoadConfig([]string{"CALLER_MAX_STORED_ROWS=0"})
 	require.ErrorContains(t, err, "CALLER_MAX_STORED_ROWS")
 }

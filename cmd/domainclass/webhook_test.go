@@ -110,7 +110,7 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 		secret := newWebhookSecret(t)
 		rc := newHookReceiver(t)
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
-			map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true"})
+			map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
 		e.start(cli.RoleAPI)
 		e.start(cli.RoleWorker)
 		wh, err := standardwebhooks.NewWebhook(secret)
@@ -185,15 +185,15 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 // with a callback that got brand.com's yes is sent one answer.changed,
 // verified with the Standard Webhooks library, when an operator overrides
 // it to no; a job without a callback, and one that ended before
-// CHANGE_NOTIFY_WINDOW, are sent none.
+// the change notify window, are sent none.
 func TestEndToEnd_AnswerChanged(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	secret := newWebhookSecret(t)
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Makes snacks.") },
-		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "CHANGE_FANOUT_INTERVAL": "1s",
-			"CHANGE_NOTIFY_WINDOW": "240h"})
+		map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
+	e.tune = func(c *Config) { c.Queue.ChangeFanoutInterval, c.Queue.ChangeNotifyWindow = time.Second, 240*time.Hour }
 	e.start(cli.RoleAPI)
 	e.start(cli.RoleWorker)
 	wh, err := standardwebhooks.NewWebhook(secret)
@@ -273,7 +273,7 @@ func TestEndToEnd_AnswerChanged(t *testing.T) {
 	require.Equal(t, change, listed.Changes[0], "the webhook carries the change as GET /domains/changes lists it")
 
 	// The fan-out is one River job that runs again and again (a snooze),
-	// not a job every CHANGE_FANOUT_INTERVAL.
+	// not a job every change fan-out interval.
 	var fanouts, ended int
 	require.NoError(t, owner.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE finalized_at IS NOT NULL)
 		FROM river_job WHERE kind = 'answer_change_fanout'`).Scan(&fanouts, &ended))
@@ -331,7 +331,8 @@ func TestEndToEnd_ReviewVerdictReachesWhoGotTheOldAnswer(t *testing.T) {
 	secret := newWebhookSecret(t)
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Maybe makes snacks.") },
-		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "CHANGE_FANOUT_INTERVAL": "1s"})
+		map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
+	e.tune = func(c *Config) { c.Queue.ChangeFanoutInterval = time.Second }
 	e.start(cli.RoleAPI)
 	e.start(cli.RoleWorker)
 	wh, err := standardwebhooks.NewWebhook(secret)

@@ -9,6 +9,7 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/cli"
 	"github.com/domainclass/domainclass/db"
+	"github.com/domainclass/domainclass/httpapi"
 	"github.com/domainclass/domainclass/internal/logging"
 	"github.com/domainclass/domainclass/jobs"
 )
@@ -66,7 +67,7 @@ func (d configured) Serve(ctx context.Context, role string, stdout, stderr io.Wr
 
 func (d configured) Callers() cli.CallerDefaults {
 	return cli.CallerDefaults{RatePerMinute: d.cfg.Callers.RatePerMinute, MaxQueuedDomains: d.cfg.Callers.MaxQueuedDomains,
-		MaxStoredRows: d.cfg.Callers.MaxStoredRows, AuthCacheTTL: d.cfg.AuthCacheTTL}
+		MaxStoredRows: d.cfg.Callers.MaxStoredRows, AuthCacheTTL: httpapi.DefaultAuthCacheTTL}
 }
 
 func (d configured) Models() cli.Models {

@@ -95,7 +95,7 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	pipeline := classifier.NewPipeline(classifier.PipelineConfig{
 		Store: jobs.NewPipelineStore(m.WorkerDB.Pool), LLM: completer, Search: searcher, Model: cfg.OpenAIModel,
 		Freshness: cfg.Freshness, ClaimTTL: cfg.Queue.ClaimTTL(), ClaimWait: cfg.ClaimWait, Logger: m.Logger,
-		EvidenceMaxChars: cfg.EvidenceMaxChars, OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
+		OnEvidenceDropped: m.jobMetrics.EvidenceDropped,
 	})
 	workers := river.NewWorkers()
 	price := modelPrices()
@@ -127,7 +127,7 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	// by an API that had one fail with an error saying so, and are retried.
 	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
 	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
-		DB: m.WorkerDB.Pool, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Queue.WebhookTimeout),
+		DB: m.WorkerDB.Pool, Client: jobs.WebhookClient(cfg.AllowPrivate, cfg.Queue.WebhookTimeout),
 		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {

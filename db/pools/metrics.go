@@ -20,7 +20,7 @@ func NewCollector(pools map[string]*pgxpool.Pool) *Collector {
 		return prometheus.NewDesc("domainclass_db_pool_"+name, help, []string{"pool"}, nil)
 	}
 	return &Collector{pools: pools,
-		max:      desc("max_connections", "The pool's size (API_DB_MAX_CONNS, WORKER_DB_MAX_CONNS less LIST_DB_MAX_CONNS, LIST_DB_MAX_CONNS)."),
+		max:      desc("max_connections", "The pool's size (the API: DB_MAX_CONNS; the workers: their part of DB_MAX_CONNS; lists: list work's part of it)."),
 		inUse:    desc("connections_in_use", "Connections of the pool held by a request, a job or River now."),
 		acquires: desc("acquires_total", "Connections taken from the pool."),
 		waits:    desc("acquire_waits_total", "Connections taken from the pool that had to wait for one to be free (or opened)."),

@@ -8,8 +8,9 @@ import (
 	"github.com/domainclass/domainclass/db/pools"
 )
 
-// Each pool has its own size; DBMaxConns sizes every pool whose own size
-// is not set, and the workers' default follows their queues' workers.
+// DBMaxConns sizes the API's pool and the workers' connections, of which
+// list work's part is derived; the workers' default follows their queues'
+// workers.
 func TestSizes(t *testing.T) {
 	t.Parallel()
 	queues := func(s pools.Sizes) pools.Sizes { s.ClassifyWorkers, s.ListWorkers = 10, 32; return s }
@@ -20,16 +21,14 @@ func TestSizes(t *testing.T) {
 		{queues(pools.Sizes{}), pools.DefaultAPIMaxConns, 10 + 16 + 10, 10 + 16 + 10 - 4, 4},
 		{pools.Sizes{ClassifyWorkers: 20, ListWorkers: 2}, pools.DefaultAPIMaxConns, 20 + 2 + 10, 20 + 10, 2},
 		{queues(pools.Sizes{DBMaxConns: 12}), 12, 12, 8, 4},
-		{queues(pools.Sizes{DBMaxConns: 12, APIDBMaxConns: 5}), 5, 12, 8, 4},
 		{queues(pools.Sizes{DBMaxConns: 6}), 6, 6, 3, 3},
-		{queues(pools.Sizes{WorkerDBMaxConns: 50}), pools.DefaultAPIMaxConns, 50, 46, 4},
-		{queues(pools.Sizes{WorkerDBMaxConns: 50, ListDBMaxConns: 40}), pools.DefaultAPIMaxConns, 50, 10, 40},
+		{queues(pools.Sizes{DBMaxConns: 3}), 3, 3, 2, 1},
 	} {
 		require.NoError(t, tc.sizes.Validate())
 		require.Equal(t, []int32{tc.api, tc.worker, tc.jobs, tc.list},
 			[]int32{tc.sizes.API(), tc.sizes.Worker(), tc.sizes.Jobs(), tc.sizes.List()}, "%+v", tc.sizes)
 	}
-	require.ErrorContains(t, queues(pools.Sizes{APIDBMaxConns: -1}).Validate(), "must not be negative")
-	require.EqualError(t, queues(pools.Sizes{WorkerDBMaxConns: 10, ListDBMaxConns: 9}).Validate(),
-		"ListDBMaxConns (9) must leave at least 2 of the workers' 10 connections (WorkerDBMaxConns) to classify jobs and River")
+	require.ErrorContains(t, queues(pools.Sizes{DBMaxConns: -1}).Validate(), "must not be negative")
+	require.EqualError(t, queues(pools.Sizes{DBMaxConns: 2}).Validate(),
+		"DBMaxConns (2) must leave at least 2 connections to classify jobs and River beside list work's 1: set at least 3")
 }

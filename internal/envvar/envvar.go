@@ -98,6 +98,24 @@ func OldSet(renamed []Renamed, env map[string]string) []string {
 	return lines
 }
 
+// Removed is a variable no longer read, and what now stands in its place:
+// the variable it was merged into, or the reviewed constant it became.
+type Removed = struct{ Name, Instead string }
+
+// Unread returns, for each variable of removed that env still sets, the
+// line that says it is ignored and what replaces it (a process logs it
+// once as it starts): a value an operator set silently doing nothing
+// would look like a setting that works.
+func Unread(removed []Removed, env map[string]string) []string {
+	var lines []string
+	for _, r := range removed {
+		if _, ok := env[r.Name]; ok {
+			lines = append(lines, fmt.Sprintf("%s is no longer read, and its value is ignored: %s", r.Name, r.Instead))
+		}
+	}
+	return lines
+}
+
 // set parses s into the setting p points at.
 func set(p any, s string) error {
 	var err error

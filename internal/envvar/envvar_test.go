@@ -43,3 +43,19 @@ func TestRead(t *testing.T) {
 	require.Equal(t, "N must be at least 1 and D positive (Workers2 is not a field)",
 		envvar.Rename("Workers must be at least 1 and Timeout positive (Workers2 is not a field)", vars))
 }
+
+// TestUnread: a variable no longer read, when the environment still sets
+// it, gets one line that says so and what replaces it; one not set gets
+// none, and nothing else is said.
+func TestUnread(t *testing.T) {
+	t.Parallel()
+	removed := []envvar.Removed{
+		{Name: "MAX_SNOOZE", Instead: "a reviewed constant (10m)"},
+		{Name: "API_DB_MAX_CONNS", Instead: "DB_MAX_CONNS"},
+	}
+	env, err := envvar.Read(nil, []string{"MAX_SNOOZE=1m", "OTHER=x"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"MAX_SNOOZE is no longer read, and its value is ignored: a reviewed constant (10m)"},
+		envvar.Unread(removed, env))
+	require.Empty(t, envvar.Unread(removed, map[string]string{"OTHER": "x"}))
+}

@@ -1626,7 +1626,7 @@ type CreateClassifyJobParams struct {
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
 	// An absolute https URL of a public address (http and private
 	// addresses only when the service runs with
-	// CALLBACK_ALLOW_PRIVATE=true); refused with 422 when the service has
+	// ALLOW_PRIVATE_ADDRESSES=true); refused with 422 when the service has
 	// no WEBHOOK_SECRET to sign with.
 	XCallbackURL *CallbackURL `json:"X-Callback-URL,omitempty"`
 }
@@ -1713,7 +1713,7 @@ type CreateListParams struct {
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
 	// An absolute https URL of a public address (http and private
 	// addresses only when the service runs with
-	// CALLBACK_ALLOW_PRIVATE=true); refused with 422 when the service has
+	// ALLOW_PRIVATE_ADDRESSES=true); refused with 422 when the service has
 	// no WEBHOOK_SECRET to sign with.
 	XCallbackURL *CallbackURL `json:"X-Callback-URL,omitempty"`
 }
@@ -2955,11 +2955,11 @@ type ClientInterface interface {
 	// CreateListWithBody Upload a list of domains (up to a million)
 	//
 	// For bulk work, such as a CRM export: one upload of up to
-	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+	// a million rows and LIST_MAX_BYTES (default
 	// 256 MiB, counted after decompression). The body is read whole
 	// first, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+	// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
@@ -2987,11 +2987,11 @@ type ClientInterface interface {
 	// CreateListWithTextBody Upload a list of domains (up to a million)
 	//
 	// For bulk work, such as a CRM export: one upload of up to
-	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+	// a million rows and LIST_MAX_BYTES (default
 	// 256 MiB, counted after decompression). The body is read whole
 	// first, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+	// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
@@ -3049,8 +3049,8 @@ type ClientInterface interface {
 	// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 	// last chunk, never as a short body that looks whole: resume with
 	// `after` set to the last row received. The client must take the body
-	// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
-	// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+	// at LIST_MIN_RATE (default 8 KiB/s) over each
+	// LIST_RATE_WINDOW (20 s), or the download is cut off (it
 	// breaks), and within 30 minutes in all.
 	//
 	// Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
@@ -3450,11 +3450,11 @@ func (c *Client) ListLists(ctx context.Context, params *ListListsParams, reqEdit
 // CreateListWithBody Upload a list of domains (up to a million)
 //
 // For bulk work, such as a CRM export: one upload of up to
-// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+// a million rows and LIST_MAX_BYTES (default
 // 256 MiB, counted after decompression). The body is read whole
 // first, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
@@ -3492,11 +3492,11 @@ func (c *Client) CreateListWithBody(ctx context.Context, params *CreateListParam
 // CreateListWithTextBody Upload a list of domains (up to a million)
 //
 // For bulk work, such as a CRM export: one upload of up to
-// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+// a million rows and LIST_MAX_BYTES (default
 // 256 MiB, counted after decompression). The body is read whole
 // first, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
@@ -3584,8 +3584,8 @@ func (c *Client) GetList(ctx context.Context, listId ListIdParam, reqEditors ...
 // application/x-ndjson` is NDJSON. A download that breaks off ends without its
 // last chunk, never as a short body that looks whole: resume with
 // `after` set to the last row received. The client must take the body
-// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
-// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+// at LIST_MIN_RATE (default 8 KiB/s) over each
+// LIST_RATE_WINDOW (20 s), or the download is cut off (it
 // breaks), and within 30 minutes in all.
 //
 // Corresponds with GET /lists/{list_id}/results (the `GetListResults` operationId).
@@ -5302,11 +5302,11 @@ type ClientWithResponsesInterface interface {
 	// CreateListWithBodyWithResponse Upload a list of domains (up to a million)
 	//
 	// For bulk work, such as a CRM export: one upload of up to
-	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+	// a million rows and LIST_MAX_BYTES (default
 	// 256 MiB, counted after decompression). The body is read whole
 	// first, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+	// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
@@ -5334,11 +5334,11 @@ type ClientWithResponsesInterface interface {
 	// CreateListWithTextBodyWithResponse Upload a list of domains (up to a million)
 	//
 	// For bulk work, such as a CRM export: one upload of up to
-	// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+	// a million rows and LIST_MAX_BYTES (default
 	// 256 MiB, counted after decompression). The body is read whole
 	// first, in one of three formats chosen by `Content-Type`, optionally
-	// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-	// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+	// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+	// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 	// 20 s; 408 otherwise); its rows are stored once it is all in.
 	// A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 	// progress at once, dry runs included, and a process at most
@@ -5400,8 +5400,8 @@ type ClientWithResponsesInterface interface {
 	// application/x-ndjson` is NDJSON. A download that breaks off ends without its
 	// last chunk, never as a short body that looks whole: resume with
 	// `after` set to the last row received. The client must take the body
-	// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
-	// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+	// at LIST_MIN_RATE (default 8 KiB/s) over each
+	// LIST_RATE_WINDOW (20 s), or the download is cut off (it
 	// breaks), and within 30 minutes in all.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7782,11 +7782,11 @@ func (c *ClientWithResponses) ListListsWithResponse(ctx context.Context, params 
 // CreateListWithBodyWithResponse Upload a list of domains (up to a million)
 //
 // For bulk work, such as a CRM export: one upload of up to
-// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+// a million rows and LIST_MAX_BYTES (default
 // 256 MiB, counted after decompression). The body is read whole
 // first, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
@@ -7820,11 +7820,11 @@ func (c *ClientWithResponses) CreateListWithBodyWithResponse(ctx context.Context
 // CreateListWithTextBodyWithResponse Upload a list of domains (up to a million)
 //
 // For bulk work, such as a CRM export: one upload of up to
-// LIST_MAX_DOMAINS rows (default 1,000,000) and LIST_MAX_BYTES (default
+// a million rows and LIST_MAX_BYTES (default
 // 256 MiB, counted after decompression). The body is read whole
 // first, in one of three formats chosen by `Content-Type`, optionally
-// gzip-compressed, at no less than LIST_UPLOAD_MIN_RATE bytes a
-// second over each LIST_UPLOAD_RATE_WINDOW (defaults 8 KiB/s over
+// gzip-compressed, at no less than LIST_MIN_RATE bytes a
+// second over each LIST_RATE_WINDOW (defaults 8 KiB/s over
 // 20 s; 408 otherwise); its rows are stored once it is all in.
 // A caller has at most CALLER_MAX_UPLOADS (default 2) uploads in
 // progress at once, dry runs included, and a process at most
@@ -7904,8 +7904,8 @@ func (c *ClientWithResponses) GetListWithResponse(ctx context.Context, listId Li
 // application/x-ndjson` is NDJSON. A download that breaks off ends without its
 // last chunk, never as a short body that looks whole: resume with
 // `after` set to the last row received. The client must take the body
-// at LIST_DOWNLOAD_MIN_RATE (default 8 KiB/s) over each
-// LIST_DOWNLOAD_RATE_WINDOW (20 s), or the download is cut off (it
+// at LIST_MIN_RATE (default 8 KiB/s) over each
+// LIST_RATE_WINDOW (20 s), or the download is cut off (it
 // breaks), and within 30 minutes in all.
 //
 // Returns a wrapper object for the known response body format(s).
