@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
 		}, []string{"kind"}),
 		slots: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "domainclass_llm_budget_slots",
-			Help: "Model calls this worker process may have in flight now: its share of LLM_ACCOUNT_CONCURRENCY, within LLM_MAX_CONCURRENCY.",
+			Help: "Model calls this worker process may have in flight now: its share of LLM_ACCOUNT_CONCURRENCY, within LLM_MAX_CONCURRENCY when set (+Inf: no limit but the rate; 8 while no limit of the account is known).",
 		}),
 		unused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "domainclass_llm_budget_unused_total",
@@ -66,7 +67,11 @@ func (m *CapacityMetrics) ObserveCapacity(share, requestsPerMinute, tokensPerMin
 	m.share.Set(share)
 	m.perMin.WithLabelValues("requests").Set(requestsPerMinute)
 	m.perMin.WithLabelValues("tokens").Set(tokensPerMinute)
-	m.slots.Set(float64(slots))
+	if slots < 0 {
+		m.slots.Set(math.Inf(1))
+	} else {
+		m.slots.Set(float64(slots))
+	}
 }
 
 // ObserveUnused counts what the process's share brought that it had no

@@ -15,7 +15,7 @@ func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm
 	return llm.New(llm.Config{
 		BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Timeout: c.LLMTimeout,
 		ResponseFormat: c.LLMResponseFormat, Observer: observer, MaxCompletionTokens: c.LLMMaxCompletionTokens,
-		Feedback: feedback, Conns: c.LLMMaxConcurrency,
+		Feedback: feedback, Conns: c.modelConns(),
 	})
 }
 
@@ -24,7 +24,7 @@ func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm
 func (c Config) newSearcher(name string) (classifier.Searcher, error) {
 	return search.New(search.Config{
 		Provider: name, Timeout: c.SearchTimeout, AllowPrivate: c.SearchAllowPrivate,
-		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(), Conns: c.LLMMaxConcurrency,
+		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(), Conns: c.modelConns(),
 	})
 }
 
