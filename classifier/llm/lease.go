@@ -97,7 +97,7 @@ func (a Account) factor(now time.Time) float64 {
 	return math.Min(1, f+now.Sub(a.FactorAt).Seconds()/factorRecover.Seconds())
 }
 
-// LeaseStore holds the deployment's capacity (Postgres: jobs.AccountStore).
+// LeaseStore holds the deployment's capacity (Postgres: capacity.AccountStore).
 // Errors are the store's; a process that cannot renew keeps its lease
 // until it expires, then holds an even share.
 type LeaseStore interface {
@@ -279,7 +279,7 @@ func (b *Capacity) renew(ctx context.Context) {
 	b.renewed = now
 	switch {
 	case err == nil:
-		acct = acct.withStated(stated)
+		acct = acct.withStated(b.stated) // as heard now: a response may have stated them during the renewal
 		b.acct, b.lease, b.weights, b.holders, b.interactive = acct, lease, alloc.weights, holders, alloc.interactive
 		b.short = alloc.target > alloc.share+0.01
 		b.offset = acct.Now.Sub(start.Add(now.Sub(start) / 2))
