@@ -1,4 +1,4 @@
-package jobs
+package capacity
 
 import (
 	"math"
@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// CapacityMetrics show a worker process's part of the deployment's model
-// capacity (llm.CapacityObserver). A nil *CapacityMetrics records nothing.
-type CapacityMetrics struct {
+// Metrics show a worker process's part of the deployment's model
+// capacity (llm.CapacityObserver). A nil *Metrics records nothing.
+type Metrics struct {
 	share  prometheus.Gauge
 	perMin *prometheus.GaugeVec
 	slots  prometheus.Gauge
@@ -22,11 +22,11 @@ type CapacityMetrics struct {
 	lastAt time.Time
 }
 
-// NewCapacityMetrics registers the capacity metrics on reg. They keep
+// NewMetrics registers the capacity metrics on reg. They keep
 // their names, domainclass_llm_budget_*, from before "budget" came to mean
 // callers' money only (issue 38): dashboards and alerts use them.
-func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
-	m := &CapacityMetrics{
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		share: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "domainclass_llm_budget_share",
 			Help: "The share of the provider account's requests and tokens a minute this worker process holds now (its lease); the processes' shares add up to at most 1.",
@@ -53,7 +53,7 @@ func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
 }
 
 // ObserveCapacity records a lease (llm.CapacityObserver).
-func (m *CapacityMetrics) ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int) {
+func (m *Metrics) ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int) {
 	if m == nil {
 		return
 	}
@@ -76,7 +76,7 @@ func (m *CapacityMetrics) ObserveCapacity(share, requestsPerMinute, tokensPerMin
 
 // ObserveUnused counts what the process's share brought that it had no
 // call for (llm.CapacityObserver).
-func (m *CapacityMetrics) ObserveUnused(requests, tokens float64) {
+func (m *Metrics) ObserveUnused(requests, tokens float64) {
 	if m == nil {
 		return
 	}

@@ -23,6 +23,8 @@ func TestLayers(t *testing.T) {
 		{"classifier", []string{mod + "httpapi", mod + "jobs", mod + "db", mod + "wire", "github.com/riverqueue/", "github.com/jackc/pgx", "github.com/gin-gonic/"}},
 		{"db", []string{mod + "httpapi", mod + "jobs", mod + "wire", "github.com/gin-gonic/"}},
 		{"jobs", []string{mod + "httpapi", "github.com/gin-gonic/"}},
+		// The account's leases and their metrics: llm's rules, db's queries.
+		{"capacity", []string{mod + "httpapi", mod + "jobs", mod + "wire", "github.com/riverqueue/", "github.com/gin-gonic/"}},
 		// The handlers call jobs' steps (AcceptJob, CancelList, …), which
 		// alone know River's kinds, states and args.
 		{"httpapi", []string{"github.com/riverqueue/"}},

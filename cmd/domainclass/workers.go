@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/domainclass/domainclass/capacity"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/jobs"
@@ -159,8 +160,8 @@ func (m *Main) buildModel(ctx context.Context) (classifier.Completer, jobs.Batch
 	id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
 	m.capacity = llm.NewCapacity(llm.CapacityConfig{
 		RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
-		Holder: m.process, Logger: m.Logger, Observer: jobs.NewCapacityMetrics(m.Metrics),
-	}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
+		Holder: m.process, Logger: m.Logger, Observer: capacity.NewMetrics(m.Metrics),
+	}, capacity.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
 	c, err := cfg.newLLMClient(m.jobMetrics, m.capacity)
 	if err != nil {
 		return nil, nil, err
