@@ -145,9 +145,9 @@ type CapacityConfig struct {
 
 // CapacityObserver is told what a process may use of the deployment's
 // capacity: its share, its requests and tokens a minute (+Inf: no limit)
-// and its slots (-1: no limit); and, at each renewal, the requests and tokens of its
-// share it had no call for since the last (they are gone: the rest of the
-// deployment could have sent them).
+// and its slots (-1: no limit); and, at each renewal, the requests and
+// tokens of its share it had no call for since the last (they are gone:
+// the rest of the deployment could have sent them).
 type CapacityObserver interface {
 	ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int)
 	ObserveUnused(requests, tokens float64)
