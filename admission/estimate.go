@@ -100,7 +100,8 @@ type Estimator struct {
 	Model string
 	Price llm.Pricer
 	// ModelConcurrency and ModelRatePerMinute are the bounds of one worker
-	// process (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE).
+	// process (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE, or the account's
+	// when those are not set); a rate of 0 is none.
 	ModelConcurrency   int
 	ModelRatePerMinute int
 	// DefaultCallSeconds is a model call's time before any call was
@@ -119,7 +120,7 @@ type Estimator struct {
 // DefaultEstimator is an estimator of the model bounds' defaults (llm's)
 // and the reviewed cache policy, for an unnamed, unpriced model.
 func DefaultEstimator() Estimator {
-	return Estimator{ModelConcurrency: llm.DefaultMaxConcurrency, ModelRatePerMinute: llm.DefaultRatePerMinute,
+	return Estimator{ModelConcurrency: llm.DefaultMaxConcurrency,
 		DefaultCallSeconds: DefaultCallSeconds, Freshness: classifier.DefaultFreshness()}
 }
 
@@ -128,8 +129,8 @@ func DefaultEstimator() Estimator {
 // the cache policy.
 func (l Estimator) WithDefaults() Estimator {
 	def := DefaultEstimator()
-	if l.ModelConcurrency <= 0 || l.ModelRatePerMinute <= 0 {
-		l.ModelConcurrency, l.ModelRatePerMinute = def.ModelConcurrency, def.ModelRatePerMinute
+	if l.ModelConcurrency <= 0 {
+		l.ModelConcurrency = def.ModelConcurrency
 	}
 	if l.DefaultCallSeconds <= 0 {
 		l.DefaultCallSeconds = def.DefaultCallSeconds
@@ -206,7 +207,10 @@ func (l Estimator) basis(stats db.ModelStats, load db.Load) wire.EstimateBasis {
 	// Little's law: C calls in flight of perCall seconds each make
 	// C/perCall a second, unless the rate limit allows fewer.
 	byConcurrency := float64(l.ModelConcurrency) / math.Max(perCall, 0.001)
-	byRate := float64(l.ModelRatePerMinute) / 60
+	byRate := math.Inf(1)
+	if l.ModelRatePerMinute > 0 {
+		byRate = float64(l.ModelRatePerMinute) / 60
+	}
 	switch {
 	case load.BusySeconds >= measuredMinBusy && load.ModelAnswers >= measuredMinAnswers:
 		b.ModelAnswersPerSecond, b.Measured, b.Bound = float64(load.ModelAnswers)/load.BusySeconds, true, wire.BoundMeasured

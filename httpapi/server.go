@@ -86,6 +86,10 @@ type Config struct {
 	// link-local addresses, and plain http (ALLOW_PRIVATE_ADDRESSES: tests
 	// and local use).
 	CallbackAllowPrivate bool
+	// ReadyDetail, when set, says what /readyz adds to "ok" ("" nothing):
+	// a deployment's workers that know no limit of the model account say
+	// so (issue 38).
+	ReadyDetail func() string
 	// Clock is the time the per-caller request rate is counted in (nil:
 	// time.Now). Tests move their own clock.
 	Clock func() time.Time
@@ -198,13 +202,20 @@ func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz handles GET and HEAD /readyz: Postgres answers.
+// readyz handles GET and HEAD /readyz: Postgres answers, and what
+// ReadyDetail says.
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
 	defer cancel()
 	if err := s.cfg.DB.Ping(ctx); err != nil {
 		s.writeError(c, err)
 		return
+	}
+	if s.cfg.ReadyDetail != nil {
+		if detail := s.cfg.ReadyDetail(); detail != "" {
+			c.JSON(http.StatusOK, gin.H{"status": "ok", "detail": detail})
+			return
+		}
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -13,7 +14,7 @@ type Demand struct {
 	Interactive float64            `json:"i,omitempty"`
 	Lists       map[string]float64 `json:"l,omitempty"`
 	// MaxRate (requests a second) and MaxSlots are the process's own caps
-	// (LLM_RATE_PER_MINUTE, LLM_MAX_CONCURRENCY).
+	// (LLM_RATE_PER_MINUTE, LLM_MAX_CONCURRENCY); 0 is not set.
 	MaxRate  float64 `json:"r"`
 	MaxSlots int     `json:"c"`
 	// Latency is the mean time of its recent calls, in seconds, and
@@ -160,7 +161,7 @@ func allocate(lim accountLimits, holder string, mine Demand, others []Lease) all
 
 // callCapacity is how many calls in flight the account sustains: its rate
 // times the calls' latency, at most its slots; without a rate or slots,
-// what the holders' own caps allow.
+// what the holders' own caps allow (DefaultMaxConcurrency where not set).
 func callCapacity(lim accountLimits, hs []Lease) float64 {
 	sumLatency, sumTokens, n := 0.0, 0.0, 0.0
 	sumSlots := 0.0
@@ -170,7 +171,7 @@ func callCapacity(lim accountLimits, hs []Lease) float64 {
 			sumTokens += h.Demand.TokensPerCall
 			n++
 		}
-		sumSlots += float64(h.Demand.MaxSlots)
+		sumSlots += float64(cmp.Or(h.Demand.MaxSlots, DefaultMaxConcurrency))
 	}
 	latency, perCall := defaultLatency, float64(defaultTokensPerCall)
 	if n > 0 {

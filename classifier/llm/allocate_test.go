@@ -156,3 +156,52 @@ func TestCapacity_ReserveIsASecondOfTheDeploymentsInteractiveCalls(t *testing.T)
 		"and a quarter of a second of its own share for its own calls")
 	require.Less(t, l.slots.requests.perSec, 20.0, "the rate is still the process's share")
 }
+
+// One limiter (issue 38): the deployment's capacity decides, and a
+// process's own caps are off unless set. With no limit of the account
+// known a process holds DefaultMaxConcurrency calls; once the provider
+// states one (or one is configured), the lease alone bounds the calls.
+func TestCapacity_TheLeaseDecidesAndOwnCapsAreOffUnlessSet(t *testing.T) {
+	bounds := func(cfg CapacityConfig, concurrency, perMinute int, said *RateLimits) (slots int, perSec float64, known bool) {
+		cfg.Holder = "p"
+		b := NewCapacity(cfg, storeFunc{})
+		l := Limit(nil, concurrency, perMinute, nil)
+		b.Govern(l)
+		b.renew(context.Background())
+		if said != nil {
+			b.ProviderSaid(*said)
+			b.renew(context.Background()) // the store has not recorded it yet: what was heard holds
+		}
+		l.slots.mu.Lock()
+		defer l.slots.mu.Unlock()
+		perSec = math.Inf(1)
+		if l.slots.requests != nil {
+			perSec = l.slots.requests.perSec
+		}
+		return l.slots.slots, perSec, b.LimitKnown()
+	}
+	stated := &RateLimits{LimitRequests: 6000, RemainingRequests: -1, RemainingTokens: -1}
+	for _, tc := range []struct {
+		name              string
+		cfg               CapacityConfig
+		concurrency, rate int
+		said              *RateLimits
+		slots             int
+		perSec            float64
+		known             bool
+	}{
+		{"NothingKnown", CapacityConfig{}, 0, 0, nil, DefaultMaxConcurrency, math.Inf(1), false},
+		{"NothingKnownOwnCapSet", CapacityConfig{}, 32, 0, nil, 32, math.Inf(1), false},
+		{"StatedByTheProvider", CapacityConfig{}, 0, 0, stated, noSlotLimit, 100, true},
+		{"Configured", CapacityConfig{RequestsPerMinute: 1200}, 0, 0, nil, noSlotLimit, 20, true},
+		{"ConfiguredCallsInFlight", CapacityConfig{Concurrency: 20}, 0, 0, nil, 20, math.Inf(1), true},
+		// 4 of the 20 calls the account keeps in flight: a share of 0.2.
+		{"OwnCapsWithin", CapacityConfig{RequestsPerMinute: 1200, Concurrency: 20}, 4, 600, nil, 4, 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slots, perSec, known := bounds(tc.cfg, tc.concurrency, tc.rate, tc.said)
+			require.Equal(t, []any{tc.slots, tc.known}, []any{slots, known})
+			require.InDelta(t, tc.perSec, perSec, 1e-9)
+		})
+	}
+}

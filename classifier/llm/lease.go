@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -96,7 +97,7 @@ func (a Account) factor(now time.Time) float64 {
 	return math.Min(1, f+now.Sub(a.FactorAt).Seconds()/factorRecover.Seconds())
 }
 
-// LeaseStore holds the deployment's capacity (Postgres: jobs.AccountStore).
+// LeaseStore holds the deployment's capacity (Postgres: capacity.AccountStore).
 // Errors are the store's; a process that cannot renew keeps its lease
 // until it expires, then holds an even share.
 type LeaseStore interface {
@@ -130,7 +131,8 @@ func AccountOf(baseURL, apiKey string) (id, name string) {
 type CapacityConfig struct {
 	// RequestsPerMinute, TokensPerMinute and Concurrency are the account's
 	// limits for the whole deployment (LLM_ACCOUNT_*); 0 is none (the
-	// provider's stated limits still apply).
+	// provider's stated limits still apply, and with none of either a
+	// process holds DefaultMaxConcurrency calls at most).
 	RequestsPerMinute, TokensPerMinute, Concurrency int
 	// Holder names this process's lease; unique per process.
 	Holder string
@@ -143,9 +145,9 @@ type CapacityConfig struct {
 
 // CapacityObserver is told what a process may use of the deployment's
 // capacity: its share, its requests and tokens a minute (+Inf: no limit)
-// and its slots; and, at each renewal, the requests and tokens of its
-// share it had no call for since the last (they are gone: the rest of the
-// deployment could have sent them).
+// and its slots (-1: no limit); and, at each renewal, the requests and
+// tokens of its share it had no call for since the last (they are gone:
+// the rest of the deployment could have sent them).
 type CapacityObserver interface {
 	ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int)
 	ObserveUnused(requests, tokens float64)
@@ -196,8 +198,8 @@ func NewCapacity(cfg CapacityConfig, store LeaseStore) *Capacity {
 		acct: Account{Factor: 1}}
 }
 
-// Govern makes b bound l: l's own concurrency and rate become caps, and
-// the deployment's capacity decides the rest.
+// Govern makes b bound l: the deployment's capacity decides, and l's own
+// concurrency and rate, when set, are caps within it.
 // No call starts before the first renewal (milliseconds after Run
 // starts): until then the process does not know what the others hold.
 func (b *Capacity) Govern(l *Limited) {
@@ -257,6 +259,9 @@ func (b *Capacity) nextRenewal() time.Duration {
 // renew renews the lease and applies it to the scheduler.
 func (b *Capacity) renew(ctx context.Context) {
 	d := b.demand()
+	b.mu.Lock()
+	stated := b.stated
+	b.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.TTL/2)
 	defer cancel()
 	var (
@@ -265,6 +270,7 @@ func (b *Capacity) renew(ctx context.Context) {
 	)
 	start := time.Now()
 	acct, lease, err := b.store.Renew(rctx, b.cfg.Holder, b.cfg.TTL, func(a Account, others []Lease) Lease {
+		a = a.withStated(stated)
 		alloc, holders = allocate(accountLimitsOf(b.cfg, a, a.Now), b.cfg.Holder, d, others), len(others)+1
 		return Lease{Share: alloc.share, Slots: alloc.slots, Demand: d}
 	})
@@ -273,6 +279,7 @@ func (b *Capacity) renew(ctx context.Context) {
 	b.renewed = now
 	switch {
 	case err == nil:
+		acct = acct.withStated(b.stated) // as heard now: a response may have stated them during the renewal
 		b.acct, b.lease, b.weights, b.holders, b.interactive = acct, lease, alloc.weights, holders, alloc.interactive
 		b.short = alloc.target > alloc.share+0.01
 		b.offset = acct.Now.Sub(start.Add(now.Sub(start) / 2))
@@ -294,7 +301,11 @@ func (b *Capacity) renew(ctx context.Context) {
 	unusedRequests, unusedTokens := b.lim.slots.takeUnused()
 	b.lim.slots.setLimits(l)
 	if o := b.cfg.Observer; o != nil {
-		o.ObserveCapacity(share, l.requestsPerSec*60, l.tokensPerSec*60, l.slots)
+		slots := l.slots
+		if slots == noSlotLimit {
+			slots = -1
+		}
+		o.ObserveCapacity(share, l.requestsPerSec*60, l.tokensPerSec*60, slots)
 		o.ObserveUnused(unusedRequests, unusedTokens)
 	}
 }
@@ -304,6 +315,14 @@ func (b *Capacity) demand() Demand {
 	latency, tokens := b.lim.tokens.means()
 	return Demand{Interactive: interactive, Lists: lists, MaxRate: float64(b.lim.perMinute) / 60,
 		MaxSlots: b.lim.concurrency, Latency: latency, TokensPerCall: tokens}
+}
+
+// withStated is a with the limits this process heard the provider state
+// (ours: 0, none) where the store has none yet: what a response said bounds
+// the calls at once, not after its write and the next renewal.
+func (a Account) withStated(ours [2]int) Account {
+	a.StatedRPM, a.StatedTPM = cmp.Or(a.StatedRPM, ours[0]), cmp.Or(a.StatedTPM, ours[1])
+	return a
 }
 
 // accountLimitsOf is the deployment's capacity: the configured limits, or the
@@ -328,11 +347,14 @@ func (b *Capacity) limits(now time.Time) accountLimits {
 }
 
 // schedulerLimits are the process's bounds: its share of the capacity, within
-// its own caps. b.mu is held.
+// its own caps when set. b.mu is held.
 func (b *Capacity) schedulerLimits(now time.Time) limits {
 	acct := b.limits(now)
-	l := limits{slots: b.lim.concurrency, requestsPerSec: float64(b.lim.perMinute) / 60, tokensPerSec: math.Inf(1),
+	l := limits{slots: slotsOf(acct, b.lim.concurrency, b.lease.Slots), requestsPerSec: math.Inf(1), tokensPerSec: math.Inf(1),
 		weights: b.weights, cooldown: b.cooldown}
+	if b.lim.perMinute > 0 {
+		l.requestsPerSec = float64(b.lim.perMinute) / 60
+	}
 	// Interactive calls wherever they arrive start at once, up to a second
 	// of the deployment's interactive part (see reserveWindow).
 	reserve := b.interactive * reserveWindow.Seconds()
@@ -351,13 +373,38 @@ func (b *Capacity) schedulerLimits(now time.Time) limits {
 		l.tokensBurst = math.Max(l.tokensPerSec, math.Max(perCall, defaultCompletionTokens))
 		l.reserve[1] = reserve * acct.tokens
 	}
-	if acct.slots > 0 {
-		l.slots = min(l.slots, b.lease.Slots)
-	}
 	if shared := b.acct.CooldownUntil.Add(-b.offset); shared.After(l.cooldown) {
 		l.cooldown = shared
 	}
 	return l
+}
+
+// slotsOf is a process's calls in flight: its lease's slots when the
+// account limits them, within its own cap (0: not set); without a known
+// limit of the account, its cap or DefaultMaxConcurrency; else only its cap,
+// if any (the rate bounds the calls).
+func slotsOf(acct accountLimits, own, leased int) int {
+	switch {
+	case acct.slots > 0 && own > 0:
+		return min(own, leased)
+	case acct.slots > 0:
+		return leased
+	case own > 0:
+		return own
+	case !acct.limited():
+		return DefaultMaxConcurrency
+	}
+	return noSlotLimit
+}
+
+// LimitKnown reports whether a limit of the account is known: configured
+// (CapacityConfig), or stated by the provider. Without one, the process
+// holds at most its own cap, DefaultMaxConcurrency when not set, of calls
+// in flight, and no rate but its own.
+func (b *Capacity) LimitKnown() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limits(time.Now()).limited()
 }
 
 func (b *Capacity) write(msg string, fn func(context.Context) error) {

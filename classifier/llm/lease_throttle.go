@@ -34,6 +34,7 @@ func (b *Capacity) ProviderSaid(r RateLimits) {
 	newStated := (stated[0] > 0 && stated[0] != b.stated[0]) || (stated[1] > 0 && stated[1] != b.stated[1])
 	if newStated {
 		b.stated = stated
+		b.acct = b.acct.withStated(stated)
 	}
 	var l limits
 	if b.lim != nil {

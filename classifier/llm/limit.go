@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptrace"
 	"sync"
 	"time"
@@ -10,44 +12,51 @@ import (
 	"github.com/domainclass/domainclass/classifier"
 )
 
-// The reviewed bounds on model calls, per worker process. Sizes come from
-// Little's law, L = λ·W: the calls in flight equal the arrival rate times
-// the time each takes. A fresh domain costs about W = 2–3 s (search ≈ 0.5–1
-// s + model ≈ 1.5 s), so 8 calls in flight serve λ ≈ 3 domains/s (≈ 190 a
-// minute), under the rate limit. Change one in a reviewed commit, or per
-// deployment through the environment.
-const (
-	// DefaultMaxConcurrency: 8 calls in flight saturate a small-tier
-	// provider account without queueing hundreds of requests on its side; a
-	// burst of 500 jobs still means 8.
-	DefaultMaxConcurrency = 8
-	// DefaultRatePerMinute: 300 leaves 40% headroom under a 500 RPM tier
-	// and caps spend if latency drops (8 slots at 0.5 s would be 960/min).
-	DefaultRatePerMinute = 300
-)
+// DefaultMaxConcurrency is LLM_MAX_CONCURRENCY when it is not set, and
+// only while no limit of the provider account is known: none configured
+// (LLM_ACCOUNT_*), none stated by the provider (x-ratelimit headers). A
+// process then holds at most 8 calls in flight: what a small-tier account
+// takes without queueing hundreds of requests on its side, and a bound on
+// what a model server that states nothing is sent (by Little's law, 8
+// calls of 1 s are 8 a second). Once a limit is known the deployment's
+// capacity decides (lease.go) and a process's own caps are off unless set:
+// a default rate (it was 300 a minute) held a worker of 32 slots to 5 calls
+// a second (issue 36).
+const DefaultMaxConcurrency = 8
+
+// noSlotLimit is a scheduler's slots when nothing bounds the calls in
+// flight but the rate: a limit of the account is known and it is not one of
+// calls in flight, and the process sets no cap of its own.
+const noSlotLimit = math.MaxInt32
 
 // Limited bounds the calls of a Completer for the whole process: at most
 // concurrency in flight, started no faster than perMinute, and shared
 // between interactive jobs and lists as the scheduler says (share.go).
-// Governed by a Capacity, those are this process's caps, and the deployment's
-// capacity bounds it further (lease.go).
+// Governed by a Capacity, the deployment's capacity decides (lease.go), and
+// those two are this process's own caps, each off when 0.
 type Limited struct {
 	next   classifier.Completer
 	slots  *scheduler
 	tokens *tokenEstimator
-	// The process's own caps.
+	// The process's own caps (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE);
+	// 0 is not set.
 	concurrency int
 	perMinute   int
 }
 
 // Limit wraps next in the process-wide bounds; obs, if not nil, is told
-// how the slots are used.
+// how the slots are used. A perMinute of 0 is no rate; a concurrency of 0
+// is DefaultMaxConcurrency until a Capacity that governs it knows a limit
+// of the account (without one, nothing is known: eval, tests).
 func Limit(next classifier.Completer, concurrency, perMinute int, obs SlotObserver) *Limited {
-	// A bucket of one spaces calls evenly: the rate is never exceeded, even
-	// in the first second of a burst of jobs.
-	requests := newBucket(float64(perMinute)/60, 1, time.Now())
-	return &Limited{next: next, slots: newScheduler(concurrency, requests, obs), tokens: newTokenEstimator(),
-		concurrency: concurrency, perMinute: perMinute}
+	var requests *bucket
+	if perMinute > 0 {
+		// A bucket of one spaces calls evenly: the rate is never exceeded,
+		// even in the first second of a burst of jobs.
+		requests = newBucket(float64(perMinute)/60, 1, time.Now())
+	}
+	return &Limited{next: next, slots: newScheduler(cmp.Or(concurrency, DefaultMaxConcurrency), requests, obs),
+		tokens: newTokenEstimator(), concurrency: concurrency, perMinute: perMinute}
 }
 
 // Stop makes every call that has not started, and every call asked from

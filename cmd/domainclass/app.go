@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -231,7 +233,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
 		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.AllowPrivate,
-		Callers: cfg.Callers, Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(),
+		Callers: cfg.Callers, Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(), ReadyDetail: m.readyDetail,
 		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded,
 			Answered: m.jobMetrics.DomainsAnswered},
 	}
@@ -264,11 +266,15 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 
 // estimator is what the dry run's estimate is computed from: the model,
 // its price (the same Pricer the workers charge the callers' spend with),
-// the bounds of a worker process and the cache policy.
+// the bounds of a worker process (its caps, else the account's, else the
+// calls in flight of a process while no limit is known) and the cache
+// policy.
 func (m *Main) estimator() httpapi.Estimator {
 	cfg := m.Config
-	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(), ModelConcurrency: cfg.LLMMaxConcurrency,
-		ModelRatePerMinute: cfg.LLMRatePerMinute, DefaultCallSeconds: httpapi.DefaultCallSeconds, Freshness: cfg.Freshness}
+	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(),
+		ModelConcurrency:   cmp.Or(cfg.LLMMaxConcurrency, cfg.LLMAccountConcurrency, llm.DefaultMaxConcurrency),
+		ModelRatePerMinute: cmp.Or(cfg.LLMRatePerMinute, cfg.LLMAccountRPM), DefaultCallSeconds: httpapi.DefaultCallSeconds,
+		Freshness: cfg.Freshness}
 	if cfg.SearchProvider != search.ProviderNone {
 		e.SearchSeconds = searchSeconds
 	}
@@ -307,6 +313,11 @@ func (m *Main) workerHandler() http.Handler {
 		if err := m.DB.Ping(ctx); err != nil {
 			w.Header().Set("Retry-After", "2")
 			writeStatus(w, http.StatusServiceUnavailable, `{"status":"unavailable"}`)
+			return
+		}
+		if detail := m.readyDetail(); detail != "" {
+			body, _ := json.Marshal(map[string]string{"status": "ok", "detail": detail})
+			writeStatus(w, http.StatusOK, string(body))
 			return
 		}
 		writeStatus(w, http.StatusOK, `{"status":"ok"}`)

@@ -40,19 +40,17 @@ type Config struct {
 	HTTPAddr   string
 	WorkerAddr string
 
-	OpenAIAPIKey      string
-	OpenAIBaseURL     string
-	OpenAIModel       string
+	OpenAIAPIKey  string
+	OpenAIBaseURL string
+	OpenAIModel   string
+	// LLMMaxConcurrency and LLMRatePerMinute are one worker process's own
+	// caps, off when 0 (not set): the deployment's capacity decides
+	// (modellimits.go).
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
-	// LLMConcurrencyFrom and LLMRateFrom say where the two came from (a
-	// worker logs them at start-up): "default", or the variable that set
-	// them (LLM_MAX_CONCURRENCY, LLM_RATE_PER_MINUTE, the account's they
-	// default to, or LLM_MAX_CONCURRENCY that the rate follows).
-	LLMConcurrencyFrom, LLMRateFrom string
 	// The provider account's limits for the whole deployment (every worker
-	// process); 0 is none. With them set, LLM_MAX_CONCURRENCY and
-	// LLM_RATE_PER_MINUTE are one process's caps, and default to them.
+	// process leases a share); 0 is none, and the provider's stated limits
+	// govern.
 	LLMAccountRPM         int
 	LLMAccountTPM         int
 	LLMAccountConcurrency int
@@ -117,10 +115,6 @@ func DefaultConfig() Config {
 		HTTPAddr:           "127.0.0.1:8080",
 		WorkerAddr:         "127.0.0.1:8081",
 		OpenAIModel:        "gpt-5.4-mini",
-		LLMMaxConcurrency:  llm.DefaultMaxConcurrency,
-		LLMRatePerMinute:   llm.DefaultRatePerMinute,
-		LLMConcurrencyFrom: "default",
-		LLMRateFrom:        "default",
 		LLMTimeout:         llm.DefaultTimeout,
 		SearchProvider:     search.ProviderHomepage,
 		Auth:               "on",
@@ -308,7 +302,6 @@ func LoadConfig(environ []string) (Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.modelBounds(env)
 	cfg.slowClient()
 	cfg.EnvWarnings = append(envvar.OldSet(renamedEnv, env), envvar.Unread(removedEnv, env)...)
 	return cfg, cfg.Validate()
@@ -321,38 +314,6 @@ func (cfg *Config) slowClient() {
 	cfg.Lists.UploadMinRate, cfg.Lists.DownloadMinRate = cfg.ListMinRate, cfg.ListMinRate
 	cfg.Lists.UploadRateWindow, cfg.Lists.DownloadRateWindow = cfg.ListRateWindow, cfg.ListRateWindow
 }
-
-// modelBounds settles a process's model bounds that env does not set, and
-// says where each came from. With the account's limits set, a process's
-// own bounds default to them: one process alone may use the whole
-// account. Without them, a rate not set follows a concurrency that is: a
-// call a second per slot at least (perSlotPerMinute), so that the default
-// 300 a minute never holds 32 slots to 5 calls a second (issue 36); the
-// default pair (8, 300) stays as reviewed (classifier/llm/limit.go).
-func (cfg *Config) modelBounds(env map[string]string) {
-	_, concurrencySet := env["LLM_MAX_CONCURRENCY"]
-	_, rateSet := env["LLM_RATE_PER_MINUTE"]
-	switch {
-	case concurrencySet:
-		cfg.LLMConcurrencyFrom = "LLM_MAX_CONCURRENCY"
-	case cfg.LLMAccountConcurrency > 0:
-		cfg.LLMMaxConcurrency, cfg.LLMConcurrencyFrom = cfg.LLMAccountConcurrency, "LLM_ACCOUNT_CONCURRENCY"
-	}
-	switch {
-	case rateSet:
-		cfg.LLMRateFrom = "LLM_RATE_PER_MINUTE"
-	case cfg.LLMAccountRPM > 0:
-		cfg.LLMRatePerMinute, cfg.LLMRateFrom = cfg.LLMAccountRPM, "LLM_ACCOUNT_RPM"
-	case cfg.LLMConcurrencyFrom != "default" && cfg.LLMMaxConcurrency*perSlotPerMinute > cfg.LLMRatePerMinute:
-		cfg.LLMRatePerMinute = cfg.LLMMaxConcurrency * perSlotPerMinute
-		cfg.LLMRateFrom = cfg.LLMConcurrencyFrom + " × 60"
-	}
-}
-
-// perSlotPerMinute is the rate a model slot is given when the rate is not
-// set: a call a second, so that calls of a second or more are bound by the
-// slots, not the rate.
-const perSlotPerMinute = 60
 
 // Validate checks the values parsing cannot: the binary's own, and each
 // owner's settings (their messages name the environment variables).
@@ -370,8 +331,8 @@ func (c Config) Validate() error {
 		return errors.New("set both RIVERUI_USER and RIVERUI_PASSWORD, or neither")
 	case c.SearchProvider == search.ProviderBrave && c.BraveAPIKey == "":
 		return errors.New("SEARCH_PROVIDER=brave needs BRAVE_API_KEY")
-	case c.LLMMaxConcurrency < 1 || c.LLMRatePerMinute < 1:
-		return errors.New("LLM_MAX_CONCURRENCY and LLM_RATE_PER_MINUTE must be at least 1")
+	case c.LLMMaxConcurrency < 0 || c.LLMRatePerMinute < 0:
+		return errors.New("LLM_MAX_CONCURRENCY and LLM_RATE_PER_MINUTE must not be negative (0: not set, the deployment's capacity decides)")
 	case c.LLMAccountRPM < 0 || c.LLMAccountTPM < 0 || c.LLMAccountConcurrency < 0:
 		return errors.New("LLM_ACCOUNT_RPM, LLM_ACCOUNT_TPM and LLM_ACCOUNT_CONCURRENCY must not be negative (0: no limit)")
 	case c.TracesExporter != "" && c.TracesExporter != "otlp" && c.TracesExporter != "none":

@@ -26,6 +26,8 @@ func TestLayers(t *testing.T) {
 		// The callers' money: Postgres and the model's price, counted for
 		// the workers, which it does not know.
 		{"spend", []string{mod + "httpapi", mod + "jobs", mod + "wire", "github.com/riverqueue/", "github.com/gin-gonic/"}},
+		// The account's leases and their metrics: llm's rules, db's queries.
+		{"capacity", []string{mod + "httpapi", mod + "jobs", mod + "wire", "github.com/riverqueue/", "github.com/gin-gonic/"}},
 		// The handlers call jobs' steps (AcceptJob, CancelList, …), which
 		// alone know River's kinds, states and args.
 		{"httpapi", []string{"github.com/riverqueue/"}},

@@ -14,7 +14,7 @@ import (
 func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm.Client, error) {
 	return llm.New(llm.Config{
 		BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Timeout: c.LLMTimeout,
-		Observer: observer, Feedback: feedback, Conns: c.LLMMaxConcurrency,
+		Observer: observer, Feedback: feedback, Conns: c.modelConns(),
 	})
 }
 
@@ -23,7 +23,7 @@ func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm
 func (c Config) newSearcher(name string) (classifier.Searcher, error) {
 	return search.New(search.Config{
 		Provider: name, AllowPrivate: c.AllowPrivate,
-		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(), Conns: c.LLMMaxConcurrency,
+		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(), Conns: c.modelConns(),
 	})
 }
 

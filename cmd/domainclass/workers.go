@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-	"time"
 
+	"github.com/domainclass/domainclass/capacity"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
-	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/jobs"
 	"github.com/domainclass/domainclass/spend"
 	"github.com/google/uuid"
@@ -155,13 +154,14 @@ func (m *Main) buildModel(ctx context.Context) (classifier.Completer, jobs.Batch
 		m.Logger.Warn("OPENAI_API_KEY is not set: overridden and cached domains are answered, others fail with \"no LLM configured\"")
 		return nil, nil, nil
 	}
-	// The process's bounds are caps; the deployment's capacity (one
-	// provider account, every worker process) bounds them further.
+	// The deployment's capacity (one provider account, every worker
+	// process) decides; the process's own bounds, when set, are caps
+	// (modellimits.go).
 	id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
 	m.capacity = llm.NewCapacity(llm.CapacityConfig{
 		RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
-		Holder: m.process, Logger: m.Logger, Observer: jobs.NewCapacityMetrics(m.Metrics),
-	}, jobs.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
+		Holder: m.process, Logger: m.Logger, Observer: capacity.NewMetrics(m.Metrics),
+	}, capacity.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
 	c, err := cfg.newLLMClient(m.jobMetrics, m.capacity)
 	if err != nil {
 		return nil, nil, err
@@ -171,27 +171,4 @@ func (m *Main) buildModel(ctx context.Context) (classifier.Completer, jobs.Batch
 	m.logModelLimits(ctx, id, name)
 	m.limited = limited
 	return limited, c, nil // a batch's requests are the provider's to pace, not our model slots
-}
-
-// logModelLimits says once, at a worker's start, what bounds its model
-// calls and where each bound came from (issue 36: nothing said that
-// LLM_RATE_PER_MINUTE's default held 32 slots to 5 calls a second): the
-// process's own caps (the default, or the variable that set them), the
-// account's limits that every worker process leases a share of (0: none),
-// and the limits the provider's x-ratelimit headers last stated, which
-// lower the account's (0: none stated yet).
-func (m *Main) logModelLimits(ctx context.Context, account, host string) {
-	cfg := m.Config
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	statedRPM, statedTPM, err := db.LLMAccountStatedGet(ctx, m.WorkerDB.Pool, account)
-	stated := "provider headers"
-	if err != nil {
-		stated = "provider headers (unread: " + err.Error() + ")"
-	}
-	m.Logger.Info("model limits", "concurrency", cfg.LLMMaxConcurrency, "concurrency_from", cfg.LLMConcurrencyFrom,
-		"rate_per_minute", cfg.LLMRatePerMinute, "rate_from", cfg.LLMRateFrom,
-		"account", host, "account_rpm", cfg.LLMAccountRPM, "account_tpm", cfg.LLMAccountTPM,
-		"account_concurrency", cfg.LLMAccountConcurrency, "account_from", "LLM_ACCOUNT_*, leased among the worker processes",
-		"stated_rpm", statedRPM, "stated_tpm", statedTPM, "stated_from", stated)
 }

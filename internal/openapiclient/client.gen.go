@@ -764,6 +764,8 @@ type EvidenceItem struct {
 
 // Health defines model for Health.
 type Health struct {
+	// Detail What the process adds to its readiness, only when there is something to say: in `domainclass all`, that no limit of the model provider's account is known (no `LLM_ACCOUNT_*` set, none stated by the provider), so that each worker process holds at most `LLM_MAX_CONCURRENCY` (8 when not set) model calls in flight until the provider states its limits.
+	Detail *string      `json:"detail,omitempty"`
 	Status HealthStatus `json:"status"`
 }
 

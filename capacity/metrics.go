@@ -1,15 +1,16 @@
-package jobs
+package capacity
 
 import (
+	"math"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// CapacityMetrics show a worker process's part of the deployment's model
-// capacity (llm.CapacityObserver). A nil *CapacityMetrics records nothing.
-type CapacityMetrics struct {
+// Metrics show a worker process's part of the deployment's model
+// capacity (llm.CapacityObserver). A nil *Metrics records nothing.
+type Metrics struct {
 	share  prometheus.Gauge
 	perMin *prometheus.GaugeVec
 	slots  prometheus.Gauge
@@ -21,11 +22,11 @@ type CapacityMetrics struct {
 	lastAt time.Time
 }
 
-// NewCapacityMetrics registers the capacity metrics on reg. They keep
+// NewMetrics registers the capacity metrics on reg. They keep
 // their names, domainclass_llm_budget_*, from before "budget" came to mean
 // callers' money only (issue 38): dashboards and alerts use them.
-func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
-	m := &CapacityMetrics{
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		share: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "domainclass_llm_budget_share",
 			Help: "The share of the provider account's requests and tokens a minute this worker process holds now (its lease); the processes' shares add up to at most 1.",
@@ -36,7 +37,7 @@ func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
 		}, []string{"kind"}),
 		slots: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "domainclass_llm_budget_slots",
-			Help: "Model calls this worker process may have in flight now: its share of LLM_ACCOUNT_CONCURRENCY, within LLM_MAX_CONCURRENCY.",
+			Help: "Model calls this worker process may have in flight now: its share of LLM_ACCOUNT_CONCURRENCY, within LLM_MAX_CONCURRENCY when set (+Inf: no limit but the rate; 8 while no limit of the account is known).",
 		}),
 		unused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "domainclass_llm_budget_unused_total",
@@ -52,7 +53,7 @@ func NewCapacityMetrics(reg prometheus.Registerer) *CapacityMetrics {
 }
 
 // ObserveCapacity records a lease (llm.CapacityObserver).
-func (m *CapacityMetrics) ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int) {
+func (m *Metrics) ObserveCapacity(share, requestsPerMinute, tokensPerMinute float64, slots int) {
 	if m == nil {
 		return
 	}
@@ -66,12 +67,16 @@ func (m *CapacityMetrics) ObserveCapacity(share, requestsPerMinute, tokensPerMin
 	m.share.Set(share)
 	m.perMin.WithLabelValues("requests").Set(requestsPerMinute)
 	m.perMin.WithLabelValues("tokens").Set(tokensPerMinute)
-	m.slots.Set(float64(slots))
+	if slots < 0 {
+		m.slots.Set(math.Inf(1))
+	} else {
+		m.slots.Set(float64(slots))
+	}
 }
 
 // ObserveUnused counts what the process's share brought that it had no
 // call for (llm.CapacityObserver).
-func (m *CapacityMetrics) ObserveUnused(requests, tokens float64) {
+func (m *Metrics) ObserveUnused(requests, tokens float64) {
 	if m == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package jobs_test
+package capacity_test
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/domainclass/domainclass/capacity"
 	"github.com/domainclass/domainclass/classifier"
 	"github.com/domainclass/domainclass/classifier/llm"
 	"github.com/domainclass/domainclass/classifier/llm/llmtest"
 	"github.com/domainclass/domainclass/db"
 	"github.com/domainclass/domainclass/db/dbtest"
-	"github.com/domainclass/domainclass/jobs"
 )
 
 // leaseProc is one worker process's model bounds, as app.go wires them:
@@ -47,7 +47,7 @@ func newLeaseSetup(t *testing.T, fake *llmtest.Server, account llm.CapacityConfi
 // LLM_RATE_PER_MINUTE).
 func (s *leaseSetup) start(name string, concurrency, perMinute int) *leaseProc {
 	s.t.Helper()
-	var store llm.LeaseStore = jobs.AccountStore{DB: s.d.Pool, ID: "acct", Name: "fake"}
+	var store llm.LeaseStore = capacity.AccountStore{DB: s.d.Pool, ID: "acct", Name: "fake"}
 	if !s.release {
 		store = keepLease{store}
 	}

@@ -1,4 +1,4 @@
-package jobs_test
+package capacity_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/domainclass/domainclass/jobs"
+	"github.com/domainclass/domainclass/capacity"
 )
 
 // The capacity's counters: a share held counts its seconds (the rate of
@@ -16,7 +16,7 @@ import (
 // second), and unused requests and tokens add up.
 func TestCapacityMetrics_ShareSecondsAndUnused(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := jobs.NewCapacityMetrics(reg)
+	m := capacity.NewMetrics(reg)
 	held := func() float64 { return counter(t, reg, "domainclass_llm_budget_share_seconds_total", nil) }
 
 	t0 := time.Now()
@@ -39,4 +39,26 @@ func TestCapacityMetrics_ShareSecondsAndUnused(t *testing.T) {
 	unused := "domainclass_llm_budget_unused_total"
 	require.InDelta(t, 3, counter(t, reg, unused, map[string]string{"kind": "requests"}), 1e-9)
 	require.InDelta(t, 100, counter(t, reg, unused, map[string]string{"kind": "tokens"}), 1e-9)
+}
+
+// counter returns the value of the counter name with labels, -1 when none.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
 }
