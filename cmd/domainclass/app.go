@@ -232,7 +232,7 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 		DB: m.DB, DBTimeout: cfg.APIDBTimeout, River: m.River, Registry: m.Registry, Auth: auth, Logger: m.Logger,
 		Metrics:        httpapi.NewMetrics(m.Metrics),
 		MetricsHandler: m.metricsHandler(),
-		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.AllowPrivate,
+		Webhooks:       cfg.WebhookSecret != "", CallbackAllowPrivate: cfg.CallbackAllowPrivate,
 		Callers: cfg.Callers, Lists: cfg.Lists, Queue: cfg.Queue, Estimate: m.estimator(), ReadyDetail: m.readyDetail,
 		ListCounts: httpapi.ListCounters{Rows: m.listMetrics.ListRows, Ended: m.listMetrics.ListEnded,
 			Answered: m.jobMetrics.DomainsAnswered},

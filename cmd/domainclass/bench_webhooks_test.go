@@ -25,7 +25,7 @@ import (
 func benchWebhooks(t *testing.T) []benchRow {
 	const jobs, hung = 20, 40
 	e := newE2E(t, llmtest.Steady(true, 4, "x", 0), map[string]string{
-		"AUTH": "on", "LOG_LEVEL": "error", "WEBHOOK_SECRET": newWebhookSecret(t), "ALLOW_PRIVATE_ADDRESSES": "true",
+		"AUTH": "on", "LOG_LEVEL": "error", "WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true",
 		"CALLER_RATE_PER_MINUTE": "1000000", "CALLER_MAX_QUEUED_DOMAINS": "1000000",
 	})
 	e.start(cli.RoleAPI)

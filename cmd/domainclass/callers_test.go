@@ -230,7 +230,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"AUTH": "on", "OPENAI_API_KEY": secrets["OPENAI_API_KEY"], "OPENAI_BASE_URL": srv.BaseURL(),
 		"RIVERUI_USER": "ops", "RIVERUI_PASSWORD": secrets["RIVERUI_PASSWORD"], "BRAVE_API_KEY": secrets["BRAVE_API_KEY"],
 		"DATABASE_URL": dbURL, "LOG_LEVEL": "debug", "LOG_FORMAT": "json",
-		"WEBHOOK_SECRET": secrets["WEBHOOK_SECRET"], "ALLOW_PRIVATE_ADDRESSES": "true",
+		"WEBHOOK_SECRET": secrets["WEBHOOK_SECRET"], "CALLBACK_ALLOW_PRIVATE": "true",
 		"WEBHOOK_RETRY_SCHEDULE": "10ms,10ms",
 	})
 

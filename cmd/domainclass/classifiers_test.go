@@ -41,7 +41,7 @@ func TestSecondClassifier(t *testing.T) {
 			key = m[1]
 		}
 		return llmtest.AnswerAs(key, vendors[r.Domain], 4, "Judged from the name.")
-	}, map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "ALLOW_PRIVATE_ADDRESSES": "true"})
+	}, map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 	e.start(cli.RoleAll)
 	rc := newHookReceiver(t)
 	callback := rc.srv.URL + "/hooks/domainclass"

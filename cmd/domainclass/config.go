@@ -60,12 +60,14 @@ type Config struct {
 	BraveAPIKey    string
 	BraveBaseURL   string
 
-	// AllowPrivate lets the service reach private, loopback and link-local
-	// addresses: a callback URL's (and plain http callbacks), and a
-	// homepage the search fetches. Tests and a deployment inside one
-	// network set it; on the internet it would let a caller aim the
-	// service at its own network.
-	AllowPrivate bool
+	// CallbackAllowPrivate lets callback URLs reach private, loopback and
+	// link-local addresses (and plain http); SearchAllowPrivate lets the
+	// homepage search fetch them. Two variables, not one: a callback URL
+	// comes from a caller holding a key, a homepage's address from whoever
+	// controls the domain's DNS, so a deployment whose receivers live in
+	// its own network must not open that network to every domain's owner.
+	CallbackAllowPrivate bool
+	SearchAllowPrivate   bool
 
 	WebhookSecret string
 
@@ -151,8 +153,6 @@ func envTable(c *Config) []envvar.Var {
 // more, with a warning as a process starts, then no longer.
 var renamedEnv = []envvar.Renamed{
 	// issue 38: one variable where two said the same thing.
-	{Old: "SEARCH_ALLOW_PRIVATE", New: "ALLOW_PRIVATE_ADDRESSES"},
-	{Old: "CALLBACK_ALLOW_PRIVATE", New: "ALLOW_PRIVATE_ADDRESSES"},
 	{Old: "LIST_UPLOAD_MIN_RATE", New: "LIST_MIN_RATE"},
 	{Old: "LIST_DOWNLOAD_MIN_RATE", New: "LIST_MIN_RATE"},
 	{Old: "LIST_UPLOAD_RATE_WINDOW", New: "LIST_RATE_WINDOW"},
@@ -172,7 +172,6 @@ var removedEnv = []envvar.Removed{
 	{Name: "EVIDENCE_MAX_CHARS", Instead: "a reviewed constant (classifier.DefaultEvidenceMaxChars)"},
 	{Name: "SEARCH_TIMEOUT", Instead: "a reviewed constant (search.DefaultTimeout)"},
 	{Name: "AUTH_CACHE_TTL", Instead: "a reviewed constant (httpapi.DefaultAuthCacheTTL, 5s)"},
-	{Name: "LIST_MAX_DOMAINS", Instead: "a reviewed constant (httpapi.DefaultListMaxRows, a million); LIST_MAX_BYTES bounds an upload"},
 	{Name: "CACHE_TTL_HIGH", Instead: "a reviewed constant (classifier.DefaultFreshness)"},
 	{Name: "CACHE_TTL_MEDIUM", Instead: "a reviewed constant (classifier.DefaultFreshness)"},
 	{Name: "CACHE_TTL_LOW", Instead: "a reviewed constant (classifier.DefaultFreshness)"},
@@ -229,7 +228,8 @@ func (c *Config) serviceEnv() []envvar.Var {
 		{"BRAVE_BASE_URL", &c.BraveBaseURL, ""},
 
 		{"WEBHOOK_SECRET", &c.WebhookSecret, ""},
-		{"ALLOW_PRIVATE_ADDRESSES", &c.AllowPrivate, ""},
+		{"CALLBACK_ALLOW_PRIVATE", &c.CallbackAllowPrivate, ""},
+		{"SEARCH_ALLOW_PRIVATE", &c.SearchAllowPrivate, ""},
 		{"AUTH", &c.Auth, ""},
 		{"RIVERUI_USER", &c.RiverUIUser, ""},
 		{"RIVERUI_PASSWORD", &c.RiverUIPassword, ""},
@@ -258,6 +258,7 @@ func (c *Config) callerEnv() []envvar.Var {
 func (c *Config) limitsEnv() []envvar.Var {
 	return []envvar.Var{
 		{"LIST_MAX_BYTES", &c.Lists.MaxBytes, "MaxBytes"},
+		{"LIST_MAX_DOMAINS", &c.Lists.MaxRows, "MaxRows"},
 		{"LIST_UPLOADS_PER_PROCESS", &c.Lists.MaxUploads, "MaxUploads"},
 		{"LIST_DOWNLOADS_PER_PROCESS", &c.Lists.MaxDownloads, "MaxDownloads"},
 		{"LIST_MIN_RATE", &c.ListMinRate, ""},

@@ -566,7 +566,7 @@ func drillWebhookDown(t *testing.T, s *drillSet) {
 
 	fake := llmtest.New(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes drinks.") })
 	d := newDeployment(t, s.bin, fake, dbtest.URL(), dbtest.Schema(t), map[string]string{
-		"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true", "WEBHOOK_RETRY_SCHEDULE": "1s,2s,2s,4s",
+		"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true", "WEBHOOK_RETRY_SCHEDULE": "1s,2s,2s,4s",
 	})
 	d.start(cli.RoleAPI)
 	d.start(cli.RoleWorker)

@@ -112,7 +112,7 @@ func TestHostileSearchResults(t *testing.T) {
 	t.Cleanup(brave.Close)
 	rc := newHookReceiver(t)
 	e := newE2E(t, nil, map[string]string{"SEARCH_PROVIDER": "brave", "BRAVE_API_KEY": "k", "BRAVE_BASE_URL": brave.URL,
-		"WEBHOOK_SECRET": newWebhookSecret(t), "ALLOW_PRIVATE_ADDRESSES": "true"})
+		"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 	e.start(cli.RoleAll)
 
 	status, body := e.post(`{"domains": ["evil.com"]}`, "X-Callback-URL", rc.srv.URL+"/hooks")

@@ -34,7 +34,7 @@ func TestGeneratedClient(t *testing.T) {
 			return hold.reply(r)
 		}
 		return llmtest.Answer(r.Domain != "crm.io", 4, "Sells "+r.Domain+" goods.")
-	}, map[string]string{"AUTH": "on", "WEBHOOK_SECRET": newWebhookSecret(t), "ALLOW_PRIVATE_ADDRESSES": "true"})
+	}, map[string]string{"AUTH": "on", "WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 	e.start(cli.RoleAll)
 	key := e.apiKey("team-generated")
 	hooks := newHookReceiver(t)

@@ -134,7 +134,7 @@ func TestPrometheus(t *testing.T) {
 	t.Parallel()
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
-		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "ALLOW_PRIVATE_ADDRESSES": "true"})
+		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 	e.tune = func(c *Config) { c.Queue.QueueMetricsInterval = time.Second }
 	api := e.start(cli.RoleAPI)
 	worker := e.start(cli.RoleWorker)

@@ -22,7 +22,7 @@ func (c Config) newLLMClient(observer llm.Observer, feedback llm.Feedback) (*llm
 // the workers; eval compares several).
 func (c Config) newSearcher(name string) (classifier.Searcher, error) {
 	return search.New(search.Config{
-		Provider: name, AllowPrivate: c.AllowPrivate,
+		Provider: name, AllowPrivate: c.SearchAllowPrivate,
 		BraveAPIKey: c.BraveAPIKey, BraveBaseURL: c.BraveBaseURL, UserAgent: userAgent(), Conns: c.modelConns(),
 	})
 }

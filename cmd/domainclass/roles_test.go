@@ -53,7 +53,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		}
 		return llmtest.Answer(true, 5, "Makes snacks.")
 	},
-		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "ALLOW_PRIVATE_ADDRESSES": "true"})
+		map[string]string{"WEBHOOK_SECRET": newWebhookSecret(t), "CALLBACK_ALLOW_PRIVATE": "true"})
 
 	code, out, errOut := e.cli(ctx, "", nil, "roles", "--api", apiRole, "--worker", workerRole)
 	require.Equal(t, 0, code, errOut)

@@ -43,7 +43,7 @@ func TestTracing(t *testing.T) {
 	webhookSecret := newWebhookSecret(t)
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
-		map[string]string{"WEBHOOK_SECRET": webhookSecret, "ALLOW_PRIVATE_ADDRESSES": "true", "AUTH": "on"})
+		map[string]string{"WEBHOOK_SECRET": webhookSecret, "CALLBACK_ALLOW_PRIVATE": "true", "AUTH": "on"})
 	e.traced = true
 	e.start(cli.RoleAPI)
 	e.start(cli.RoleWorker)

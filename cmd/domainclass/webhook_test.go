@@ -110,7 +110,7 @@ func TestEndToEnd_Webhooks(t *testing.T) {
 		secret := newWebhookSecret(t)
 		rc := newHookReceiver(t)
 		e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 5, "Makes snacks.") },
-			map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
+			map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true"})
 		e.start(cli.RoleAPI)
 		e.start(cli.RoleWorker)
 		wh, err := standardwebhooks.NewWebhook(secret)
@@ -192,7 +192,7 @@ func TestEndToEnd_AnswerChanged(t *testing.T) {
 	secret := newWebhookSecret(t)
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Makes snacks.") },
-		map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
+		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true"})
 	e.tune = func(c *Config) { c.Queue.ChangeFanoutInterval, c.Queue.ChangeNotifyWindow = time.Second, 240*time.Hour }
 	e.start(cli.RoleAPI)
 	e.start(cli.RoleWorker)
@@ -331,7 +331,7 @@ func TestEndToEnd_ReviewVerdictReachesWhoGotTheOldAnswer(t *testing.T) {
 	secret := newWebhookSecret(t)
 	rc := newHookReceiver(t)
 	e := newE2E(t, func(llmtest.Request) llmtest.Reply { return llmtest.Answer(true, 2, "Maybe makes snacks.") },
-		map[string]string{"WEBHOOK_SECRET": secret, "ALLOW_PRIVATE_ADDRESSES": "true"})
+		map[string]string{"WEBHOOK_SECRET": secret, "CALLBACK_ALLOW_PRIVATE": "true"})
 	e.tune = func(c *Config) { c.Queue.ChangeFanoutInterval = time.Second }
 	e.start(cli.RoleAPI)
 	e.start(cli.RoleWorker)

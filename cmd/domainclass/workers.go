@@ -126,7 +126,7 @@ func (m *Main) buildWorkers(ctx context.Context) (*river.Workers, error) {
 	// by an API that had one fail with an error saying so, and are retried.
 	webhookKey, _ := jobs.ParseWebhookSecret(cfg.WebhookSecret) // validated with the config
 	if err := river.AddWorkerSafely(workers, &jobs.WebhookWorker{
-		DB: m.WorkerDB.Pool, Client: jobs.WebhookClient(cfg.AllowPrivate, cfg.Queue.WebhookTimeout),
+		DB: m.WorkerDB.Pool, Client: jobs.WebhookClient(cfg.CallbackAllowPrivate, cfg.Queue.WebhookTimeout),
 		Key: webhookKey, UserAgent: userAgent(), Settings: cfg.Queue, Logger: m.Logger,
 		OnDelivery: m.jobMetrics.WebhookDelivery,
 	}); err != nil {

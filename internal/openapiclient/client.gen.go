@@ -1628,7 +1628,7 @@ type CreateClassifyJobParams struct {
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
 	// An absolute https URL of a public address (http and private
 	// addresses only when the service runs with
-	// ALLOW_PRIVATE_ADDRESSES=true); refused with 422 when the service has
+	// CALLBACK_ALLOW_PRIVATE=true); refused with 422 when the service has
 	// no WEBHOOK_SECRET to sign with.
 	XCallbackURL *CallbackURL `json:"X-Callback-URL,omitempty"`
 }
@@ -1715,7 +1715,7 @@ type CreateListParams struct {
 	// XCallbackURL Where to POST the job or list when it ends (see the operation's callbacks).
 	// An absolute https URL of a public address (http and private
 	// addresses only when the service runs with
-	// ALLOW_PRIVATE_ADDRESSES=true); refused with 422 when the service has
+	// CALLBACK_ALLOW_PRIVATE=true); refused with 422 when the service has
 	// no WEBHOOK_SECRET to sign with.
 	XCallbackURL *CallbackURL `json:"X-Callback-URL,omitempty"`
 }
