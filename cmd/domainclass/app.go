@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -163,7 +162,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.River = m.WorkerRiver
 		}
 		if m.Role == cli.RoleWorker {
-			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
+			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, httpapi.WorkerHealth(m.DB, m.readyDetail, m.metricsHandler())); err != nil {
 				return err
 			}
 			m.Logger.Info("worker serving health and metrics", "addr", "http://"+m.workerLn.Addr().String())
@@ -294,36 +293,6 @@ const searchSeconds = 0.7
 
 func (m *Main) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.Metrics, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)})
-}
-
-// workerHandler serves the worker role's /healthz, /readyz and /metrics.
-func (m *Main) workerHandler() http.Handler {
-	mux := http.NewServeMux()
-	writeStatus := func(w http.ResponseWriter, status int, body string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body + "\n"))
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeStatus(w, http.StatusOK, `{"status":"ok"}`)
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
-		defer cancel()
-		if err := m.DB.Ping(ctx); err != nil {
-			w.Header().Set("Retry-After", "2")
-			writeStatus(w, http.StatusServiceUnavailable, `{"status":"unavailable"}`)
-			return
-		}
-		if detail := m.readyDetail(); detail != "" {
-			body, _ := json.Marshal(map[string]string{"status": "ok", "detail": detail})
-			writeStatus(w, http.StatusOK, string(body))
-			return
-		}
-		writeStatus(w, http.StatusOK, `{"status":"ok"}`)
-	})
-	mux.Handle("GET /metrics", m.metricsHandler())
-	return mux
 }
 
 func (m *Main) serve(addr string, h http.Handler) (*http.Server, net.Listener, error) {
