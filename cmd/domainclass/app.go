@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -270,10 +269,9 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 // policy.
 func (m *Main) estimator() httpapi.Estimator {
 	cfg := m.Config
-	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(),
-		ModelConcurrency:   cmp.Or(cfg.LLMMaxConcurrency, cfg.LLMAccountConcurrency, llm.DefaultMaxConcurrency),
-		ModelRatePerMinute: cmp.Or(cfg.LLMRatePerMinute, cfg.LLMAccountRPM), DefaultCallSeconds: httpapi.DefaultCallSeconds,
+	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(), DefaultCallSeconds: httpapi.DefaultCallSeconds,
 		Freshness: cfg.Freshness}
+	e.ModelConcurrency, e.ModelRatePerMinute = cfg.modelLimits().ProcessBounds()
 	if cfg.SearchProvider != search.ProviderNone {
 		e.SearchSeconds = searchSeconds
 	}

@@ -45,7 +45,7 @@ type Config struct {
 	OpenAIModel   string
 	// LLMMaxConcurrency and LLMRatePerMinute are one worker process's own
 	// caps, off when 0 (not set): the deployment's capacity decides
-	// (modellimits.go).
+	// (capacity/limits.go).
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
 	// The provider account's limits for the whole deployment (every worker
