@@ -125,12 +125,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if cfg.tracing() {
+	exported := tracing.Exported(cfg.TracesExporter, cfg.OTLPEndpoint, cfg.OTLPTracesEndpoint)
+	if exported {
 		if m.stopTracing, err = tracing.Start(ctx, Version, m.Role); err != nil {
 			return err
 		}
 	}
-	traced := m.Traced || cfg.tracing()
+	traced := m.Traced || exported
 	var pgTracer pgx.QueryTracer
 	var riverMW []rivertype.Middleware
 	if traced {
@@ -273,7 +274,7 @@ func (m *Main) estimator() httpapi.Estimator {
 		Freshness: cfg.Freshness}
 	e.ModelConcurrency, e.ModelRatePerMinute = cfg.modelLimits().ProcessBounds()
 	if cfg.SearchProvider != search.ProviderNone {
-		e.SearchSeconds = searchSeconds
+		e.SearchSeconds = httpapi.DefaultSearchSeconds
 	}
 	return e
 }
@@ -283,11 +284,6 @@ func (m *Main) estimator() httpapi.Estimator {
 // estimate, the callers' spend budgets and the cost stored with each
 // answer.
 func modelPrices() llm.Pricer { return llm.DefaultPrices().Price }
-
-// searchSeconds is a search's share of a fresh domain's time, which the
-// measured model latency leaves out: a homepage fetch or a Brave query
-// takes about half a second to a second.
-const searchSeconds = 0.7
 
 func (m *Main) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.Metrics, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)})

@@ -382,15 +382,3 @@ func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db
 	return db.Open(ctx, db.Config{URL: c.DatabaseURL, Schema: c.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + command})
 }
-
-// tracing reports whether traces are exported: OTEL_TRACES_EXPORTER=otlp,
-// or an OTLP endpoint with no OTEL_TRACES_EXPORTER (none turns them off).
-func (c Config) tracing() bool {
-	switch c.TracesExporter {
-	case "otlp":
-		return true
-	case "none":
-		return false
-	}
-	return c.OTLPEndpoint != "" || c.OTLPTracesEndpoint != ""
-}
