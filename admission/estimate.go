@@ -91,6 +91,11 @@ const (
 // no guess of the usual one.
 const DefaultCallSeconds = 1.0
 
+// DefaultSearchSeconds is a search's share of a fresh domain's time, which
+// the measured model latency leaves out: a homepage fetch or a Brave query
+// takes about half a second to a second.
+const DefaultSearchSeconds = 0.7
+
 // Estimator is what a list's estimate (the dry run) and a caller's budget
 // check are computed from.
 type Estimator struct {

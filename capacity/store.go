@@ -1,8 +1,9 @@
 // Package capacity holds the deployment's model capacity where the worker
 // processes share it: the leases of the provider account in Postgres
-// (AccountStore, llm.LeaseStore) and a process's metrics of its part
-// (Metrics, llm.CapacityObserver). The rules are classifier/llm's
-// (lease.go, allocate.go); the queries db's.
+// (AccountStore, llm.LeaseStore), a process's metrics of its part
+// (Metrics, llm.CapacityObserver), and the limits configured, which wins
+// and what a worker says of them (Limits). The rules of the lease are
+// classifier/llm's (lease.go, allocate.go); the queries db's.
 package capacity
 
 import (

@@ -21,6 +21,10 @@ type Estimator admission.Estimator
 // was measured (admission.DefaultCallSeconds).
 const DefaultCallSeconds = admission.DefaultCallSeconds
 
+// DefaultSearchSeconds is a search's share of a fresh domain's time
+// (admission.DefaultSearchSeconds), for a deployment that searches.
+const DefaultSearchSeconds = admission.DefaultSearchSeconds
+
 func (e Estimator) withDefaults() Estimator {
 	return Estimator(admission.Estimator(e).WithDefaults())
 }

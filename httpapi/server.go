@@ -3,7 +3,6 @@
 package httpapi
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -161,12 +160,7 @@ func New(cfg Config) *Server {
 // routes are the API's routes; those under /domains, /lists and /callers
 // need a caller.
 func (s *Server) routes(r *gin.Engine) {
-	r.GET("/healthz", s.healthz)
-	r.GET("/readyz", s.readyz)
-	// HEAD answers as GET without the body (net/http drops it), as load
-	// balancers and `curl -I` ask.
-	r.HEAD("/healthz", s.healthz)
-	r.HEAD("/readyz", s.readyz)
+	s.health(r)
 	r.GET("/problems/:slug", problemDoc)
 	r.GET("/openapi.yaml", openapiDoc)
 	r.GET("/docs", docs)
@@ -196,29 +190,6 @@ func (s *Server) pool() db.Bounded { return db.Bounded{Pool: s.cfg.DB.Pool, Wait
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
-
-// healthz handles GET and HEAD /healthz: the process is up.
-func (s *Server) healthz(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
-}
-
-// readyz handles GET and HEAD /readyz: Postgres answers, and what
-// ReadyDetail says.
-func (s *Server) readyz(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.DBTimeout)
-	defer cancel()
-	if err := s.cfg.DB.Ping(ctx); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if s.cfg.ReadyDetail != nil {
-		if detail := s.cfg.ReadyDetail(); detail != "" {
-			c.JSON(http.StatusOK, gin.H{"status": "ok", "detail": detail})
-			return
-		}
-	}
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
-}
 
 func (s *Server) recover(c *gin.Context) {
 	defer func() {

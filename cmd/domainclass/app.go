@@ -1,9 +1,7 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -127,12 +125,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if cfg.tracing() {
+	exported := tracing.Exported(cfg.TracesExporter, cfg.OTLPEndpoint, cfg.OTLPTracesEndpoint)
+	if exported {
 		if m.stopTracing, err = tracing.Start(ctx, Version, m.Role); err != nil {
 			return err
 		}
 	}
-	traced := m.Traced || cfg.tracing()
+	traced := m.Traced || exported
 	var pgTracer pgx.QueryTracer
 	var riverMW []rivertype.Middleware
 	if traced {
@@ -163,7 +162,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.River = m.WorkerRiver
 		}
 		if m.Role == cli.RoleWorker {
-			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, m.workerHandler()); err != nil {
+			if m.workerServer, m.workerLn, err = m.serve(cfg.WorkerAddr, httpapi.WorkerHealth(m.DB, m.readyDetail, m.metricsHandler())); err != nil {
 				return err
 			}
 			m.Logger.Info("worker serving health and metrics", "addr", "http://"+m.workerLn.Addr().String())
@@ -271,12 +270,11 @@ func (m *Main) apiHandler(ctx context.Context, traced bool) (http.Handler, error
 // policy.
 func (m *Main) estimator() httpapi.Estimator {
 	cfg := m.Config
-	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(),
-		ModelConcurrency:   cmp.Or(cfg.LLMMaxConcurrency, cfg.LLMAccountConcurrency, llm.DefaultMaxConcurrency),
-		ModelRatePerMinute: cmp.Or(cfg.LLMRatePerMinute, cfg.LLMAccountRPM), DefaultCallSeconds: httpapi.DefaultCallSeconds,
+	e := httpapi.Estimator{Model: cfg.OpenAIModel, Price: modelPrices(), DefaultCallSeconds: httpapi.DefaultCallSeconds,
 		Freshness: cfg.Freshness}
+	e.ModelConcurrency, e.ModelRatePerMinute = cfg.modelLimits().ProcessBounds()
 	if cfg.SearchProvider != search.ProviderNone {
-		e.SearchSeconds = searchSeconds
+		e.SearchSeconds = httpapi.DefaultSearchSeconds
 	}
 	return e
 }
@@ -287,43 +285,8 @@ func (m *Main) estimator() httpapi.Estimator {
 // answer.
 func modelPrices() llm.Pricer { return llm.DefaultPrices().Price }
 
-// searchSeconds is a search's share of a fresh domain's time, which the
-// measured model latency leaves out: a homepage fetch or a Brave query
-// takes about half a second to a second.
-const searchSeconds = 0.7
-
 func (m *Main) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.Metrics, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)})
-}
-
-// workerHandler serves the worker role's /healthz, /readyz and /metrics.
-func (m *Main) workerHandler() http.Handler {
-	mux := http.NewServeMux()
-	writeStatus := func(w http.ResponseWriter, status int, body string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body + "\n"))
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeStatus(w, http.StatusOK, `{"status":"ok"}`)
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
-		defer cancel()
-		if err := m.DB.Ping(ctx); err != nil {
-			w.Header().Set("Retry-After", "2")
-			writeStatus(w, http.StatusServiceUnavailable, `{"status":"unavailable"}`)
-			return
-		}
-		if detail := m.readyDetail(); detail != "" {
-			body, _ := json.Marshal(map[string]string{"status": "ok", "detail": detail})
-			writeStatus(w, http.StatusOK, string(body))
-			return
-		}
-		writeStatus(w, http.StatusOK, `{"status":"ok"}`)
-	})
-	mux.Handle("GET /metrics", m.metricsHandler())
-	return mux
 }
 
 func (m *Main) serve(addr string, h http.Handler) (*http.Server, net.Listener, error) {

@@ -45,7 +45,7 @@ type Config struct {
 	OpenAIModel   string
 	// LLMMaxConcurrency and LLMRatePerMinute are one worker process's own
 	// caps, off when 0 (not set): the deployment's capacity decides
-	// (modellimits.go).
+	// (capacity/limits.go).
 	LLMMaxConcurrency int
 	LLMRatePerMinute  int
 	// The provider account's limits for the whole deployment (every worker
@@ -382,16 +382,4 @@ func (c Config) NewLogger(w io.Writer) *slog.Logger { return logging.New(w, c.Lo
 func (c Config) openDB(ctx context.Context, command string, maxConns int32) (*db.DB, error) {
 	return db.Open(ctx, db.Config{URL: c.DatabaseURL, Schema: c.DatabaseSchema, MaxConns: maxConns,
 		ApplicationName: "domainclass-" + command})
-}
-
-// tracing reports whether traces are exported: OTEL_TRACES_EXPORTER=otlp,
-// or an OTLP endpoint with no OTEL_TRACES_EXPORTER (none turns them off).
-func (c Config) tracing() bool {
-	switch c.TracesExporter {
-	case "otlp":
-		return true
-	case "none":
-		return false
-	}
-	return c.OTLPEndpoint != "" || c.OTLPTracesEndpoint != ""
 }

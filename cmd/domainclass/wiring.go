@@ -73,7 +73,7 @@ func (d configured) Callers() cli.CallerDefaults {
 func (d configured) Models() cli.Models {
 	return cli.Models{
 		Model: d.cfg.OpenAIModel, Search: d.cfg.SearchProvider, Configured: d.cfg.OpenAIAPIKey != "",
-		Concurrency: d.cfg.processConcurrency(), RatePerMinute: d.cfg.LLMRatePerMinute,
+		Concurrency: d.cfg.modelLimits().InFlight(), RatePerMinute: d.cfg.LLMRatePerMinute,
 		NewModel:    func() (classifier.Completer, error) { return d.cfg.newLLMClient(nil, nil) },
 		NewSearcher: d.cfg.newSearcher,
 	}

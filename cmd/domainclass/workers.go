@@ -156,19 +156,20 @@ func (m *Main) buildModel(ctx context.Context) (classifier.Completer, jobs.Batch
 	}
 	// The deployment's capacity (one provider account, every worker
 	// process) decides; the process's own bounds, when set, are caps
-	// (modellimits.go).
+	// (capacity/limits.go).
 	id, name := llm.AccountOf(cfg.OpenAIBaseURL, cfg.OpenAIAPIKey)
+	store := capacity.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name}
 	m.capacity = llm.NewCapacity(llm.CapacityConfig{
 		RequestsPerMinute: cfg.LLMAccountRPM, TokensPerMinute: cfg.LLMAccountTPM, Concurrency: cfg.LLMAccountConcurrency,
 		Holder: m.process, Logger: m.Logger, Observer: capacity.NewMetrics(m.Metrics),
-	}, capacity.AccountStore{DB: m.WorkerDB.Pool, ID: id, Name: name})
+	}, store)
 	c, err := cfg.newLLMClient(m.jobMetrics, m.capacity)
 	if err != nil {
 		return nil, nil, err
 	}
 	limited := llm.Limit(c, cfg.LLMMaxConcurrency, cfg.LLMRatePerMinute, m.jobMetrics)
 	m.capacity.Govern(limited)
-	m.logModelLimits(ctx, id, name)
+	cfg.modelLimits().Log(ctx, m.Logger, store)
 	m.limited = limited
 	return limited, c, nil // a batch's requests are the provider's to pace, not our model slots
 }

@@ -22,6 +22,20 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
+// Exported reports whether traces are exported, from the values of
+// OTEL_TRACES_EXPORTER (exporter), OTEL_EXPORTER_OTLP_ENDPOINT and
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: exporter "otlp", or an OTLP endpoint
+// with no exporter named ("none" turns them off).
+func Exported(exporter, endpoint, tracesEndpoint string) bool {
+	switch exporter {
+	case "otlp":
+		return true
+	case "none":
+		return false
+	}
+	return endpoint != "" || tracesEndpoint != ""
+}
+
 // Start installs an OTLP/HTTP exporter as the global tracer provider and
 // W3C trace context as the propagator. The exporter takes its endpoint,
 // headers and timeout from the standard OTEL_EXPORTER_OTLP_* variables, and
