@@ -134,33 +134,48 @@ func progress(l *classifier.List) string {
 // COMPLETED, asking the model nothing.
 func TestClassifyListWorker_AnsweredListEndsInItsFirstChunk(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	s := listSettings(2, 2)
 	b, w := setupListTx(t, nil, s)
-	_, _, err := db.OverrideSet(ctx, b.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true,
-		Confidence: 5, Note: "Makes soap.", SetBy: "ops"}})
-	require.NoError(t, err)
-	seedCached(t, b.tx, "a.com", "b.com", "c.com")
+	seedAnswered(t, b.tx)
 	// Five chunks of two rows; row 7 repeats row 1, row 8 is rejected.
 	l := acceptList(t, b.tx, b.client, s, "", "a.com", "unilever.com", "b.com", "www.c.com", "c.com", "b.com", "a.com", "bad input!")
 
-	first := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
-	res, err := w.WorkJob(ctx, t, b.tx, first.JobRow)
-	require.NoError(t, err)
-	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
-	require.Zero(t, b.llm.Total())
-
-	now, err := db.ListGet(ctx, b.tx, l.ID)
-	require.NoError(t, err)
-	require.Equal(t, classifier.StatusCompleted, now.Status, "the first chunk ended the list")
+	res, now := requireEndedByFirstChunk(t, b, w, l)
 	require.Equal(t, "done 8, completed 7, override 1, cache 6", progress(now))
 	var out jobs.ListChunkOutput
 	require.NoError(t, json.Unmarshal(res.Job.Output(), &out))
 	require.Equal(t, jobs.ListChunkOutput{ListID: l.ID.String(), Chunk: 0, Domains: 0, Counts: jobs.Counts{Override: 1, Cache: 3},
 		ListDone: 8, ListRows: 8}, out)
+}
+
+// seedAnswered gives the lists of these tests their answers: an override
+// of unilever.com and fresh cached answers of a.com, b.com and c.com.
+func seedAnswered(t *testing.T, tx pgx.Tx) {
+	t.Helper()
+	_, _, err := db.OverrideSet(context.Background(), tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com",
+		Answer: true, Confidence: 5, Note: "Makes soap.", SetBy: "ops"}})
+	require.NoError(t, err)
+	seedCached(t, tx, "a.com", "b.com", "c.com")
+}
+
+// requireEndedByFirstChunk works list l's first chunk and requires that it
+// completes, asks the model nothing, ends the list COMPLETED and queues no
+// other chunk; it returns the chunk's result and the list after it.
+func requireEndedByFirstChunk(t *testing.T, b *txBundle, w *rivertest.Worker[jobs.ClassifyListArgs, pgx.Tx], l *classifier.List) (*rivertest.WorkResult, *classifier.List) {
+	t.Helper()
+	ctx := context.Background()
+	first := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
+	res, err := w.WorkJob(ctx, t, b.tx, first.JobRow)
+	require.NoError(t, err)
+	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+	require.Zero(t, b.llm.Total())
+	now, err := db.ListGet(ctx, b.tx, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, classifier.StatusCompleted, now.Status, "the first chunk ended the list")
 	var chunks int
 	require.NoError(t, b.tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'classify_list'`).Scan(&chunks))
 	require.Equal(t, 1, chunks, "no other chunk was queued")
+	return res, now
 }
 
 // A list re-uploaded whole (a weekly CRM export) is answered by its upload
@@ -172,10 +187,7 @@ func TestClassifyListWorker_ListAnsweredAtItsUploadEndsInItsFirstChunk(t *testin
 	s := listSettings(2, 2)
 	b, w := setupListTx(t, nil, s)
 	p := newPipeline(t, b.tx, b.llm, setupOpts{}, s, testLogger(t))
-	_, _, err := db.OverrideSet(ctx, b.tx, []classifier.Override{{Classifier: "cpg", Domain: "unilever.com", Answer: true,
-		Confidence: 5, Note: "Makes soap.", SetBy: "ops"}})
-	require.NoError(t, err)
-	seedCached(t, b.tx, "a.com", "b.com", "c.com")
+	seedAnswered(t, b.tx)
 	f, at := p.CacheRules()
 	l := acceptAnswering(t, b.tx, b.client, s, &classifier.List{}, &jobs.AnswerRules{Freshness: f, Now: at},
 		"a.com", "unilever.com", "b.com", "www.c.com", "c.com", "b.com", "a.com", "bad input!")
@@ -183,18 +195,8 @@ func TestClassifyListWorker_ListAnsweredAtItsUploadEndsInItsFirstChunk(t *testin
 	require.NoError(t, err)
 	require.Equal(t, "done 8, completed 7, override 1, cache 6", progress(written), "answered as the upload wrote it")
 
-	first := rivertest.RequireInsertedTx[*riverpgxv5.Driver](ctx, t, b.tx, &jobs.ClassifyListArgs{}, nil)
-	res, err := w.WorkJob(ctx, t, b.tx, first.JobRow)
-	require.NoError(t, err)
-	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
-	require.Zero(t, b.llm.Total())
-	now, err := db.ListGet(ctx, b.tx, l.ID)
-	require.NoError(t, err)
-	require.Equal(t, classifier.StatusCompleted, now.Status, "the first chunk ended the list")
+	_, now := requireEndedByFirstChunk(t, b, w, l)
 	require.Equal(t, progress(written), progress(now), "nothing counted twice")
-	var chunks int
-	require.NoError(t, b.tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'classify_list'`).Scan(&chunks))
-	require.Equal(t, 1, chunks, "no other chunk was queued")
 }
 
 // The upload looks a list up only when its first domains say it is mostly
